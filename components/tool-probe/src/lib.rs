@@ -1,0 +1,150 @@
+//! A tool that reports what the sandbox lets it see, for the sandbox tests.
+//! Every answer the probe gets is `passed`; the `ok:`/`err:` prefix of the data is
+//! the finding. Only input the probe cannot understand gives an `error` status.
+
+wit_bindgen::generate!({
+    path: ["../../wit/text", "../../wit/task", "../../wit/tool"],
+    world: "murmur:tool/tool",
+    // `murmur:text` and `murmur:task` are other packages, so their bindings must be
+    // asked for explicitly.
+    generate_all,
+});
+
+use exports::murmur::tool::run::{Guest, Spec, Status, ToolResult};
+use serde_json::{Map, Value};
+use std::hint::black_box;
+
+struct Component;
+
+impl Guest for Component {
+    fn describe() -> Spec {
+        Spec {
+            description: "Reports what the sandbox lets a tool see.".into(),
+            input_schema: r#"{"type":"object","properties":{"probe":{"type":"string"},"path":{"type":"string"},"name":{"type":"string"}},"required":["probe"]}"#.into(),
+        }
+    }
+
+    fn call(input: String) -> ToolResult {
+        let fields = match serde_json::from_str::<Value>(&input) {
+            Ok(Value::Object(fields)) => fields,
+            Ok(_) => return bad_input("input must be a JSON object".into()),
+            Err(e) => return bad_input(format!("input is not JSON: {e}")),
+        };
+        let probe = match string_field(&fields, "probe") {
+            Ok(probe) => probe,
+            Err(e) => return bad_input(e),
+        };
+        let finding = match probe {
+            "read" => with_string(&fields, "path", read),
+            "list" => with_string(&fields, "path", list),
+            "write" => with_string(&fields, "path", write),
+            "env" => Ok(env()),
+            "getenv" => with_string(&fields, "name", getenv),
+            "spin" => spin(),
+            "balloon" => balloon(),
+            other => Err(format!(
+                "unknown probe '{other}' (known: read, list, write, env, getenv, spin, balloon)"
+            )),
+        };
+        match finding {
+            Ok(data) => ToolResult { status: Status::Passed, data: Some(data), summary: None, truncated: false },
+            Err(e) => bad_input(e),
+        }
+    }
+}
+
+fn string_field<'a>(fields: &'a Map<String, Value>, key: &str) -> Result<&'a str, String> {
+    match fields.get(key) {
+        Some(Value::String(s)) => Ok(s),
+        Some(_) => Err(format!("'{key}' must be a string")),
+        None => Err(format!("'{key}' is missing")),
+    }
+}
+
+/// Runs a probe that needs one string argument; `Err` only for bad input.
+fn with_string(
+    fields: &Map<String, Value>,
+    key: &str,
+    probe: fn(&str) -> String,
+) -> Result<String, String> {
+    string_field(fields, key).map(probe)
+}
+
+fn read(path: &str) -> String {
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let head = &bytes[..bytes.len().min(200)];
+            format!("ok: {}", String::from_utf8_lossy(head))
+        }
+        Err(e) => format!("err: {e}"),
+    }
+}
+
+fn list(path: &str) -> String {
+    let entries = match std::fs::read_dir(path) {
+        Ok(entries) => entries,
+        Err(e) => return format!("err: {e}"),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        match entry {
+            Ok(entry) => names.push(entry.file_name().to_string_lossy().into_owned()),
+            Err(e) => return format!("err: {e}"),
+        }
+    }
+    // Sorted because directory order is the filesystem's, and tests compare strings.
+    names.sort();
+    format!("ok: {}", names.join(","))
+}
+
+fn write(path: &str) -> String {
+    match std::fs::write(path, "probe") {
+        Ok(()) => "ok".into(),
+        Err(e) => format!("err: {e}"),
+    }
+}
+
+fn env() -> String {
+    let mut vars: Vec<String> = std::env::vars_os()
+        .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
+        .collect();
+    vars.sort();
+    format!("ok: {}", vars.join(","))
+}
+
+fn getenv(name: &str) -> String {
+    match std::env::var_os(name) {
+        Some(value) => format!("ok: {}", value.to_string_lossy()),
+        None => "err: not set".into(),
+    }
+}
+
+/// Never returns: the epoch/fuel deadline is the only way out, which is what it tests.
+fn spin() -> ! {
+    let mut n: u64 = 0;
+    loop {
+        // `black_box` keeps the compiler from proving the loop has no effect.
+        n = black_box(n.wrapping_add(1));
+    }
+}
+
+/// Never returns: it grows memory until the host's cap stops it.
+fn balloon() -> ! {
+    const CHUNK: usize = 16 << 20;
+    let mut kept: Vec<Vec<u8>> = Vec::new();
+    loop {
+        let mut block = vec![0u8; CHUNK];
+        // Touching every page makes the memory real on hosts that commit lazily.
+        for i in (0..CHUNK).step_by(4096) {
+            block[i] = 1;
+        }
+        kept.push(black_box(block));
+        black_box(&kept);
+    }
+}
+
+fn bad_input(detail: String) -> ToolResult {
+    ToolResult { status: Status::Error, data: Some(detail), summary: None, truncated: false }
+}
+
+export!(Component);

@@ -1,0 +1,286 @@
+//! The scripted driver: it replays a fixed list of model turns instead of calling
+//! a provider, so examples and tests run offline and give the same answer every time.
+
+wit_bindgen::generate!({
+    path: ["../../wit/text", "../../wit/driver"],
+    world: "murmur:driver/driver",
+    // `murmur:text` is another package, so its bindings must be asked for explicitly.
+    generate_all,
+});
+
+use exports::murmur::driver::inference::{Guest, Settings};
+use murmur::text::chunks;
+use serde_json::{Map, Value, json};
+use std::sync::Mutex;
+
+struct Component;
+
+/// One scripted model turn, checked when the script is configured so that a bad
+/// script fails at start-up rather than halfway through a session.
+struct Turn {
+    text: Option<String>,
+    chunks: Vec<String>,
+    thinking_chunks: Vec<String>,
+    thinking: Option<String>,
+    tool_calls: Vec<ToolCall>,
+    stop_reason: Option<String>,
+    usage: Option<(u64, u64)>,
+    error: Option<String>,
+    raw: Option<String>,
+}
+
+struct ToolCall {
+    id: String,
+    name: String,
+    input: Value,
+}
+
+struct Script {
+    turns: Vec<Turn>,
+    /// Index of the next turn to play.
+    cursor: usize,
+}
+
+// The host calls `configure` and `infer` on one instance, one call at a time;
+// the mutex only makes the static sound, it never contends.
+static STATE: Mutex<Option<Script>> = Mutex::new(None);
+
+impl Guest for Component {
+    fn configure(settings: Settings) -> Result<(), String> {
+        let turns = parse_script(&settings.config)?;
+        // Reconfiguring restarts the script, so one instance can be reused deterministically.
+        *lock() = Some(Script { turns, cursor: 0 });
+        Ok(())
+    }
+
+    fn infer(request: String) -> Result<String, String> {
+        // Checked before taking a turn so a malformed request does not use one up.
+        let request: Value = match serde_json::from_str(&request) {
+            Ok(request) => request,
+            Err(e) => return Err(format!("request is not JSON: {e}")),
+        };
+        let mut state = lock();
+        let Some(script) = state.as_mut() else {
+            return Err("the scripted driver was asked to infer before it was configured".into());
+        };
+        let Some(turn) = script.turns.get(script.cursor) else {
+            return Err(format!(
+                "script exhausted: it has {} turns and turn {} was asked for",
+                script.turns.len(),
+                script.cursor + 1
+            ));
+        };
+        script.cursor += 1;
+        play(turn, &last_tool_result(&request))
+    }
+}
+
+fn lock() -> std::sync::MutexGuard<'static, Option<Script>> {
+    // A panic inside a guest traps the whole instance, so a poisoned lock can only be
+    // seen by a caller that is about to trap anyway; taking the data is safe.
+    STATE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The placeholder a script's text may use for what the model last got from a tool.
+const LAST_TOOL_RESULT: &str = "{{last_tool_result}}";
+
+/// The text of the newest `tool` message in the conversation, exactly as the host
+/// handed it to the model, so a script can show that the round trip carried it.
+fn last_tool_result(request: &Value) -> String {
+    let messages = request.get("messages").and_then(Value::as_array);
+    let Some(message) = messages.and_then(|m| m.iter().rev().find(|m| m["role"] == "tool")) else {
+        return String::new();
+    };
+    match &message["content"] {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => blocks.iter().filter_map(|b| b["text"].as_str()).collect(),
+        _ => String::new(),
+    }
+}
+
+fn play(turn: &Turn, last_tool_result: &str) -> Result<String, String> {
+    let fill = |text: &str| text.replace(LAST_TOOL_RESULT, last_tool_result);
+    // Streaming comes first, even for failing turns, so tests can check what the
+    // host does with chunks of a reply that then fails.
+    for piece in &turn.thinking_chunks {
+        chunks::thinking(piece);
+    }
+    for piece in &turn.chunks {
+        chunks::text(&fill(piece));
+    }
+    if let Some(error) = &turn.error {
+        return Err(error.clone());
+    }
+    if let Some(raw) = &turn.raw {
+        return Ok(raw.clone());
+    }
+
+    let text = match &turn.text {
+        Some(text) => fill(text),
+        None => fill(&turn.chunks.concat()),
+    };
+    let mut content = Vec::new();
+    if let Some(thinking) = &turn.thinking {
+        content.push(json!({"type": "thinking", "text": thinking}));
+    }
+    if !text.is_empty() {
+        content.push(json!({"type": "text", "text": text}));
+    }
+    for call in &turn.tool_calls {
+        content.push(json!({"type": "tool_call", "id": call.id, "name": call.name, "input": call.input}));
+    }
+    let stop_reason = match &turn.stop_reason {
+        Some(reason) => reason.clone(),
+        None if turn.tool_calls.is_empty() => "end_turn".to_string(),
+        None => "tool_call".to_string(),
+    };
+
+    let mut response = Map::new();
+    response.insert("stop_reason".into(), Value::String(stop_reason));
+    response.insert("content".into(), Value::Array(content));
+    if let Some((input_tokens, output_tokens)) = turn.usage {
+        response.insert(
+            "usage".into(),
+            json!({"input_tokens": input_tokens, "output_tokens": output_tokens}),
+        );
+    }
+    serde_json::to_string(&Value::Object(response)).map_err(|e| format!("could not encode the reply: {e}"))
+}
+
+const TURN_KEYS: &[&str] = &[
+    "text",
+    "chunks",
+    "thinking_chunks",
+    "thinking",
+    "tool_calls",
+    "stop_reason",
+    "usage",
+    "error",
+    "raw",
+];
+
+fn parse_script(config: &str) -> Result<Vec<Turn>, String> {
+    let value: Value =
+        serde_json::from_str(config).map_err(|e| format!("script is not JSON: {e}"))?;
+    let Value::Object(top) = value else {
+        return Err("script must be an object with a 'turns' list".into());
+    };
+    let turns = match top.get("turns") {
+        Some(Value::Array(turns)) => turns,
+        Some(_) => return Err("script: 'turns' must be a list".into()),
+        None => return Err("script has no 'turns' list".into()),
+    };
+    turns
+        .iter()
+        .enumerate()
+        .map(|(i, turn)| parse_turn(turn).map_err(|e| format!("script turn {}: {e}", i + 1)))
+        .collect()
+}
+
+fn parse_turn(value: &Value) -> Result<Turn, String> {
+    let Value::Object(turn) = value else {
+        return Err("must be an object".into());
+    };
+    // Unknown keys are refused so that a misspelt key fails loudly instead of
+    // silently playing a different turn than the script's author meant.
+    if let Some(key) = turn.keys().find(|k| !TURN_KEYS.contains(&k.as_str())) {
+        return Err(format!("unknown key '{key}' (known: {})", TURN_KEYS.join(", ")));
+    }
+    if turn.contains_key("error") && turn.contains_key("raw") {
+        return Err("'error' and 'raw' cannot both be given".into());
+    }
+    Ok(Turn {
+        text: opt_string(turn, "text")?,
+        chunks: string_list(turn, "chunks")?,
+        thinking_chunks: string_list(turn, "thinking_chunks")?,
+        thinking: opt_string(turn, "thinking")?,
+        tool_calls: tool_calls(turn)?,
+        stop_reason: opt_string(turn, "stop_reason")?,
+        usage: usage(turn)?,
+        error: opt_string(turn, "error")?,
+        raw: opt_string(turn, "raw")?,
+    })
+}
+
+fn opt_string(turn: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+    match turn.get(key) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(format!("'{key}' must be a string")),
+    }
+}
+
+fn string_list(turn: &Map<String, Value>, key: &str) -> Result<Vec<String>, String> {
+    match turn.get(key) {
+        None => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| match item {
+                Value::String(s) => Ok(s.clone()),
+                _ => Err(format!("'{key}' item {} must be a string", i + 1)),
+            })
+            .collect(),
+        Some(_) => Err(format!("'{key}' must be a list of strings")),
+    }
+}
+
+fn tool_calls(turn: &Map<String, Value>) -> Result<Vec<ToolCall>, String> {
+    let items = match turn.get("tool_calls") {
+        None => return Ok(Vec::new()),
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err("'tool_calls' must be a list".into()),
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let n = i + 1;
+            let Value::Object(call) = item else {
+                return Err(format!("tool call {n} must be an object"));
+            };
+            if let Some(key) = call.keys().find(|k| !["id", "name", "input"].contains(&k.as_str())) {
+                return Err(format!("tool call {n}: unknown key '{key}' (known: id, name, input)"));
+            }
+            let name = match call.get("name") {
+                Some(Value::String(s)) => s.clone(),
+                Some(_) => return Err(format!("tool call {n}: 'name' must be a string")),
+                None => return Err(format!("tool call {n}: 'name' is missing")),
+            };
+            let id = match call.get("id") {
+                None => String::new(),
+                Some(Value::String(s)) => s.clone(),
+                Some(_) => return Err(format!("tool call {n}: 'id' must be a string")),
+            };
+            let input = match call.get("input") {
+                None => Value::Object(Map::new()),
+                Some(v @ Value::Object(_)) => v.clone(),
+                Some(_) => return Err(format!("tool call {n}: 'input' must be an object")),
+            };
+            Ok(ToolCall { id, name, input })
+        })
+        .collect()
+}
+
+fn usage(turn: &Map<String, Value>) -> Result<Option<(u64, u64)>, String> {
+    let usage = match turn.get("usage") {
+        None => return Ok(None),
+        Some(Value::Object(usage)) => usage,
+        Some(_) => return Err("'usage' must be an object".into()),
+    };
+    if let Some(key) = usage
+        .keys()
+        .find(|k| !["input_tokens", "output_tokens"].contains(&k.as_str()))
+    {
+        return Err(format!("usage: unknown key '{key}' (known: input_tokens, output_tokens)"));
+    }
+    let count = |key: &str| match usage.get(key) {
+        None => Ok(0),
+        Some(v) => v
+            .as_u64()
+            .ok_or_else(|| format!("usage: '{key}' must be a non-negative integer")),
+    };
+    Ok(Some((count("input_tokens")?, count("output_tokens")?)))
+}
+
+export!(Component);

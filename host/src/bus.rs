@@ -1,0 +1,247 @@
+//! The frame bus: one replay ring shared by both endpoints, and one bounded queue per
+//! open connection, so a slow client never slows the capsule or another client.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use tokio::sync::Notify;
+
+use crate::frames::{self, Frame};
+
+pub const REPLAY_CAPACITY: usize = 512;
+pub const QUEUE_CAPACITY: usize = 128;
+
+#[derive(Default)]
+pub struct Bus {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    ring: VecDeque<Frame>,
+    connections: Vec<Weak<Connection>>,
+    closed: bool,
+}
+
+/// One connection's live frames. Dropping it unsubscribes.
+pub struct Connection {
+    state: Mutex<Queue>,
+    notify: Notify,
+}
+
+#[derive(Default)]
+struct Queue {
+    frames: VecDeque<Frame>,
+    missed: u64,
+    closed: bool,
+}
+
+/// What a connection reads next.
+#[derive(Debug, PartialEq)]
+pub enum Next {
+    Frame(Frame),
+    /// The capsule closed its frame stream; nothing more will come.
+    Closed,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves plain data behind, still usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Bus {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Writes a frame to every open connection; frames with an id also enter the ring.
+    pub fn publish(&self, frame: Frame) {
+        let mut inner = lock(&self.inner);
+        if inner.closed {
+            return;
+        }
+        if frame.id.is_some() {
+            if inner.ring.len() == REPLAY_CAPACITY {
+                inner.ring.pop_front();
+            }
+            inner.ring.push_back(frame.clone());
+        }
+        inner.connections.retain(|weak| match weak.upgrade() {
+            Some(conn) => {
+                conn.push(frame.clone());
+                true
+            }
+            None => false,
+        });
+    }
+
+    /// Opens a connection. With `replay_from`, the replay is taken under the same lock
+    /// that registers the connection, so no frame falls between replay and live.
+    pub fn subscribe(&self, replay_from: Option<u64>) -> (Vec<Frame>, Arc<Connection>) {
+        let mut inner = lock(&self.inner);
+        let replay = replay_from.map(|n| replay(&inner.ring, n)).unwrap_or_default();
+        let conn = Arc::new(Connection {
+            state: Mutex::new(Queue {
+                closed: inner.closed,
+                ..Queue::default()
+            }),
+            notify: Notify::new(),
+        });
+        inner.connections.push(Arc::downgrade(&conn));
+        (replay, conn)
+    }
+
+    /// The capsule closed its frame stream: every connection ends after what it holds.
+    pub fn close(&self) {
+        let mut inner = lock(&self.inner);
+        inner.closed = true;
+        for conn in inner.connections.drain(..).filter_map(|w| w.upgrade()) {
+            lock(&conn.state).closed = true;
+            conn.notify.notify_one();
+        }
+    }
+
+    pub fn open_connections(&self) -> usize {
+        lock(&self.inner).connections.iter().filter(|w| w.strong_count() > 0).count()
+    }
+}
+
+/// The seed's replay rule: compare ids, not positions.
+fn replay(ring: &VecDeque<Frame>, n: u64) -> Vec<Frame> {
+    let Some(oldest) = ring.front().and_then(|f| f.id) else {
+        return Vec::new();
+    };
+    if oldest > n.saturating_add(1) {
+        let mut out = Vec::with_capacity(ring.len() + 1);
+        out.push(frames::gap(oldest));
+        out.extend(ring.iter().cloned());
+        return out;
+    }
+    ring.iter().filter(|f| f.id.is_some_and(|id| id > n)).cloned().collect()
+}
+
+impl Connection {
+    fn push(&self, frame: Frame) {
+        let mut q = lock(&self.state);
+        if q.frames.len() == QUEUE_CAPACITY {
+            q.frames.pop_front();
+            q.missed += 1;
+        }
+        q.frames.push_back(frame);
+        drop(q);
+        self.notify.notify_one();
+    }
+
+    /// The next frame; a `lagged` frame first where frames were dropped.
+    pub async fn next(&self) -> Next {
+        loop {
+            if let Some(next) = self.try_next() {
+                return next;
+            }
+            self.notify.notified().await;
+        }
+    }
+
+    /// The next frame if one is waiting, without blocking.
+    pub fn try_next(&self) -> Option<Next> {
+        let mut q = lock(&self.state);
+        if q.missed > 0 {
+            let missed = std::mem::take(&mut q.missed);
+            return Some(Next::Frame(frames::lagged(missed)));
+        }
+        if let Some(frame) = q.frames.pop_front() {
+            return Some(Next::Frame(frame));
+        }
+        q.closed.then_some(Next::Closed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frames::{State, status};
+
+    fn st(id: u64) -> Frame {
+        status(id, "tsk_a", "ctx_a", State::Working, "inference turn 1", None)
+    }
+
+    fn ids(frames: &[Frame]) -> Vec<Option<u64>> {
+        frames.iter().map(|f| f.id).collect()
+    }
+
+    #[test]
+    fn replay_from_zero_skips_id_zero_frames() {
+        let bus = Bus::new();
+        for id in [0, 1, 2, 0, 1, 2] {
+            bus.publish(st(id));
+        }
+        let (replay, _c) = bus.subscribe(Some(0));
+        assert_eq!(ids(&replay), vec![Some(1), Some(2), Some(1), Some(2)]);
+    }
+
+    #[test]
+    fn gap_when_oldest_is_more_than_one_above() {
+        let bus = Bus::new();
+        for id in 10..15 {
+            bus.publish(st(id));
+        }
+        let (replay, _c) = bus.subscribe(Some(8));
+        assert_eq!(replay[0], frames::gap(10));
+        assert_eq!(replay.len(), 6);
+        let (replay, _c) = bus.subscribe(Some(9));
+        assert_eq!(ids(&replay), vec![Some(10), Some(11), Some(12), Some(13), Some(14)]);
+    }
+
+    #[test]
+    fn ring_keeps_the_latest_512_frames_with_ids() {
+        let bus = Bus::new();
+        for id in 0..600 {
+            bus.publish(st(id));
+        }
+        bus.publish(frames::gap(1));
+        let (replay, _c) = bus.subscribe(Some(0));
+        assert_eq!(replay[0], frames::gap(88));
+        assert_eq!(replay.len(), 513);
+        assert_eq!(replay[1].id, Some(88));
+    }
+
+    #[test]
+    fn empty_ring_replays_nothing() {
+        let bus = Bus::new();
+        assert!(bus.subscribe(Some(0)).0.is_empty());
+        assert!(bus.subscribe(None).0.is_empty());
+    }
+
+    #[tokio::test]
+    async fn slow_connection_drops_oldest_and_is_told() {
+        let bus = Bus::new();
+        let (_, conn) = bus.subscribe(None);
+        for id in 0..200 {
+            bus.publish(st(id));
+        }
+        assert_eq!(conn.next().await, Next::Frame(frames::lagged(72)));
+        assert_eq!(conn.next().await, Next::Frame(st(72)));
+    }
+
+    #[tokio::test]
+    async fn close_ends_connections_after_their_frames() {
+        let bus = Bus::new();
+        let (_, conn) = bus.subscribe(None);
+        bus.publish(st(0));
+        bus.close();
+        assert_eq!(conn.next().await, Next::Frame(st(0)));
+        assert_eq!(conn.next().await, Next::Closed);
+        let (_, late) = bus.subscribe(None);
+        assert_eq!(late.next().await, Next::Closed);
+    }
+
+    #[test]
+    fn dropped_connections_unsubscribe() {
+        let bus = Bus::new();
+        let (_, conn) = bus.subscribe(None);
+        assert_eq!(bus.open_connections(), 1);
+        drop(conn);
+        bus.publish(st(0));
+        assert_eq!(bus.open_connections(), 0);
+    }
+}

@@ -1,0 +1,84 @@
+//! The command line: `mur run`, `mur watch`, `mur stop`.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::queue::{Acceptance, AfterTask};
+
+#[derive(Parser, Debug)]
+#[command(name = "mur", version, about = "Runs AI-agent capsules as WebAssembly components and serves them over A2A")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a capsule: stage it, serve its address and run its tasks.
+    Run(RunArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// The capsule manifest; paths inside it resolve against its directory.
+    #[arg(long, default_value = "./murmur.yaml")]
+    pub manifest: PathBuf,
+    /// The launch task: a file to copy, else the text itself. Written as task.md.
+    #[arg(long)]
+    pub task: Option<String>,
+    /// The capsule's working directory (session files go to DIR/.murmur/<session-id>).
+    #[arg(long)]
+    pub workdir: Option<PathBuf>,
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// The port to listen on; 0 takes any free port (default: network.internal_port, else any).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Print one JSON line at launch and nothing else on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// A session loop component to run instead of the built-in one.
+    #[arg(long = "loop", value_name = "PATH.wasm")]
+    pub loop_path: Option<PathBuf>,
+    /// Overrides lifecycle.task_acceptance.
+    #[arg(long, value_enum)]
+    pub lifecycle_task_acceptance: Option<AcceptanceArg>,
+    /// Overrides lifecycle.after_task.
+    #[arg(long, value_enum)]
+    pub lifecycle_after_task: Option<AfterTaskArg>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum AcceptanceArg {
+    None,
+    Single,
+    Queue,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum AfterTaskArg {
+    Exit,
+    Sleep,
+}
+
+impl From<AcceptanceArg> for Acceptance {
+    fn from(a: AcceptanceArg) -> Self {
+        match a {
+            AcceptanceArg::None => Acceptance::None,
+            AcceptanceArg::Single => Acceptance::Single,
+            AcceptanceArg::Queue => Acceptance::Queue,
+        }
+    }
+}
+
+impl From<AfterTaskArg> for AfterTask {
+    fn from(a: AfterTaskArg) -> Self {
+        match a {
+            AfterTaskArg::Exit => AfterTask::Exit,
+            AfterTaskArg::Sleep => AfterTask::Sleep,
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! The inference driver component: instantiated once per session, re-instantiated
+//! after a trap, and called once per inference turn.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::Store;
+use wasmtime::component::{Component, Linker};
+
+use crate::bindings::driver::exports::murmur::driver::inference::Settings;
+use crate::bindings::driver::{Driver as Bindings, DriverPre, murmur::text::chunks};
+use crate::engine::{self, Engine};
+use crate::error::Error;
+use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
+use crate::wire::Wire;
+
+pub struct DriverState {
+    sandbox: Sandbox,
+    wire: Arc<Wire>,
+}
+
+impl Sandboxed for DriverState {
+    fn sandbox(&mut self) -> &mut Sandbox {
+        &mut self.sandbox
+    }
+}
+sandbox::wasi_view!(DriverState);
+
+impl chunks::Host for DriverState {
+    fn text(&mut self, chunk: String) -> wasmtime::Result<()> {
+        self.wire.text_chunk(&chunk);
+        Ok(())
+    }
+
+    fn thinking(&mut self, chunk: String) -> wasmtime::Result<()> {
+        self.wire.thinking_chunk(&chunk);
+        Ok(())
+    }
+}
+
+/// A driver ready to instantiate: compiled, checked and linked once.
+pub struct DriverComponent {
+    pre: DriverPre<DriverState>,
+    settings: Settings,
+    env: Vec<(String, String)>,
+    memory_bytes: u64,
+    deadline: Duration,
+    pub label: String,
+}
+
+pub struct DriverLimits {
+    pub env: Vec<(String, String)>,
+    pub memory_bytes: u64,
+    pub deadline: Duration,
+}
+
+impl DriverComponent {
+    pub fn new(
+        engine: &Engine,
+        component: &Component,
+        label: String,
+        settings: Settings,
+        limits: DriverLimits,
+    ) -> Result<Self, Error> {
+        engine::check_world(engine, component, &engine::DRIVER, &label)?;
+        let mut linker = Linker::<DriverState>::new(engine.wasmtime());
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link_error(&label))?;
+        Bindings::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)
+            .map_err(link_error(&label))?;
+        let pre = linker
+            .instantiate_pre(component)
+            .and_then(DriverPre::new)
+            .map_err(link_error(&label))?;
+        Ok(DriverComponent {
+            pre,
+            settings,
+            env: limits.env,
+            memory_bytes: limits.memory_bytes,
+            deadline: limits.deadline,
+            label,
+        })
+    }
+
+    /// A fresh instance, configured. Drivers see no filesystem.
+    pub async fn instantiate(&self, wire: Arc<Wire>) -> Result<Driver, Error> {
+        let sandbox = Sandbox::new(&Grants {
+            workdir: None,
+            env: self.env.clone(),
+            memory_bytes: self.memory_bytes,
+            deadline: self.deadline,
+        })?;
+        let mut store = Store::new(self.pre.engine(), DriverState { sandbox, wire });
+        sandbox::limit(&mut store);
+        let invocation = |e: wasmtime::Error| {
+            Error::new("E-RUN-001", format!("driver invocation failed: {}", trap_text(&e)))
+        };
+        let bindings = self.pre.instantiate_async(&mut store).await.map_err(invocation)?;
+        let configured = bindings
+            .murmur_driver_inference()
+            .call_configure(&mut store, &self.settings)
+            .await
+            .map_err(invocation)?;
+        configured.map_err(|e| {
+            Error::new("E-RUN-005", format!("{} refused its configuration: {e}", self.label))
+                .hint("check inference.* and the driver's config in murmur.yaml")
+        })?;
+        Ok(Driver { store, bindings })
+    }
+}
+
+pub struct Driver {
+    store: Store<DriverState>,
+    bindings: Bindings,
+}
+
+impl Driver {
+    /// `Err` is a trap (the instance is unusable); `Ok(Err)` the driver's own failure.
+    pub async fn infer(&mut self, request: &str) -> wasmtime::Result<Result<String, String>> {
+        self.store.data_mut().sandbox.running_since = Instant::now();
+        self.bindings
+            .murmur_driver_inference()
+            .call_infer(&mut self.store, request)
+            .await
+    }
+}
+
+fn link_error(label: &str) -> impl Fn(wasmtime::Error) -> Error + '_ {
+    move |e| {
+        Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}"))
+            .hint("a driver may import only WASI 0.2 and murmur:text/chunks@0.1.0")
+    }
+}
+
+/// A trap's cause in one line, without wasmtime's backtrace.
+pub fn trap_text(e: &wasmtime::Error) -> String {
+    let text = match e.downcast_ref::<wasmtime::Trap>() {
+        Some(trap) => trap.to_string(),
+        None => e.root_cause().to_string(),
+    };
+    text.lines().next().unwrap_or("trap").to_string()
+}

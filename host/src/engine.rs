@@ -1,0 +1,220 @@
+//! One wasmtime Engine per process, components compiled once and cached on disk, and
+//! the check that a component targets a world (and version) this host serves.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+use wasmtime::{Config, OptLevel};
+
+use crate::error::Error;
+
+/// Epoch ticks per second: the granularity of component deadlines.
+pub const TICKS_PER_SECOND: u64 = 20;
+
+pub struct Engine {
+    engine: wasmtime::Engine,
+    cache_dir: Option<PathBuf>,
+}
+
+impl Engine {
+    /// The engine, and a thread that advances its epoch so deadlines can fire while a
+    /// guest spins without calling the host.
+    pub fn new() -> Result<Self, Error> {
+        let mut config = Config::new();
+        config.wasm_component_model(true);
+        config.epoch_interruption(true);
+        config.cranelift_opt_level(OptLevel::Speed);
+        let engine = wasmtime::Engine::new(&config)
+            .map_err(|e| Error::new("E-RUN-001", format!("could not start the WebAssembly engine: {e:#}")))?;
+        let ticker = engine.weak();
+        std::thread::Builder::new()
+            .name("mur-epoch".into())
+            .spawn(move || {
+                let period = Duration::from_millis(1000 / TICKS_PER_SECOND);
+                while let Some(engine) = ticker.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    std::thread::sleep(period);
+                }
+            })
+            .map_err(|e| Error::new("E-RUN-001", format!("could not start the epoch thread: {e}")))?;
+        Ok(Engine {
+            engine,
+            cache_dir: cache_dir(),
+        })
+    }
+
+    pub fn wasmtime(&self) -> &wasmtime::Engine {
+        &self.engine
+    }
+
+    /// Compiles `bytes`, or loads the compiled form cached by an earlier run. A cache
+    /// that cannot be read or written only costs a compile.
+    pub fn load(&self, bytes: &[u8], label: &str) -> Result<Component, Error> {
+        let cached = self.cache_dir.as_ref().map(|dir| dir.join(self.cache_key(bytes)));
+        if let Some(path) = cached.as_deref().filter(|p| p.exists()) {
+            // SAFETY: the file was written by `Component::serialize` of an engine with the
+            // same compatibility hash (it is in the name), in the user's own cache dir.
+            if let Ok(component) = unsafe { Component::deserialize_file(&self.engine, path) } {
+                return Ok(component);
+            }
+        }
+        let component = Component::new(&self.engine, bytes)
+            .map_err(|e| Error::new("E-RUN-001", format!("{label} is not a valid WebAssembly component: {e:#}"))
+                .hint("build it for wasm32-wasip2 (a component), not a core module"))?;
+        if let Some(path) = cached {
+            store_in_cache(&component, &path);
+        }
+        Ok(component)
+    }
+
+    fn cache_key(&self, bytes: &[u8]) -> String {
+        let digest = Sha256::digest(bytes);
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.engine.precompile_compatibility_hash().hash(&mut hasher);
+        format!("{}-{:016x}.cwasm", hex(&digest[..16]), hasher.finish())
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `MUR_CACHE_DIR`, else the XDG cache dir, else none (every run compiles).
+fn cache_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("MUR_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("mur")))
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("mur")))?;
+    let dir = dir.join("components");
+    std::fs::create_dir_all(&dir).ok()?;
+    Some(dir)
+}
+
+/// Written to a temporary name and renamed, so a concurrent run never reads half a file.
+fn store_in_cache(component: &Component, path: &Path) {
+    let Ok(bytes) = component.serialize() else { return };
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    if std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, path).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+/// A world this host serves: what a component of it must export, and which `murmur:`
+/// interfaces it may import.
+pub struct World {
+    pub name: &'static str,
+    pub export: &'static str,
+    pub imports: &'static [&'static str],
+}
+
+pub const VERSION: &str = "0.1.0";
+
+pub const SESSION_LOOP: World = World {
+    name: "session-loop",
+    export: "murmur:session/loop",
+    imports: &["murmur:session/types", "murmur:session/host"],
+};
+
+pub const DRIVER: World = World {
+    name: "driver",
+    export: "murmur:driver/inference",
+    imports: &["murmur:text/chunks"],
+};
+
+pub const TOOL: World = World {
+    name: "tool",
+    export: "murmur:tool/run",
+    imports: &["murmur:text/chunks", "murmur:task/task"],
+};
+
+pub const HOOK: World = World {
+    name: "hook",
+    export: "murmur:hook/lifecycle",
+    imports: &[],
+};
+
+const WORLDS: [&World; 4] = [&SESSION_LOOP, &DRIVER, &TOOL, &HOOK];
+
+/// Splits `murmur:session/loop@0.1.0` into the interface and its version.
+fn split_version(name: &str) -> (&str, &str) {
+    name.split_once('@').unwrap_or((name, ""))
+}
+
+/// Refuses a component that targets another world, or another version of ours.
+pub fn check_world(engine: &Engine, component: &Component, world: &World, label: &str) -> Result<(), Error> {
+    let ty = component.component_type();
+    let exports: Vec<String> = ty.exports(&engine.engine).map(|(n, _)| n.to_string()).collect();
+    let imports: Vec<String> = ty.imports(&engine.engine).map(|(n, _)| n.to_string()).collect();
+    let served = format!("{}@{VERSION}", world.export);
+
+    let exported = exports.iter().find(|e| split_version(e).0 == world.export);
+    match exported {
+        Some(found) if split_version(found).1 != VERSION => {
+            return Err(version_error(label, found, &served, world));
+        }
+        Some(_) => {}
+        None => return Err(world_error(label, &exports, world)),
+    }
+    for import in imports.iter().filter(|i| i.starts_with("murmur:")) {
+        let (iface, version) = split_version(import);
+        if !world.imports.contains(&iface) {
+            return Err(Error::new(
+                "E-RUN-031",
+                format!(
+                    "{label} imports {import}, which the {} world does not provide",
+                    world.name
+                ),
+            )
+            .hint(format!("a {} component may import: {}", world.name, served_imports(world))));
+        }
+        if version != VERSION {
+            return Err(version_error(label, import, &format!("{iface}@{VERSION}"), world));
+        }
+    }
+    Ok(())
+}
+
+fn served_imports(world: &World) -> String {
+    if world.imports.is_empty() {
+        return "no murmur: interfaces".into();
+    }
+    world.imports.iter().map(|i| format!("{i}@{VERSION}")).collect::<Vec<_>>().join(", ")
+}
+
+fn version_error(label: &str, found: &str, served: &str, world: &World) -> Error {
+    Error::new(
+        "E-RUN-030",
+        format!("{label} was built against {found}; this mur serves {served}"),
+    )
+    .hint(format!(
+        "rebuild the component against the {} world of murmur:*@{VERSION} (the wit/ folder of this mur)",
+        world.name
+    ))
+}
+
+fn world_error(label: &str, exports: &[String], world: &World) -> Error {
+    let found: Vec<&str> = exports.iter().map(|s| s.as_str()).filter(|e| e.starts_with("murmur:")).collect();
+    let other = WORLDS
+        .iter()
+        .find(|w| found.iter().any(|e| split_version(e).0 == w.export));
+    let what = match (other, found.is_empty()) {
+        (Some(w), _) => format!("it is a {} component (exports {})", w.name, found.join(", ")),
+        (None, true) => "it exports no murmur: interface".to_string(),
+        (None, false) => format!("it exports {}", found.join(", ")),
+    };
+    Error::new(
+        "E-RUN-031",
+        format!(
+            "{label} does not target the {} world: {what}",
+            world.name
+        ),
+    )
+    .hint(format!(
+        "a {} component exports {}@{VERSION}",
+        world.name, world.export
+    ))
+}

@@ -1,0 +1,274 @@
+//! The task queue: three lanes (`user` > `peer` > `bg`), arrival order within a lane,
+//! and the lifecycle rules that decide when a capsule takes no more tasks.
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Acceptance {
+    None,
+    Single,
+    Queue,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterTask {
+    Exit,
+    Sleep,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Lane {
+    User = 0,
+    Peer = 1,
+    Bg = 2,
+}
+
+impl Lane {
+    /// The seed's mapping from a task's origin to the lane it waits in.
+    pub fn of(origin: &str) -> Lane {
+        match origin {
+            "user" => Lane::User,
+            "peer" => Lane::Peer,
+            _ => Lane::Bg,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lane::User => "user",
+            Lane::Peer => "peer",
+            Lane::Bg => "bg",
+        }
+    }
+}
+
+/// A task waiting to run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pending {
+    pub id: String,
+    pub context_id: String,
+    pub text: String,
+    pub origin: String,
+    /// `task_md` for the launch task, `a2a` for one that came over HTTP.
+    pub source: &'static str,
+    pub message_id: Option<String>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The capsule cannot take another task (the seed's `rejected` status).
+    Busy,
+    /// The queue is closed: the session is ending.
+    Closed,
+}
+
+pub struct Policy {
+    pub acceptance: Acceptance,
+    pub after_task: AfterTask,
+    pub depth: usize,
+    /// How long a capsule that may still end waits for a task before it ends.
+    pub idle: Duration,
+}
+
+pub struct Queue {
+    policy: Policy,
+    state: Mutex<State>,
+    notify: Notify,
+}
+
+#[derive(Default)]
+struct State {
+    lanes: [VecDeque<Pending>; 3],
+    /// Tasks handed to the loop so far.
+    taken: usize,
+    closed: bool,
+}
+
+impl State {
+    fn waiting(&self) -> usize {
+        self.lanes.iter().map(VecDeque::len).sum()
+    }
+
+    fn pop(&mut self) -> Option<Pending> {
+        self.lanes.iter_mut().find_map(VecDeque::pop_front)
+    }
+}
+
+impl Queue {
+    pub fn new(policy: Policy) -> Self {
+        Queue {
+            policy,
+            state: Mutex::new(State::default()),
+            notify: Notify::new(),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Tasks the capsule gives itself (the launch task, reports) are never refused.
+    pub fn push_own(&self, task: Pending) {
+        let lane = Lane::of(&task.origin);
+        self.state().lanes[lane as usize].push_back(task);
+        self.notify.notify_one();
+    }
+
+    /// A task from a client, refused when the lifecycle has no room for it.
+    pub fn submit(&self, task: Pending) -> Result<(), Refusal> {
+        let mut state = self.state();
+        if state.closed {
+            return Err(Refusal::Closed);
+        }
+        let room = match self.policy.acceptance {
+            Acceptance::None => false,
+            Acceptance::Single => state.taken == 0 && state.waiting() == 0,
+            Acceptance::Queue => state.waiting() < self.policy.depth,
+        };
+        if !room {
+            return Err(Refusal::Busy);
+        }
+        let lane = Lane::of(&task.origin);
+        state.lanes[lane as usize].push_back(task);
+        drop(state);
+        self.notify.notify_one();
+        Ok(())
+    }
+
+    /// The next task for the loop, or `None` when the session is over.
+    pub async fn next(&self) -> Option<Pending> {
+        loop {
+            let notified = self.notify.notified();
+            if let Some(next) = self.try_next() {
+                return next;
+            }
+            match (self.policy.acceptance, self.policy.after_task) {
+                (Acceptance::Queue, AfterTask::Sleep) => notified.await,
+                _ => {
+                    if tokio::time::timeout(self.policy.idle, notified).await.is_err() {
+                        // One last look: a task may have arrived as the clock ran out.
+                        return self.try_next().flatten();
+                    }
+                }
+            }
+        }
+    }
+
+    /// `Some(task)`, `Some(None)` when the session is over, `None` to wait.
+    fn try_next(&self) -> Option<Option<Pending>> {
+        let mut state = self.state();
+        if state.closed {
+            return Some(None);
+        }
+        if let Some(task) = state.pop() {
+            state.taken += 1;
+            return Some(Some(task));
+        }
+        let over = match self.policy.acceptance {
+            Acceptance::None => true,
+            Acceptance::Single => state.taken > 0,
+            Acceptance::Queue => false,
+        };
+        over.then_some(None)
+    }
+
+    /// Ends the session: the loop's next `next-task` answers `None`.
+    pub fn close(&self) {
+        self.state().closed = true;
+        self.notify.notify_waiters();
+        self.notify.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(id: &str, origin: &str) -> Pending {
+        Pending {
+            id: id.into(),
+            context_id: "ctx".into(),
+            text: String::new(),
+            origin: origin.into(),
+            source: "a2a",
+            message_id: None,
+        }
+    }
+
+    fn queue(acceptance: Acceptance, depth: usize) -> Queue {
+        Queue::new(Policy {
+            acceptance,
+            after_task: AfterTask::Sleep,
+            depth,
+            idle: Duration::from_millis(20),
+        })
+    }
+
+    #[tokio::test]
+    async fn lanes_run_user_then_peer_then_bg_in_arrival_order() {
+        let q = queue(Acceptance::Queue, 10);
+        q.submit(task("b1", "event")).unwrap();
+        q.submit(task("p1", "peer")).unwrap();
+        q.submit(task("b2", "completion")).unwrap();
+        q.push_own(task("u1", "user"));
+        q.submit(task("p2", "peer")).unwrap();
+        let mut order = Vec::new();
+        for _ in 0..5 {
+            order.push(q.next().await.unwrap().id);
+        }
+        assert_eq!(order, ["u1", "p1", "p2", "b1", "b2"]);
+    }
+
+    #[tokio::test]
+    async fn single_takes_one_task_then_ends() {
+        let q = queue(Acceptance::Single, 1);
+        q.submit(task("a", "event")).unwrap();
+        assert_eq!(q.submit(task("b", "event")), Err(Refusal::Busy));
+        assert_eq!(q.next().await.unwrap().id, "a");
+        assert_eq!(q.submit(task("c", "event")), Err(Refusal::Busy));
+        assert_eq!(q.next().await, None);
+    }
+
+    #[tokio::test]
+    async fn queue_depth_bounds_waiting_tasks() {
+        let q = queue(Acceptance::Queue, 2);
+        q.submit(task("a", "event")).unwrap();
+        q.submit(task("b", "event")).unwrap();
+        assert_eq!(q.submit(task("c", "event")), Err(Refusal::Busy));
+        q.next().await.unwrap();
+        q.submit(task("c", "event")).unwrap();
+    }
+
+    #[tokio::test]
+    async fn none_runs_only_its_own_tasks() {
+        let q = queue(Acceptance::None, 1);
+        assert_eq!(q.submit(task("a", "event")), Err(Refusal::Busy));
+        q.push_own(task("launch", "user"));
+        assert_eq!(q.next().await.unwrap().id, "launch");
+        assert_eq!(q.next().await, None);
+    }
+
+    #[tokio::test]
+    async fn idle_capsule_ends_after_the_idle_wait_unless_it_sleeps() {
+        let q = Queue::new(Policy {
+            acceptance: Acceptance::Queue,
+            after_task: AfterTask::Exit,
+            depth: 1,
+            idle: Duration::from_millis(10),
+        });
+        assert_eq!(q.next().await, None);
+        let sleeping = queue(Acceptance::Queue, 1);
+        let waited = tokio::time::timeout(Duration::from_millis(50), sleeping.next()).await;
+        assert!(waited.is_err(), "queue+sleep waits for the next task");
+        sleeping.close();
+        assert_eq!(sleeping.next().await, None);
+    }
+}

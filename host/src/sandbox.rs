@@ -1,0 +1,102 @@
+//! The WASI sandbox of one component instance: what it may see (the workdir or no
+//! filesystem, only granted environment variables, no sockets) and the limits that keep
+//! the host safe whatever it does (memory cap, wall-clock deadline).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use wasmtime::component::ResourceTable;
+use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView};
+
+use crate::error::Error;
+
+/// What every guest store carries besides its own state.
+pub struct Sandbox {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub limits: StoreLimits,
+    /// When the guest last left the host; a deadline counts guest time from here.
+    pub running_since: Instant,
+    pub deadline: Duration,
+}
+
+/// What a component is granted.
+pub struct Grants<'a> {
+    /// Preopened as `/`; `None` means no filesystem at all.
+    pub workdir: Option<&'a Path>,
+    pub env: Vec<(String, String)>,
+    pub memory_bytes: u64,
+    pub deadline: Duration,
+}
+
+impl Sandbox {
+    pub fn new(grants: &Grants<'_>) -> Result<Self, Error> {
+        let mut builder = WasiCtxBuilder::new();
+        // Guest panics and prints are diagnostics: stderr, never our stdout (which
+        // `--json` promises to keep to one line).
+        builder.inherit_stderr();
+        builder.envs(&grants.env);
+        builder.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
+        builder.socket_addr_check(|_, _| Box::pin(async { false }));
+        if let Some(dir) = grants.workdir {
+            builder.preopened_dir(dir, "/", FsPerms::ReadWrite).map_err(|e| {
+                Error::new(
+                    "E-IO-003",
+                    format!("could not open the workdir {} for a component: {e:#}", dir.display()),
+                )
+            })?;
+        }
+        let memory = usize::try_from(grants.memory_bytes).unwrap_or(usize::MAX);
+        Ok(Sandbox {
+            wasi: builder.build(),
+            table: ResourceTable::new(),
+            limits: StoreLimitsBuilder::new().memory_size(memory).instances(64).build(),
+            running_since: Instant::now(),
+            deadline: grants.deadline,
+        })
+    }
+
+    pub fn view(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Store data that carries a sandbox.
+pub trait Sandboxed: Send + 'static {
+    fn sandbox(&mut self) -> &mut Sandbox;
+}
+
+/// Makes a sandboxed store type a WASI view (the orphan rule forbids a blanket impl).
+macro_rules! wasi_view {
+    ($ty:ty) => {
+        impl wasmtime_wasi::WasiView for $ty {
+            fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
+                crate::sandbox::Sandboxed::sandbox(self).view()
+            }
+        }
+    };
+}
+pub(crate) use wasi_view;
+
+/// Applies the memory cap and the deadline to a store. The deadline counts guest time
+/// since the guest last left the host, so a loop parked in `next-task` for an hour is
+/// fine while a guest spinning for longer than its deadline is stopped; every tick the
+/// guest yields so it never holds a runtime thread.
+pub fn limit<T: Sandboxed>(store: &mut Store<T>) {
+    store.limiter(|s| &mut s.sandbox().limits);
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|mut ctx| {
+        let sandbox = ctx.data_mut().sandbox();
+        if sandbox.running_since.elapsed() > sandbox.deadline {
+            let secs = sandbox.deadline.as_secs_f64();
+            return Err(wasmtime::Error::msg(format!(
+                "deadline exceeded: the component ran for more than {secs} s without returning"
+            )));
+        }
+        Ok(UpdateDeadline::Yield(1))
+    });
+}

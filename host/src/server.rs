@@ -1,0 +1,322 @@
+//! The capsule's A2A address: JSON-RPC over `POST /`, with `message/stream` and
+//! `stream/watch` answered as server-sent events.
+//!
+//! The seed's event stream is an HTTP/1.1 body with exactly three headers and no
+//! framing: it ends when the connection closes. hyper always chunk-encodes an
+//! HTTP/1.1 body of unknown length, which would put chunk sizes between the frames, so
+//! the response is written here by hand; requests are parsed with httparse.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::{Instant, MissedTickBehavior, interval_at, timeout};
+
+use crate::bus::Next;
+use crate::frames::{self, Frame, HEARTBEAT};
+use crate::ids;
+use crate::queue::{Acceptance, Pending, Refusal};
+use crate::session::Capsule;
+use crate::trace::Place;
+
+/// The heartbeat interval; tests shorten it through `MUR_HEARTBEAT_MS`.
+fn heartbeat_every() -> Duration {
+    std::env::var("MUR_HEARTBEAT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(Duration::from_secs(15))
+}
+
+const MAX_HEAD: usize = 64 * 1024;
+const MAX_BODY: usize = 1024 * 1024;
+const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub async fn serve(listener: TcpListener, capsule: Arc<Capsule>, mode: &'static str) {
+    loop {
+        let Ok((socket, _)) = listener.accept().await else {
+            // Out of file descriptors and the like: wait, then keep serving.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let _ = socket.set_nodelay(true);
+        tokio::spawn(handle(socket, capsule.clone(), mode));
+    }
+}
+
+struct Request {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Request {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+async fn handle(mut socket: TcpStream, capsule: Arc<Capsule>, mode: &'static str) {
+    let request = match timeout(READ_TIMEOUT, read_request(&mut socket)).await {
+        Ok(Ok(request)) => request,
+        Ok(Err(status)) => return reply_status(&mut socket, status).await,
+        Err(_) => return reply_status(&mut socket, "408 Request Timeout").await,
+    };
+    let is_json = request
+        .header("content-type")
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if request.method != "POST" || request.path != "/" || !is_json || request.body.is_empty() {
+        return reply_status(&mut socket, "404 Not Found").await;
+    }
+    let call: Value = match serde_json::from_slice(&request.body) {
+        Ok(call) => call,
+        Err(_) => return reply_json(&mut socket, rpc_error(&Value::Null, -32700, "Parse error")).await,
+    };
+    let id = call.get("id").cloned().unwrap_or(Value::Null);
+    match call.get("method").and_then(Value::as_str) {
+        Some("stream/watch") => watch(socket, &request, &capsule, mode).await,
+        Some("message/stream") if capsule.queue.policy().acceptance == Acceptance::None => {
+            reply_json(&mut socket, rpc_error(&id, -32601, "Method not found")).await
+        }
+        Some("message/stream") => {
+            let params = call.get("params").cloned().unwrap_or(Value::Null);
+            message_stream(socket, &request, &capsule, params).await
+        }
+        _ => reply_json(&mut socket, rpc_error(&id, -32601, "Method not found")).await,
+    }
+}
+
+/// Reads one request: head, then a body of `content-length` bytes.
+async fn read_request(socket: &mut TcpStream) -> Result<Request, &'static str> {
+    let mut buf = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = socket.read(&mut chunk).await.map_err(|_| "400 Bad Request")?;
+        if n == 0 {
+            return Err("400 Bad Request");
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut parsed = httparse::Request::new(&mut headers);
+        match parsed.parse(&buf) {
+            Ok(httparse::Status::Complete(head_len)) => {
+                let request = Request {
+                    method: parsed.method.unwrap_or_default().to_string(),
+                    path: parsed.path.unwrap_or_default().to_string(),
+                    headers: parsed
+                        .headers
+                        .iter()
+                        .map(|h| (h.name.to_string(), String::from_utf8_lossy(h.value).into_owned()))
+                        .collect(),
+                    body: Vec::new(),
+                };
+                return read_body(socket, request, buf.split_off(head_len)).await;
+            }
+            Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => continue,
+            Ok(httparse::Status::Partial) => return Err("431 Request Header Fields Too Large"),
+            Err(_) => return Err("400 Bad Request"),
+        }
+    }
+}
+
+async fn read_body(socket: &mut TcpStream, mut request: Request, mut body: Vec<u8>) -> Result<Request, &'static str> {
+    if request.header("transfer-encoding").is_some() {
+        return Err("411 Length Required");
+    }
+    let length = match request.header("content-length") {
+        None => 0,
+        Some(v) => v.trim().parse::<usize>().map_err(|_| "400 Bad Request")?,
+    };
+    if length > MAX_BODY {
+        return Err("413 Content Too Large");
+    }
+    let mut chunk = [0u8; 8192];
+    while body.len() < length {
+        let n = socket.read(&mut chunk).await.map_err(|_| "400 Bad Request")?;
+        if n == 0 {
+            return Err("400 Bad Request");
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    body.truncate(length);
+    request.body = body;
+    Ok(request)
+}
+
+async fn reply_status(socket: &mut TcpStream, status: &str) {
+    let text = format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+    let _ = socket.write_all(text.as_bytes()).await;
+    let _ = socket.shutdown().await;
+}
+
+async fn reply_json(socket: &mut TcpStream, body: Value) {
+    let body = body.to_string();
+    let text = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = socket.write_all(text.as_bytes()).await;
+    let _ = socket.shutdown().await;
+}
+
+fn rpc_error(id: &Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+const SSE_HEAD: &[u8] =
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: keep-alive\r\n\r\n";
+
+/// `Last-Event-ID` as a number; `Err(())` when present but not one.
+fn last_event_id(request: &Request) -> Option<Result<u64, ()>> {
+    request.header("last-event-id").map(|v| v.trim().parse::<u64>().map_err(|_| ()))
+}
+
+/// An open event stream: frames, and a heartbeat due every interval from when the
+/// connection opened, whatever else was written.
+struct Stream {
+    socket: TcpStream,
+    heartbeat: tokio::time::Interval,
+}
+
+impl Stream {
+    async fn open(mut socket: TcpStream) -> std::io::Result<Self> {
+        socket.write_all(SSE_HEAD).await?;
+        let every = heartbeat_every();
+        let mut heartbeat = interval_at(Instant::now() + every, every);
+        heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        Ok(Stream { socket, heartbeat })
+    }
+
+    async fn write(&mut self, frame: &Frame) -> std::io::Result<()> {
+        self.socket.write_all(&frame.bytes).await
+    }
+
+    /// Live frames until `stop` says so, the bus closes, or the client goes away.
+    /// Returns whether the bus closed.
+    async fn pump(&mut self, conn: &crate::bus::Connection, stop: impl Fn(&Frame) -> bool) -> std::io::Result<bool> {
+        loop {
+            tokio::select! {
+                next = conn.next() => match next {
+                    Next::Frame(frame) => {
+                        self.write(&frame).await?;
+                        if stop(&frame) {
+                            return Ok(false);
+                        }
+                    }
+                    Next::Closed => return Ok(true),
+                },
+                _ = self.heartbeat.tick() => self.socket.write_all(HEARTBEAT).await?,
+            }
+        }
+    }
+
+    async fn close(mut self) {
+        let _ = self.socket.shutdown().await;
+    }
+}
+
+async fn watch(socket: TcpStream, request: &Request, capsule: &Capsule, mode: &str) {
+    let from = match last_event_id(request) {
+        Some(Ok(n)) => n,
+        _ => 0,
+    };
+    let (replay, conn) = capsule.wire.bus().subscribe(Some(from));
+    let Ok(mut stream) = Stream::open(socket).await else { return };
+    let served = async {
+        stream.write(&frames::connection_ack(mode)).await?;
+        for frame in &replay {
+            stream.write(frame).await?;
+        }
+        if stream.pump(&conn, |_| false).await? {
+            stream.write(&frames::capsule_closed()).await?;
+        }
+        Ok::<_, std::io::Error>(())
+    };
+    let _ = served.await;
+    stream.close().await;
+}
+
+/// An A2A message, under `params.message` or as `params` itself.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Message {
+    message_id: String,
+    #[allow(dead_code)]
+    role: String,
+    parts: Vec<Part>,
+    context_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Part {
+    text: String,
+}
+
+fn parse_message(params: Value) -> Result<Message, String> {
+    let params = match params {
+        Value::Object(mut map) if map.contains_key("message") => map.remove("message").unwrap_or(Value::Null),
+        other => other,
+    };
+    serde_json::from_value(params).map_err(|e| format!("Invalid params: {e}"))
+}
+
+/// Only `peer` and `completion` are taken from a request; anything else is an event.
+fn origin(request: &Request) -> String {
+    match request.header("x-murmur-task-origin").map(str::trim) {
+        Some("peer") => "peer".into(),
+        Some("completion") => "completion".into(),
+        _ => "event".into(),
+    }
+}
+
+async fn message_stream(socket: TcpStream, request: &Request, capsule: &Capsule, params: Value) {
+    let replay_from = last_event_id(request).and_then(Result::ok);
+    let (replay, conn) = capsule.wire.bus().subscribe(replay_from);
+    let Ok(mut stream) = Stream::open(socket).await else { return };
+    let served = async {
+        for frame in &replay {
+            stream.write(frame).await?;
+        }
+        let message = match parse_message(params) {
+            Ok(message) => message,
+            Err(e) => return stream.write(&frames::error(&e)).await,
+        };
+        let task = Pending {
+            id: ids::task(),
+            context_id: message.context_id.clone().unwrap_or_else(ids::context),
+            text: message.parts.iter().map(|p| p.text.as_str()).collect::<Vec<_>>().join("\n"),
+            origin: origin(request),
+            source: "a2a",
+            message_id: Some(message.message_id.clone()),
+        };
+        let (task_id, context_id) = (task.id.clone(), task.context_id.clone());
+        let _ = capsule.trace.write(
+            "a2a_task_received",
+            Place {
+                parent: Some(&capsule.session_event),
+                task: Some(&task_id),
+            },
+            json!({
+                "task_id": task_id,
+                "context_id": context_id,
+                "message_id": message.message_id,
+                "traceparent_from_caller": request.header("traceparent"),
+            }),
+        );
+        match capsule.queue.submit(task) {
+            Ok(()) => stream.pump(&conn, |f| f.ends_stream).await.map(|_| ()),
+            Err(Refusal::Busy) => stream.write(&frames::rejected(&task_id, &context_id)).await,
+            Err(Refusal::Closed) => stream.write(&frames::error("internal error: queue send failed")).await,
+        }
+    };
+    let _ = served.await;
+    stream.close().await;
+}

@@ -1,0 +1,631 @@
+//! The host side of `murmur:session`: what a session loop component can ask of the
+//! host. The loop decides what happens next; the host counts turns, dispatches tools,
+//! writes frames, the trace and the result, and enforces the limits.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use wasmtime::Store;
+use wasmtime::component::{Component, HasSelf, Linker};
+
+use crate::bindings::session_loop::exports::murmur::session::loop_::Config;
+use crate::bindings::session_loop::murmur::session::host::Host;
+use crate::bindings::session_loop::murmur::session::types::{
+    self, InferenceError, InferenceReply, InferenceRequest, StopReason, Task, TaskOutcome, ToolCall, ToolOutcome,
+    Usage,
+};
+use crate::bindings::session_loop::{SessionLoop, SessionLoopPre};
+use crate::bindings::tool::murmur::task::task::TaskInfo;
+use crate::driver::{Driver, DriverComponent, trap_text};
+use crate::engine::{self, Engine};
+use crate::error::Error;
+use crate::frames::{Artifact, State};
+use crate::queue::{Lane, Pending, Queue};
+use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
+use crate::tools::{Dispatched, Reach, Tools};
+use crate::trace::{Place, Trace};
+use crate::wire::Wire;
+use crate::workdir::Workdir;
+
+/// Everything a session shares between the loop, the server and the launcher.
+pub struct Capsule {
+    pub session_id: String,
+    pub name: String,
+    pub version: String,
+    pub model: String,
+    pub max_turns: u32,
+    pub max_tokens: u32,
+    pub system: Option<String>,
+    pub workdir: Workdir,
+    pub trace: Trace,
+    pub wire: Arc<Wire>,
+    pub queue: Queue,
+    pub tools: Tools,
+    pub driver: DriverComponent,
+    pub grants: LoopGrants,
+    /// The `session_start` line, parent of every task.
+    pub session_event: String,
+    pub finished: Mutex<Vec<Finished>>,
+}
+
+/// What the session loop component may see.
+pub struct LoopGrants {
+    pub env: Vec<(String, String)>,
+    pub memory_bytes: u64,
+    pub deadline: std::time::Duration,
+}
+
+/// A task that ended, for the launcher's exit status and answer.
+#[derive(Clone, Debug)]
+pub struct Finished {
+    pub task_id: String,
+    pub exit_status: &'static str,
+    pub completed: bool,
+    /// The answer, or `error: <message>`, as written to `out/result.txt`.
+    pub result: String,
+}
+
+#[derive(Default, Clone, Copy)]
+pub struct Totals {
+    pub turns: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub tool_calls: u64,
+    pub shell_calls: u64,
+}
+
+impl Totals {
+    fn add(&mut self, other: &Totals) {
+        self.turns += other.turns;
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.tool_calls += other.tool_calls;
+        self.shell_calls += other.shell_calls;
+    }
+}
+
+struct Running {
+    task: Pending,
+    event_id: String,
+    started: Instant,
+    counts: Totals,
+    /// The trace line of the latest inference turn: parent of its tool calls.
+    turn_event: Option<String>,
+}
+
+pub struct LoopState {
+    sandbox: Sandbox,
+    capsule: Arc<Capsule>,
+    driver: Option<Driver>,
+    running: Option<Running>,
+    pub totals: Totals,
+}
+
+impl Sandboxed for LoopState {
+    fn sandbox(&mut self) -> &mut Sandbox {
+        &mut self.sandbox
+    }
+}
+sandbox::wasi_view!(LoopState);
+
+/// A failed trace write ends the session: the loop traps with this error.
+fn trace_failed(e: std::io::Error) -> wasmtime::Error {
+    wasmtime::Error::msg(format!("trace write failed: {e}"))
+}
+
+impl types::Host for LoopState {}
+
+impl Host for LoopState {
+    async fn next_task(&mut self) -> wasmtime::Result<Option<Task>> {
+        if self.running.is_some() {
+            let why = "the session loop asked for the next task without finishing this one";
+            self.finish(TaskOutcome::Failed(why.into()))?;
+        }
+        let next = self.capsule.queue.next().await;
+        self.sandbox.running_since = Instant::now();
+        match next {
+            Some(task) => self.begin(task).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    async fn infer(&mut self, request: InferenceRequest) -> wasmtime::Result<Result<InferenceReply, InferenceError>> {
+        let reply = self.turn(request).await;
+        self.sandbox.running_since = Instant::now();
+        reply
+    }
+
+    async fn call_tool(&mut self, call: ToolCall) -> wasmtime::Result<ToolOutcome> {
+        let outcome = self.tool(call).await;
+        self.sandbox.running_since = Instant::now();
+        outcome
+    }
+
+    async fn finish_task(&mut self, outcome: TaskOutcome) -> wasmtime::Result<()> {
+        self.finish(outcome)
+    }
+}
+
+impl LoopState {
+    fn running(&mut self, what: &str) -> wasmtime::Result<&mut Running> {
+        self.running
+            .as_mut()
+            .ok_or_else(|| wasmtime::Error::msg(format!("the session loop called {what} outside a task")))
+    }
+
+    fn begin(&mut self, task: Pending) -> wasmtime::Result<Task> {
+        let capsule = self.capsule.clone();
+        if task.source != "task_md" {
+            // The task's text is the capsule's own record of what it was asked.
+            let _ = std::fs::write(capsule.workdir.task_md(), &task.text);
+        }
+        let lane = Lane::of(&task.origin);
+        let trust = if matches!(task.origin.as_str(), "user" | "schedule" | "system") { "trusted" } else { "untrusted" };
+        let event_id = capsule
+            .trace
+            .write(
+                "task_start",
+                Place { parent: Some(&capsule.session_event), task: Some(&task.id) },
+                json!({
+                    "task_id": task.id,
+                    "context_id": task.context_id,
+                    "source": task.source,
+                    "origin": task.origin,
+                    "trust": trust,
+                    "lane": lane.as_str(),
+                    "message_parts_bytes": task.text.len(),
+                }),
+            )
+            .map_err(trace_failed)?;
+        capsule.wire.begin_task(&task.id, &task.context_id);
+        let handed = Task {
+            id: task.id.clone(),
+            context_id: task.context_id.clone(),
+            origin: task.origin.clone(),
+            text: task.text.clone(),
+        };
+        self.running = Some(Running {
+            task,
+            event_id,
+            started: Instant::now(),
+            counts: Totals::default(),
+            turn_event: None,
+        });
+        Ok(handed)
+    }
+
+    async fn turn(&mut self, request: InferenceRequest) -> wasmtime::Result<Result<InferenceReply, InferenceError>> {
+        let capsule = self.capsule.clone();
+        let running = self.running("infer")?;
+        if running.counts.turns >= u64::from(capsule.max_turns) {
+            return Ok(Err(InferenceError::TurnsExhausted(capsule.max_turns)));
+        }
+        let turn = running.counts.turns;
+        running.counts.turns += 1;
+        capsule.wire.status(State::Working, &format!("inference turn {}", turn + 1), None);
+
+        let body = match capsule.request(&request) {
+            Ok(body) => body,
+            Err(e) => return Ok(Err(InferenceError::Failed(e))),
+        };
+        let driver = match self.driver.take() {
+            Some(driver) => Ok(driver),
+            None => capsule.driver.instantiate(capsule.wire.clone()).await,
+        };
+        capsule.wire.before_inference();
+        let called = match driver {
+            Ok(mut driver) => {
+                let called = driver.infer(&body).await;
+                // A trapped instance is unusable; the next turn gets a fresh one.
+                if called.is_ok() {
+                    self.driver = Some(driver);
+                }
+                called.map_err(|e| format!("driver invocation failed: {}", trap_text(&e)))
+            }
+            Err(e) => Err(e.message),
+        };
+        capsule.wire.after_inference();
+
+        let result = match called {
+            Err(e) => Err(InferenceError::Invocation(e.trim_start_matches("driver invocation failed: ").to_string())),
+            Ok(Err(e)) => Err(InferenceError::Failed(e)),
+            Ok(Ok(raw)) => parse_reply(&raw, &body),
+        };
+        self.trace_turn(turn, &body, &result)?;
+        Ok(result)
+    }
+
+    fn trace_turn(
+        &mut self,
+        turn: u64,
+        body: &str,
+        result: &Result<InferenceReply, InferenceError>,
+    ) -> wasmtime::Result<()> {
+        let capsule = self.capsule.clone();
+        let running = self.running("infer")?;
+        let mut fields = json!({"turn": turn});
+        match result {
+            Ok(reply) => {
+                running.counts.input_tokens += reply.usage.input_tokens;
+                running.counts.output_tokens += reply.usage.output_tokens;
+                let (decision, tool) = match reply.stop_reason {
+                    StopReason::ToolCall => ("tool_call", reply.tool_calls.first().map(|c| c.name.clone())),
+                    StopReason::EndTurn => ("end_turn", None),
+                    StopReason::MaxTokens => ("text", None),
+                };
+                fields = json!({
+                    "turn": turn,
+                    "input_tokens": reply.usage.input_tokens,
+                    "output_tokens": reply.usage.output_tokens,
+                    "decision": decision,
+                    "tool_name": tool,
+                    "stop_reason": stop_reason_str(reply.stop_reason),
+                });
+            }
+            Err(e) => {
+                let (code, text) = match e {
+                    InferenceError::Invocation(t) => ("driver_failed", t.clone()),
+                    InferenceError::Failed(t) => ("driver_error", t.clone()),
+                    InferenceError::Malformed(t) => ("malformed_response", t.clone()),
+                    InferenceError::TurnsExhausted(_) => return Ok(()),
+                };
+                fields["input_tokens"] = estimate_tokens(body).into();
+                fields["output_tokens"] = 0.into();
+                fields["error_code"] = code.into();
+                fields["error"] = text.into();
+            }
+        }
+        let task = running.task.id.clone();
+        let parent = running.event_id.clone();
+        let id = capsule
+            .trace
+            .write("inference", Place { parent: Some(&parent), task: Some(&task) }, fields)
+            .map_err(trace_failed)?;
+        self.running("infer")?.turn_event = Some(id);
+        Ok(())
+    }
+
+    async fn tool(&mut self, call: ToolCall) -> wasmtime::Result<ToolOutcome> {
+        let capsule = self.capsule.clone();
+        let running = self.running("call-tool")?;
+        let info = TaskInfo {
+            id: running.task.id.clone(),
+            context_id: running.task.context_id.clone(),
+            origin: running.task.origin.clone(),
+        };
+        let turn = running.counts.turns.saturating_sub(1);
+        let done = capsule.tools.dispatch(&call.name, &call.input, info, &capsule.wire).await;
+        let call_id = (!call.id.is_empty()).then_some(call.id.as_str());
+        capsule.wire.artifact(&Artifact {
+            tool_name: &call.name,
+            content: &done.content,
+            fence_source: done.fence_source.as_deref(),
+            tool_call_id: call_id,
+            is_error: done.is_error,
+            duration_ms: Some(done.duration_ms),
+            exit_code: done.exit_code,
+            truncated: done.truncated,
+        });
+        self.trace_call(turn, &call, &done)?;
+        Ok(ToolOutcome {
+            content: done.content,
+            is_error: done.is_error,
+        })
+    }
+
+    fn trace_call(&mut self, turn: u64, call: &ToolCall, done: &Dispatched) -> wasmtime::Result<()> {
+        let capsule = self.capsule.clone();
+        let running = self.running("call-tool")?;
+        let task = running.task.id.clone();
+        let parent = running.turn_event.clone().unwrap_or_else(|| running.event_id.clone());
+        let place = Place { parent: Some(&parent), task: Some(&task) };
+        let status = if done.is_error { "error" } else { "ok" };
+        if done.reach == Reach::Skill {
+            capsule
+                .trace
+                .write(
+                    "skill_call",
+                    place,
+                    json!({
+                        "turn": turn,
+                        "skill_name": call.name,
+                        "output_bytes": done.content.len(),
+                        "duration_ms": done.duration_ms,
+                        "status": status,
+                    }),
+                )
+                .map_err(trace_failed)?;
+            return Ok(());
+        }
+        running.counts.tool_calls += 1;
+        let input = serde_json::from_str::<Value>(&call.input).unwrap_or_else(|_| Value::String(call.input.clone()));
+        let mut fields = json!({
+            "turn": turn,
+            "tool_name": call.name,
+            "tool_call_id": (!call.id.is_empty()).then_some(&call.id),
+            "input": input,
+            "input_bytes": call.input.len(),
+            "output_bytes": done.content.len(),
+            "duration_ms": done.duration_ms,
+            "status": status,
+            "exit_code": done.exit_code,
+        });
+        if let Some(error) = &done.error {
+            fields["error"] = error.clone().into();
+        }
+        capsule.trace.write("tool_call", place, fields).map_err(trace_failed)?;
+        if let Some(shell) = &done.shell {
+            running.counts.shell_calls += 1;
+            let command = serde_json::from_str::<Value>(&call.input)
+                .ok()
+                .and_then(|v| v.get("command").and_then(Value::as_str).map(str::to_string))
+                .unwrap_or_default();
+            capsule
+                .trace
+                .write(
+                    "shell",
+                    place,
+                    json!({
+                        "turn": turn,
+                        "binary": shell.resolved_binary,
+                        "command": command,
+                        "exit_code": shell.exit_code,
+                        "stdout_bytes": shell.stdout_bytes,
+                        "stderr_bytes": shell.stderr_bytes,
+                        "duration_ms": shell.duration_ms,
+                    }),
+                )
+                .map_err(trace_failed)?;
+        }
+        Ok(())
+    }
+
+    /// Ends the running task: result file, final frames, trace line.
+    pub fn finish(&mut self, outcome: TaskOutcome) -> wasmtime::Result<()> {
+        let capsule = self.capsule.clone();
+        let running = self
+            .running
+            .take()
+            .ok_or_else(|| wasmtime::Error::msg("the session loop called finish-task outside a task"))?;
+        let end = Ending::of(outcome, capsule.max_turns);
+        if let Err(e) = std::fs::write(capsule.workdir.result_txt(), &end.result) {
+            capsule.workdir.log(&format!("could not write out/result.txt: {e}"));
+        }
+        if end.state == State::Completed {
+            capsule.wire.whole_reply(&end.result);
+        }
+        capsule.wire.status(end.state, &end.message, end.response());
+        capsule.wire.end_task();
+        self.totals.add(&running.counts);
+        let c = running.counts;
+        let written = capsule.trace.write(
+            "task_end",
+            Place { parent: Some(&running.event_id), task: Some(&running.task.id) },
+            json!({
+                "task_id": running.task.id,
+                "exit_status": end.exit_status,
+                "duration_ms": running.started.elapsed().as_millis() as u64,
+                "turns": c.turns,
+                "input_tokens": c.input_tokens,
+                "output_tokens": c.output_tokens,
+                "tool_calls": c.tool_calls,
+                "shell_calls": c.shell_calls,
+                "reopen_count": 0,
+            }),
+        );
+        capsule.finished.lock().unwrap_or_else(|p| p.into_inner()).push(Finished {
+            task_id: running.task.id,
+            exit_status: end.exit_status,
+            completed: end.state == State::Completed,
+            result: end.result,
+        });
+        written.map(|_| ()).map_err(trace_failed)
+    }
+}
+
+/// How a task ends on the wire, in the trace and in `out/result.txt`.
+struct Ending {
+    state: State,
+    message: String,
+    result: String,
+    exit_status: &'static str,
+}
+
+impl Ending {
+    fn of(outcome: TaskOutcome, max_turns: u32) -> Self {
+        let failed = |message: String, result: String, exit_status| Ending {
+            state: State::Failed,
+            message,
+            result: format!("error: {result}"),
+            exit_status,
+        };
+        match outcome {
+            TaskOutcome::Completed(answer) => Ending {
+                state: State::Completed,
+                message: "session ended".into(),
+                result: answer,
+                exit_status: "ok",
+            },
+            TaskOutcome::InferenceFailed(InferenceError::Invocation(e)) => {
+                let message = format!("driver invocation failed: {e}");
+                failed(message.clone(), message, "failed")
+            }
+            TaskOutcome::InferenceFailed(InferenceError::Failed(e)) => failed("session ended".into(), e, "failed"),
+            // The seed writes no final status here; we name the error so no client hangs.
+            TaskOutcome::InferenceFailed(InferenceError::Malformed(e)) => failed(e.clone(), e, "failed"),
+            TaskOutcome::InferenceFailed(InferenceError::TurnsExhausted(n)) => {
+                let n = if n == 0 { max_turns } else { n };
+                let message = format!("max_turns exceeded: the task used all {n} inference turns");
+                failed(message.clone(), message, "max_turns_reached")
+            }
+            TaskOutcome::Failed(reason) => failed(reason.clone(), reason, "failed"),
+        }
+    }
+
+    fn response(&self) -> Option<&str> {
+        (self.state == State::Completed).then_some(self.result.as_str())
+    }
+}
+
+impl Capsule {
+    /// The request a driver receives, in upstream's neutral JSON shape.
+    fn request(&self, request: &InferenceRequest) -> Result<String, String> {
+        let messages: Value = serde_json::from_str(&request.messages)
+            .map_err(|e| format!("the session loop sent messages that are not JSON: {e}"))?;
+        if !messages.is_array() {
+            return Err("the session loop sent messages that are not a JSON array".into());
+        }
+        let tools = if request.with_tools { self.tools.specs() } else { Vec::new() };
+        let mut body = json!({"model": self.model, "max_tokens": self.max_tokens});
+        if let Some(system) = &self.system {
+            body["system"] = system.clone().into();
+        }
+        body["messages"] = messages;
+        body["tools"] = tools.into();
+        body["params"] = json!({});
+        Ok(body.to_string())
+    }
+}
+
+fn stop_reason_str(reason: StopReason) -> &'static str {
+    match reason {
+        StopReason::EndTurn => "end_turn",
+        StopReason::ToolCall => "tool_call",
+        StopReason::MaxTokens => "max_tokens",
+    }
+}
+
+/// A rough count (4 bytes a token) where the driver reports no usage.
+fn estimate_tokens(text: &str) -> u64 {
+    (text.len() as u64).div_ceil(4)
+}
+
+/// Reads a driver's reply, in the shapes of `shared/reference/drivers.md`.
+fn parse_reply(raw: &str, request: &str) -> Result<InferenceReply, InferenceError> {
+    let reply: Value = serde_json::from_str(raw)
+        .map_err(|e| InferenceError::Malformed(format!("failed to parse driver response: {e}")))?;
+    let stop = reply.get("stop_reason").and_then(Value::as_str);
+    let stop_reason = match stop {
+        Some("end_turn") => StopReason::EndTurn,
+        Some("tool_call") => StopReason::ToolCall,
+        Some("max_tokens") => StopReason::MaxTokens,
+        Some("error") => {
+            let why = reply.get("error").and_then(Value::as_str).unwrap_or("driver returned error");
+            return Err(InferenceError::Failed(why.to_string()));
+        }
+        Some(other) => return Err(InferenceError::Failed(format!("unsupported stop_reason '{other}'"))),
+        None => return Err(InferenceError::Failed("unsupported stop_reason '' (missing)".into())),
+    };
+    let content = match reply.get("content") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(blocks)) => blocks.clone(),
+        Some(_) => return Err(InferenceError::Failed("driver response 'content' is not a list".into())),
+    };
+    let text = content
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+        .filter_map(|b| b.get("text").and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let tool_calls = content.iter().filter_map(tool_call).collect::<Vec<_>>();
+    if stop_reason == StopReason::ToolCall && tool_calls.is_empty() {
+        return Err(InferenceError::Failed(
+            "response stop_reason=tool_call but no tool_call blocks were present".into(),
+        ));
+    }
+    let reported = |key: &str| reply.get("usage").and_then(|u| u.get(key)).and_then(Value::as_u64);
+    let usage = Usage {
+        input_tokens: reported("input_tokens").unwrap_or_else(|| estimate_tokens(request)),
+        output_tokens: reported("output_tokens").unwrap_or_else(|| estimate_tokens(raw)),
+    };
+    let assistant = json!({"role": "assistant", "content": content});
+    Ok(InferenceReply {
+        stop_reason,
+        text,
+        tool_calls,
+        assistant_message: assistant.to_string(),
+        usage,
+    })
+}
+
+fn tool_call(block: &Value) -> Option<ToolCall> {
+    if block.get("type").and_then(Value::as_str) != Some("tool_call") {
+        return None;
+    }
+    let input = match block.get("input") {
+        None | Some(Value::Null) => "{}".to_string(),
+        Some(v) => v.to_string(),
+    };
+    Some(ToolCall {
+        id: block.get("id").and_then(Value::as_str).unwrap_or_default().to_string(),
+        name: block.get("name").and_then(Value::as_str).unwrap_or_default().to_string(),
+        input,
+    })
+}
+
+/// The session loop component, linked once.
+pub struct LoopComponent {
+    pre: SessionLoopPre<LoopState>,
+    label: String,
+}
+
+impl LoopComponent {
+    pub fn new(engine: &Engine, component: &Component, label: String) -> Result<Self, Error> {
+        engine::check_world(engine, component, &engine::SESSION_LOOP, &label)?;
+        let mut linker = Linker::<LoopState>::new(engine.wasmtime());
+        let link = |e: wasmtime::Error| Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}"));
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
+        SessionLoop::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(link)?;
+        let pre = linker
+            .instantiate_pre(component)
+            .and_then(SessionLoopPre::new)
+            .map_err(link)?;
+        Ok(LoopComponent { pre, label })
+    }
+
+    /// Runs the whole session. A task the loop left running when it returned or
+    /// trapped is ended `failed`, naming why, so no client waits for it forever.
+    pub async fn run(&self, capsule: Arc<Capsule>) -> (Totals, Result<(), Error>) {
+        let sandbox = match Sandbox::new(&Grants {
+            workdir: Some(&capsule.workdir.root),
+            env: capsule.grants.env.clone(),
+            memory_bytes: capsule.grants.memory_bytes,
+            deadline: capsule.grants.deadline,
+        }) {
+            Ok(sandbox) => sandbox,
+            Err(e) => return (Totals::default(), Err(e)),
+        };
+        let state = LoopState {
+            sandbox,
+            capsule: capsule.clone(),
+            driver: None,
+            running: None,
+            totals: Totals::default(),
+        };
+        let mut store = Store::new(self.pre.engine(), state);
+        sandbox::limit(&mut store);
+        let config = Config {
+            max_turns: capsule.max_turns,
+        };
+        let ran = async {
+            let bindings = self.pre.instantiate_async(&mut store).await?;
+            bindings.murmur_session_loop_().call_run(&mut store, config).await
+        }
+        .await;
+        let result = match ran {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(why)) => Err(Error::new("E-RUN-007", format!("{} failed: {why}", self.label))),
+            Err(trap) => Err(Error::new("E-RUN-001", format!("{} trapped: {}", self.label, trap_text(&trap)))),
+        };
+        let state = store.data_mut();
+        if state.running.is_some() {
+            let why = match &result {
+                Ok(()) => "the session loop ended without finishing this task".to_string(),
+                Err(e) => e.message.clone(),
+            };
+            let _ = state.finish(TaskOutcome::Failed(why));
+        }
+        (state.totals, result)
+    }
+}

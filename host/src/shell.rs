@@ -1,0 +1,1132 @@
+//! The built-in shell tool: runs one allowed binary for the capsule and reports its output.
+//!
+//! The result text is returned unfenced; fencing it as `tool:<binary>` is the caller's job.
+
+use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt as _;
+use std::os::unix::process::ExitStatusExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::process::{Child, Command};
+
+/// Binaries that get the command as one script (`<binary> -c <command>`) instead of split argv.
+pub const INTERPRETERS: &[&str] = &["bash", "sh", "zsh", "fish", "dash", "ksh"];
+
+/// Bytes of each stream kept for the result text; the rest only reaches the log file.
+const STREAM_CAP: usize = 16 * 1024;
+const READ_CHUNK: usize = 8 * 1024;
+/// After the group is killed, a pipe can still be held open by a process that left the group
+/// (e.g. via `setsid`); these bound how long we wait on such stragglers.
+const KILL_DRAIN: Duration = Duration::from_secs(2);
+const KILL_REAP: Duration = Duration::from_secs(5);
+/// How many later millisecond stamps to try when a log name is taken by a concurrent command.
+const LOG_NAME_ATTEMPTS: u64 = 1000;
+
+const INPUT_SCHEMA: &str =
+    r#"{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}"#;
+const MISSING_COMMAND: &str = "shell tool input must include a non-empty 'command' string";
+
+/// Input schema of every shell tool (one tool per allowed binary).
+pub fn input_schema() -> &'static str {
+    INPUT_SCHEMA
+}
+
+/// Extracts the `command` string from a shell tool call's JSON input.
+///
+/// # Errors
+///
+/// The exact tool-error texts: `shell tool input must be valid JSON: <serde error>`, or
+/// `shell tool input must include a non-empty 'command' string` when `command` is missing,
+/// blank or not a string.
+pub fn parse_input(input: &str) -> Result<String, String> {
+    let value: serde_json::Value = serde_json::from_str(input)
+        .map_err(|e| format!("shell tool input must be valid JSON: {e}"))?;
+    match value.get("command").and_then(serde_json::Value::as_str) {
+        Some(command) if !command.trim().is_empty() => Ok(command.to_string()),
+        _ => Err(MISSING_COMMAND.to_string()),
+    }
+}
+
+/// Splits `command` into argv the way a POSIX shell would, without any expansion.
+///
+/// Single quotes keep everything literally; inside double quotes a backslash escapes only
+/// `"`, `\`, `$`, `` ` `` and newline (and is kept otherwise); outside quotes a backslash
+/// escapes any character. An unterminated quote or a trailing backslash is an error rather than
+/// a guess, because a guessed argv could run something the model did not mean.
+///
+/// # Errors
+///
+/// `unterminated single quote in command`, `unterminated double quote in command` or
+/// `trailing backslash in command`.
+pub fn split_args(command: &str) -> Result<Vec<String>, String> {
+    let mut args = Vec::new();
+    let mut current = String::new();
+    // Separate from `current.is_empty()` so that `''` still yields an (empty) argument.
+    let mut in_word = false;
+    let mut chars = command.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                read_single_quoted(&mut chars, &mut current)?;
+            }
+            '"' => {
+                in_word = true;
+                read_double_quoted(&mut chars, &mut current)?;
+            }
+            '\\' => {
+                in_word = true;
+                let escaped = chars
+                    .next()
+                    .ok_or_else(|| "trailing backslash in command".to_string())?;
+                current.push(escaped);
+            }
+            c if c.is_ascii_whitespace() => {
+                if in_word {
+                    args.push(std::mem::take(&mut current));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                current.push(c);
+            }
+        }
+    }
+    if in_word {
+        args.push(current);
+    }
+    Ok(args)
+}
+
+fn read_single_quoted(chars: &mut std::str::Chars<'_>, out: &mut String) -> Result<(), String> {
+    for c in chars.by_ref() {
+        if c == '\'' {
+            return Ok(());
+        }
+        out.push(c);
+    }
+    Err("unterminated single quote in command".to_string())
+}
+
+fn read_double_quoted(chars: &mut std::str::Chars<'_>, out: &mut String) -> Result<(), String> {
+    let unterminated = || "unterminated double quote in command".to_string();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return Ok(()),
+            '\\' => {
+                let next = chars.next().ok_or_else(unterminated)?;
+                if !matches!(next, '"' | '\\' | '$' | '`' | '\n') {
+                    out.push('\\');
+                }
+                out.push(next);
+            }
+            c => out.push(c),
+        }
+    }
+    Err(unterminated())
+}
+
+/// The absolute path of `name` in the first `PATH` directory holding an executable file of
+/// that name; `name` itself when it contains a `/` or is not found.
+///
+/// Relative `PATH` entries (including the empty one, meaning the current directory) are
+/// skipped: a binary resolved against the capsule's own workdir would let it substitute an
+/// allowed binary with a file it wrote.
+pub fn resolve_binary(name: &str, path_env: &str) -> String {
+    if name.is_empty() || name.contains('/') {
+        return name.to_string();
+    }
+    path_env
+        .split(':')
+        .map(Path::new)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable_file(candidate))
+        .map_or_else(
+            || name.to_string(),
+            |found| found.to_string_lossy().into_owned(),
+        )
+}
+
+fn is_executable_file(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// One shell tool call, as the host decided to run it.
+#[derive(Debug, Clone)]
+pub struct ShellRequest {
+    /// The allowed binary, as named in `capabilities.shell.allow`.
+    pub binary: String,
+    /// The model's `command` string.
+    pub command: String,
+    /// The child's current directory.
+    pub workdir: PathBuf,
+    /// `$HOME` for the child, created on first use.
+    pub home: PathBuf,
+    /// Where `shell-<unix-ms>.log` goes when output passes the cap.
+    pub logs_dir: PathBuf,
+    /// Hard limit: the whole process group is killed when it passes.
+    pub timeout: Duration,
+    /// The only environment the child gets, besides `HOME`.
+    pub env: Vec<(String, String)>,
+}
+
+/// What a command that was started did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellOutcome {
+    /// The result text, unfenced.
+    pub text: String,
+    /// The exit code, or `128 + signal` for a command killed by a signal.
+    pub exit_code: i32,
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+    pub duration_ms: u64,
+    /// Whether either stream passed the per-stream cap.
+    pub truncated: bool,
+    /// The full-output log, when one was written.
+    pub log_path: Option<PathBuf>,
+    /// The absolute path found on `PATH`, else the bare name.
+    pub resolved_binary: String,
+    pub timed_out: bool,
+}
+
+/// Runs `req` to completion (or until its timeout) and reports the result.
+///
+/// # Errors
+///
+/// The command could not be started (binary not on PATH, bad quoting for a non-interpreter,
+/// missing workdir, home not creatable, …) or its output could not be read; the caller reports
+/// the text as a tool error. A non-zero exit, a signal death and a timeout are `Ok` outcomes.
+///
+/// Dropping the returned future kills the command's whole process group.
+pub async fn run(req: &ShellRequest) -> Result<ShellOutcome, String> {
+    let plan = Plan::new(req)?;
+    tokio::fs::create_dir_all(&req.home)
+        .await
+        .map_err(|e| format!("failed to create home '{}': {e}", req.home.display()))?;
+    let started = Instant::now();
+    let mut child = spawn(req, &plan)?;
+    let mut group = GroupGuard::for_child(&child)?;
+    let mut stdout = child.stdout.take().ok_or("child stdout pipe missing")?;
+    let mut stderr = child.stderr.take().ok_or("child stderr pipe missing")?;
+    let mut out = Capture::new(&req.logs_dir, "stdout");
+    let mut err = Capture::new(&req.logs_dir, "stderr");
+
+    // `collect` only ever awaits cancel-safe reads and records each chunk before the next
+    // await, so when the timeout drops it, `out`/`err` hold everything read so far.
+    let collect = collect(&mut child, &mut stdout, &mut stderr, &mut out, &mut err);
+    let within_timeout = tokio::time::timeout(req.timeout, collect).await;
+    let (status, timed_out) = match within_timeout {
+        Ok(status) => (Some(status?), false),
+        Err(_) => {
+            group.kill();
+            let status =
+                drain_after_kill(&mut child, &mut stdout, &mut stderr, &mut out, &mut err).await;
+            (status, true)
+        }
+    };
+    if status.is_some() {
+        // Only once the leader is reaped may its pid (= the group id) be reused.
+        group.disarm();
+    }
+    let exit_code = status.map_or(128 + libc::SIGKILL, exit_code);
+    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    Ok(finish(req, &plan, exit_code, duration_ms, timed_out, &out, &err).await)
+}
+
+/// How a request turns into a process: program, argv and the result's first line.
+struct Plan {
+    program: String,
+    args: Vec<String>,
+    /// The command line as reported: `$ ` + this is the first line, `Command: ` + this the log's.
+    display: String,
+}
+
+impl Plan {
+    fn new(req: &ShellRequest) -> Result<Self, String> {
+        let program = resolve_binary(&req.binary, &child_path(req));
+        // Spawning a bare name would let the OS fall back to its default search path, which
+        // is not the PATH the capsule was given.
+        if !program.contains('/') {
+            return Err(format!(
+                "failed to start '{}': not found on PATH",
+                req.binary
+            ));
+        }
+        if is_interpreter(&req.binary) {
+            let args = vec!["-c".to_string(), req.command.clone()];
+            return Ok(Self {
+                program,
+                args,
+                display: req.command.clone(),
+            });
+        }
+        let args = split_args(&req.command)?;
+        let display = format!("{} {}", req.binary, req.command);
+        Ok(Self {
+            program,
+            args,
+            display,
+        })
+    }
+}
+
+fn is_interpreter(binary: &str) -> bool {
+    let name = Path::new(binary)
+        .file_name()
+        .map_or(binary.into(), |n| n.to_string_lossy());
+    INTERPRETERS.contains(&name.as_ref())
+}
+
+/// The PATH the binary is looked up on: the child's own, else the host's.
+fn child_path(req: &ShellRequest) -> String {
+    req.env
+        .iter()
+        .rev()
+        .find(|(key, _)| key == "PATH")
+        .map(|(_, value)| value.clone())
+        .or_else(|| std::env::var("PATH").ok())
+        .unwrap_or_default()
+}
+
+fn spawn(req: &ShellRequest, plan: &Plan) -> Result<Child, String> {
+    let mut cmd = Command::new(&plan.program);
+    cmd.args(&plan.args)
+        .env_clear()
+        .envs(req.env.iter().map(|(k, v)| (k, v)))
+        .env("HOME", &req.home)
+        .current_dir(&req.workdir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // A group of its own lets one killpg reach everything the command started, and keeps
+        // a terminal's signals meant for the host away from it. std's `process_group(0)` is
+        // used instead of a `pre_exec` setpgid so spawning stays on the posix_spawn fast path.
+        .process_group(0)
+        .kill_on_drop(true);
+    cmd.spawn()
+        .map_err(|e| format!("failed to start '{}': {e}", req.binary))
+}
+
+/// Kills the command's process group unless disarmed, including when `run` is dropped.
+struct GroupGuard {
+    pgid: Option<libc::pid_t>,
+}
+
+impl GroupGuard {
+    fn for_child(child: &Child) -> Result<Self, String> {
+        let pid = child
+            .id()
+            .ok_or("child exited before its process group was known")?;
+        let pgid = libc::pid_t::try_from(pid).map_err(|e| format!("child pid {pid}: {e}"))?;
+        Ok(Self { pgid: Some(pgid) })
+    }
+
+    fn kill(&self) {
+        if let Some(pgid) = self.pgid {
+            // libc is used because std and tokio only signal single processes, and a command's
+            // children (`sleep 30 & …`) must die with it.
+            // SAFETY: killpg takes plain integers and touches no memory of ours; an
+            // already-empty group just yields ESRCH.
+            unsafe {
+                libc::killpg(pgid, libc::SIGKILL);
+            }
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.pgid = None;
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+async fn collect<O, E>(
+    child: &mut Child,
+    stdout: &mut O,
+    stderr: &mut E,
+    out: &mut Capture,
+    err: &mut Capture,
+) -> Result<ExitStatus, String>
+where
+    O: AsyncRead + Unpin,
+    E: AsyncRead + Unpin,
+{
+    let (read_out, read_err) = tokio::join!(pump(stdout, out), pump(stderr, err));
+    read_out.map_err(|e| format!("failed to read stdout: {e}"))?;
+    read_err.map_err(|e| format!("failed to read stderr: {e}"))?;
+    child
+        .wait()
+        .await
+        .map_err(|e| format!("failed to wait for the command: {e}"))
+}
+
+/// Reads what the killed group left in the pipes, then reaps the leader; both bounded.
+/// `None` when the leader could not be reaped in time.
+async fn drain_after_kill<O, E>(
+    child: &mut Child,
+    stdout: &mut O,
+    stderr: &mut E,
+    out: &mut Capture,
+    err: &mut Capture,
+) -> Option<ExitStatus>
+where
+    O: AsyncRead + Unpin,
+    E: AsyncRead + Unpin,
+{
+    let drain = async { tokio::join!(pump(stdout, out), pump(stderr, err)) };
+    // Output lost here only shortens the report; the kill already happened.
+    let _ = tokio::time::timeout(KILL_DRAIN, drain).await;
+    tokio::time::timeout(KILL_REAP, child.wait())
+        .await
+        .ok()
+        .and_then(Result::ok)
+}
+
+async fn pump<R: AsyncRead + Unpin>(reader: &mut R, capture: &mut Capture) -> std::io::Result<()> {
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        let n = reader.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        capture.push(&buf[..n]);
+    }
+}
+
+fn exit_code(status: ExitStatus) -> i32 {
+    status
+        .code()
+        .or_else(|| status.signal().map(|signal| 128 + signal))
+        .unwrap_or(-1)
+}
+
+/// One output stream: the first [`STREAM_CAP`] bytes in memory, and once the stream passes
+/// the cap, all of it in a spill file so memory stays bounded whatever the command prints.
+struct Capture {
+    head: Vec<u8>,
+    total: u64,
+    spill: Option<Spill>,
+    /// A spill write failed, so no complete copy of the stream exists for the log.
+    spill_failed: bool,
+    logs_dir: PathBuf,
+    label: &'static str,
+}
+
+impl Capture {
+    fn new(logs_dir: &Path, label: &'static str) -> Self {
+        Self {
+            head: Vec::new(),
+            total: 0,
+            spill: None,
+            spill_failed: false,
+            logs_dir: logs_dir.to_path_buf(),
+            label,
+        }
+    }
+
+    /// Synchronous on purpose: nothing awaits between a chunk being read and recorded, which
+    /// is what makes `collect` safe to cancel at its timeout.
+    fn push(&mut self, chunk: &[u8]) {
+        let room = STREAM_CAP.saturating_sub(self.head.len());
+        let kept = room.min(chunk.len());
+        self.head.extend_from_slice(&chunk[..kept]);
+        self.total = self.total.saturating_add(chunk.len() as u64);
+        if !self.over_cap() || self.spill_failed {
+            return;
+        }
+        if self.spill.is_none() {
+            // The head already holds this chunk's first `kept` bytes.
+            self.spill = Spill::create(&self.logs_dir, self.label, &self.head);
+        }
+        let written = self
+            .spill
+            .as_mut()
+            .is_some_and(|spill| spill.file.write_all(&chunk[kept..]).is_ok());
+        if !written {
+            self.spill = None;
+            self.spill_failed = true;
+        }
+    }
+
+    fn over_cap(&self) -> bool {
+        self.total > STREAM_CAP as u64
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.head).into_owned()
+    }
+
+    /// Appends the whole stream to `log`. `false` when no complete copy exists or writing fails.
+    async fn copy_into(&self, log: &mut tokio::fs::File) -> bool {
+        if self.spill_failed {
+            return false;
+        }
+        match &self.spill {
+            None => log.write_all(&self.head).await.is_ok(),
+            Some(spill) => match tokio::fs::File::open(&spill.path).await {
+                Ok(mut file) => tokio::io::copy(&mut file, log).await.is_ok(),
+                Err(_) => false,
+            },
+        }
+    }
+}
+
+/// A temp file in the logs dir holding one stream's full output; removed when dropped, so an
+/// abandoned or finished run leaves only the assembled log behind.
+struct Spill {
+    path: PathBuf,
+    file: std::fs::File,
+}
+
+static SPILL_SEQ: AtomicU64 = AtomicU64::new(0);
+
+impl Spill {
+    fn create(logs_dir: &Path, label: &str, head: &[u8]) -> Option<Self> {
+        std::fs::create_dir_all(logs_dir).ok()?;
+        let seq = SPILL_SEQ.fetch_add(1, Ordering::Relaxed);
+        let name = format!(
+            ".shell-{}-{}-{seq}-{label}.tmp",
+            unix_ms(),
+            std::process::id()
+        );
+        let path = logs_dir.join(name);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .ok()?;
+        let mut spill = Self { path, file };
+        spill.file.write_all(head).ok()?;
+        Some(spill)
+    }
+}
+
+impl Drop for Spill {
+    fn drop(&mut self) {
+        // Best effort: a leftover temp file is harmless, and there is no one to report to.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+async fn finish(
+    req: &ShellRequest,
+    plan: &Plan,
+    exit_code: i32,
+    duration_ms: u64,
+    timed_out: bool,
+    out: &Capture,
+    err: &Capture,
+) -> ShellOutcome {
+    let truncated = out.over_cap() || err.over_cap();
+    let log_path = if truncated {
+        write_log(&req.logs_dir, &plan.display, exit_code, out, err).await
+    } else {
+        None
+    };
+    let mut text = format!(
+        "$ {}\nExit code: {exit_code}\nStdout:\n{}\nStderr:\n{}",
+        plan.display,
+        out.text(),
+        err.text()
+    );
+    if truncated {
+        text.push_str(&truncation_note(log_path.as_deref()));
+    }
+    if timed_out {
+        text.push_str(&timeout_note(req.timeout));
+    }
+    ShellOutcome {
+        text,
+        exit_code,
+        stdout_bytes: out.total,
+        stderr_bytes: err.total,
+        duration_ms,
+        truncated,
+        log_path,
+        resolved_binary: plan.program.clone(),
+        timed_out,
+    }
+}
+
+fn truncation_note(log_path: Option<&Path>) -> String {
+    match log_path {
+        Some(path) => format!(
+            "\n\nOutput truncated. Full output written to {}",
+            path.display()
+        ),
+        None => "\n\nOutput truncated.".to_string(),
+    }
+}
+
+fn timeout_note(timeout: Duration) -> String {
+    format!(
+        "\n\nCommand timed out: stopped after {} seconds.",
+        timeout.as_secs_f64()
+    )
+}
+
+/// Writes `logs_dir/shell-<unix-ms>.log`; `None` (and no partial file) when that fails.
+async fn write_log(
+    logs_dir: &Path,
+    display: &str,
+    exit_code: i32,
+    out: &Capture,
+    err: &Capture,
+) -> Option<PathBuf> {
+    tokio::fs::create_dir_all(logs_dir).await.ok()?;
+    let dir = std::path::absolute(logs_dir).unwrap_or_else(|_| logs_dir.to_path_buf());
+    let (path, mut file) = create_log_file(&dir).await?;
+    let header = format!("Command: {display}\nExit code: {exit_code}\n\nStdout:\n");
+    let written = file.write_all(header.as_bytes()).await.is_ok()
+        && out.copy_into(&mut file).await
+        && file.write_all(b"\n\nStderr:\n").await.is_ok()
+        && err.copy_into(&mut file).await
+        && file.write_all(b"\n").await.is_ok()
+        && file.flush().await.is_ok();
+    if written {
+        Some(path)
+    } else {
+        drop(file);
+        let _ = tokio::fs::remove_file(&path).await;
+        None
+    }
+}
+
+/// Creates a fresh `shell-<unix-ms>.log`, stepping the stamp forward when two commands finish
+/// in the same millisecond, so neither overwrites the other.
+async fn create_log_file(dir: &Path) -> Option<(PathBuf, tokio::fs::File)> {
+    let base = unix_ms();
+    for offset in 0..LOG_NAME_ATTEMPTS {
+        let path = dir.join(format!("shell-{}.log", base.saturating_add(offset)));
+        let opened = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .await;
+        match opened {
+            Ok(file) => return Some((path, file)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+fn unix_ms() -> u64 {
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static DIR_SEQ: AtomicU64 = AtomicU64::new(0);
+
+    /// Removes a test's scratch directory when the test ends, pass or fail.
+    struct Scratch(PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// A fresh, canonical scratch directory (canonical so `pwd` output compares equal).
+    fn scratch_dir() -> Scratch {
+        let seq = DIR_SEQ.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!(
+            "mur-shell-test-{}-{}-{seq}",
+            std::process::id(),
+            unix_ms()
+        ));
+        std::fs::create_dir_all(&dir).expect("create scratch dir");
+        Scratch(dir.canonicalize().expect("canonicalize scratch dir"))
+    }
+
+    fn host_path() -> String {
+        std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".to_string())
+    }
+
+    fn request(binary: &str, command: &str) -> (Scratch, ShellRequest) {
+        let scratch = scratch_dir();
+        let root = scratch.0.clone();
+        let workdir = root.join("work");
+        std::fs::create_dir_all(&workdir).expect("create workdir");
+        let req = ShellRequest {
+            binary: binary.to_string(),
+            command: command.to_string(),
+            home: workdir.join(".capsule-home"),
+            logs_dir: root.join("logs"),
+            workdir,
+            timeout: Duration::from_secs(20),
+            env: vec![("PATH".to_string(), host_path())],
+        };
+        (scratch, req)
+    }
+
+    async fn run_ok(req: &ShellRequest) -> ShellOutcome {
+        run(req).await.expect("command should start")
+    }
+
+    /// A process counts as gone once it no longer exists or is a zombie nobody reaped yet
+    /// (a container's pid 1 may never reap), since a zombie runs nothing.
+    fn process_gone(pid: &str) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => true,
+            Ok(stat) => stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        }
+    }
+
+    async fn wait_gone(pids: &[String]) -> bool {
+        for _ in 0..50 {
+            if pids.iter().all(|pid| process_gone(pid)) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    }
+
+    async fn read_pids(path: &Path, expected: usize) -> Vec<String> {
+        for _ in 0..100 {
+            let pids: Vec<String> = std::fs::read_to_string(path)
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_string)
+                .collect();
+            if pids.len() >= expected {
+                return pids;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("pid file {} never got {expected} lines", path.display());
+    }
+
+    #[test]
+    fn schema_is_exact() {
+        assert_eq!(
+            input_schema(),
+            r#"{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}"#
+        );
+        let parsed: serde_json::Value = serde_json::from_str(input_schema()).expect("valid JSON");
+        assert_eq!(parsed["required"][0], "command");
+    }
+
+    #[test]
+    fn parse_input_accepts_command() {
+        assert_eq!(
+            parse_input(r#"{"command":"echo hi"}"#),
+            Ok("echo hi".to_string())
+        );
+    }
+
+    #[test]
+    fn parse_input_rejects_bad_json_with_exact_text() {
+        let expected_err = serde_json::from_str::<serde_json::Value>("{not json")
+            .expect_err("invalid")
+            .to_string();
+        assert_eq!(
+            parse_input("{not json"),
+            Err(format!(
+                "shell tool input must be valid JSON: {expected_err}"
+            ))
+        );
+        assert_eq!(
+            parse_input("{not json"),
+            Err(
+                "shell tool input must be valid JSON: key must be a string at line 1 column 2"
+                    .to_string()
+            )
+        );
+    }
+
+    #[test]
+    fn parse_input_rejects_missing_blank_or_non_string_command() {
+        let expected = Err(MISSING_COMMAND.to_string());
+        assert_eq!(
+            MISSING_COMMAND,
+            "shell tool input must include a non-empty 'command' string"
+        );
+        for input in [
+            "{}",
+            r#"{"command":""}"#,
+            r#"{"command":"  \n\t"}"#,
+            r#"{"command":42}"#,
+            r#"{"command":null}"#,
+            r#"{"cmd":"ls"}"#,
+            r#""ls""#,
+            "[]",
+        ] {
+            assert_eq!(parse_input(input), expected, "input {input}");
+        }
+    }
+
+    #[test]
+    fn split_args_groups_quotes_and_escapes() {
+        let cases: &[(&str, &[&str])] = &[
+            ("", &[]),
+            ("   ", &[]),
+            ("-la /tmp", &["-la", "/tmp"]),
+            ("  a \t b\nc  ", &["a", "b", "c"]),
+            ("'a b' \"c d\"", &["a b", "c d"]),
+            ("pre'mid dle'post", &["premid dlepost"]),
+            ("'' \"\"", &["", ""]),
+            (r"a\ b", &["a b"]),
+            (r"\'x\'", &["'x'"]),
+            (r#"'no \escape here'"#, &[r"no \escape here"]),
+            (
+                r#""q\"uote" "back\\slash" "keep\n""#,
+                &["q\"uote", r"back\slash", r"keep\n"],
+            ),
+            ("'$HOME' \"$HOME\" *.rs", &["$HOME", "$HOME", "*.rs"]),
+            ("\"it's\" 'say \"hi\"'", &["it's", "say \"hi\""]),
+            ("ünï 'cödé 🚀'", &["ünï", "cödé 🚀"]),
+        ];
+        for (input, expected) in cases {
+            let expected: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
+            assert_eq!(split_args(input), Ok(expected), "input {input:?}");
+        }
+    }
+
+    #[test]
+    fn split_args_rejects_unterminated_input() {
+        assert_eq!(
+            split_args("'open"),
+            Err("unterminated single quote in command".to_string())
+        );
+        assert_eq!(
+            split_args("a \"open"),
+            Err("unterminated double quote in command".to_string())
+        );
+        assert_eq!(
+            split_args("\"ends in escape\\"),
+            Err("unterminated double quote in command".to_string())
+        );
+        assert_eq!(
+            split_args("trailing\\"),
+            Err("trailing backslash in command".to_string())
+        );
+    }
+
+    #[test]
+    fn resolve_binary_finds_absolute_path() {
+        let resolved = resolve_binary("sh", &host_path());
+        assert!(resolved.starts_with('/'), "{resolved}");
+        assert!(resolved.ends_with("/sh"), "{resolved}");
+        assert_eq!(resolve_binary("sh", "relative/dir::/nonexistent"), "sh");
+        assert_eq!(
+            resolve_binary("no-such-binary-mur", &host_path()),
+            "no-such-binary-mur"
+        );
+        assert_eq!(resolve_binary("/bin/sh", ""), "/bin/sh");
+    }
+
+    #[test]
+    fn resolve_binary_skips_non_executable_files() {
+        let scratch = scratch_dir();
+        let dir = &scratch.0;
+        let file = dir.join("tool");
+        std::fs::write(&file, "#!/bin/sh\n").expect("write");
+        let path_env = dir.to_string_lossy().into_owned();
+        assert_eq!(resolve_binary("tool", &path_env), "tool");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        assert_eq!(resolve_binary("tool", &path_env), file.to_string_lossy());
+    }
+
+    #[test]
+    fn interpreters_are_recognised_by_file_name() {
+        for name in INTERPRETERS {
+            assert!(is_interpreter(name));
+        }
+        assert!(is_interpreter("/usr/bin/bash"));
+        assert!(!is_interpreter("ls"));
+        assert!(!is_interpreter("bash5"));
+    }
+
+    #[tokio::test]
+    async fn echo_hello_text_is_exact() {
+        let (_scratch, req) = request("bash", "echo hello");
+        let outcome = run_ok(&req).await;
+        assert_eq!(
+            outcome.text,
+            "$ echo hello\nExit code: 0\nStdout:\nhello\n\nStderr:\n"
+        );
+        assert_eq!(outcome.exit_code, 0);
+        assert_eq!(outcome.stdout_bytes, 6);
+        assert_eq!(outcome.stderr_bytes, 0);
+        assert!(!outcome.truncated);
+        assert!(!outcome.timed_out);
+        assert_eq!(outcome.log_path, None);
+        assert!(outcome.resolved_binary.starts_with('/'));
+        assert!(outcome.resolved_binary.ends_with("/bash"));
+        assert!(req.home.is_dir(), "home is created on first use");
+    }
+
+    #[tokio::test]
+    async fn nonzero_exit_is_an_outcome() {
+        let outcome = run_ok(&request("bash", "exit 3").1).await;
+        assert_eq!(outcome.exit_code, 3);
+        assert_eq!(outcome.text, "$ exit 3\nExit code: 3\nStdout:\n\nStderr:\n");
+    }
+
+    #[tokio::test]
+    async fn stderr_is_captured() {
+        let outcome = run_ok(&request("sh", "echo out; echo oops >&2; exit 1").1).await;
+        assert_eq!(
+            outcome.text,
+            "$ echo out; echo oops >&2; exit 1\nExit code: 1\nStdout:\nout\n\nStderr:\noops\n"
+        );
+        assert_eq!(outcome.stderr_bytes, 5);
+    }
+
+    #[tokio::test]
+    async fn signal_death_is_128_plus_signal() {
+        let outcome = run_ok(&request("bash", "kill -TERM $$").1).await;
+        assert_eq!(outcome.exit_code, 128 + libc::SIGTERM);
+        assert!(!outcome.timed_out);
+    }
+
+    #[tokio::test]
+    async fn non_interpreter_args_are_split() {
+        let (_scratch, req) = request("ls", "-1 \"a b\" 'c'");
+        std::fs::write(req.workdir.join("a b"), "").expect("write");
+        std::fs::write(req.workdir.join("c"), "").expect("write");
+        std::fs::write(req.workdir.join("a"), "").expect("write");
+        let outcome = run_ok(&req).await;
+        assert_eq!(
+            outcome.text,
+            "$ ls -1 \"a b\" 'c'\nExit code: 0\nStdout:\na b\nc\n\nStderr:\n"
+        );
+        assert!(outcome.resolved_binary.ends_with("/ls"));
+    }
+
+    #[tokio::test]
+    async fn non_interpreter_with_bad_quotes_errors() {
+        assert_eq!(
+            run(&request("ls", "'open").1).await,
+            Err("unterminated single quote in command".to_string())
+        );
+    }
+
+    #[tokio::test]
+    async fn large_output_is_truncated_and_logged() {
+        let command = "head -c 102400 /dev/zero | tr '\\0' a; echo tail >&2";
+        let (_scratch, req) = request("bash", command);
+        let outcome = run_ok(&req).await;
+        assert!(outcome.truncated);
+        assert_eq!(outcome.stdout_bytes, 102_400);
+        assert_eq!(outcome.stderr_bytes, 5);
+        let log_path = outcome.log_path.clone().expect("log written");
+        assert!(log_path.is_absolute());
+        assert_eq!(log_path.parent(), Some(req.logs_dir.as_path()));
+        let name = log_path
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        let stamp = name
+            .strip_prefix("shell-")
+            .and_then(|rest| rest.strip_suffix(".log"))
+            .expect("shell-<ms>.log");
+        assert!(stamp.parse::<u64>().is_ok(), "{name}");
+
+        let log = std::fs::read(&log_path).expect("read log");
+        let mut expected = format!("Command: {command}\nExit code: 0\n\nStdout:\n").into_bytes();
+        expected.extend(std::iter::repeat_n(b'a', 102_400));
+        expected.extend_from_slice(b"\n\nStderr:\ntail\n\n");
+        assert!(log == expected, "log content differs ({} bytes)", log.len());
+
+        let head = "a".repeat(STREAM_CAP);
+        let expected_text = format!(
+            "$ {command}\nExit code: 0\nStdout:\n{head}\nStderr:\ntail\n\n\nOutput truncated. Full output written to {}",
+            log_path.display()
+        );
+        assert_eq!(outcome.text, expected_text);
+
+        let leftovers: Vec<_> = std::fs::read_dir(&req.logs_dir)
+            .expect("logs dir")
+            .filter_map(Result::ok)
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(
+            leftovers.len(),
+            1,
+            "temp spill files removed: {leftovers:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn exactly_cap_bytes_is_not_truncated() {
+        let outcome = run_ok(&request("bash", "head -c 16384 /dev/zero").1).await;
+        assert!(!outcome.truncated);
+        assert_eq!(outcome.stdout_bytes, 16_384);
+        assert_eq!(outcome.log_path, None);
+    }
+
+    #[tokio::test]
+    async fn both_streams_large_do_not_deadlock() {
+        // Writing all of stderr before any stdout blocks forever if the pipes were read in turn.
+        let command = "head -c 1048576 /dev/zero >&2; head -c 1048576 /dev/zero";
+        let (_scratch, req) = request("bash", command);
+        let outcome = run_ok(&req).await;
+        assert_eq!(outcome.stdout_bytes, 1_048_576);
+        assert_eq!(outcome.stderr_bytes, 1_048_576);
+        assert!(outcome.truncated);
+        let log = std::fs::metadata(outcome.log_path.expect("log")).expect("stat");
+        let header = format!("Command: {command}\nExit code: 0\n\nStdout:\n").len() as u64;
+        assert_eq!(
+            log.len(),
+            header + 2 * 1_048_576 + "\n\nStderr:\n\n".len() as u64
+        );
+    }
+
+    #[tokio::test]
+    async fn truncation_without_log_says_so() {
+        let (_scratch, mut req) = request("bash", "head -c 20000 /dev/zero");
+        let blocker = req.logs_dir.clone();
+        // A regular file where the logs dir should be makes every log write fail.
+        std::fs::write(&blocker, "").expect("write blocker");
+        req.logs_dir = blocker.join("logs");
+        let outcome = run_ok(&req).await;
+        assert!(outcome.truncated);
+        assert_eq!(outcome.log_path, None);
+        assert!(outcome.text.ends_with("\nStderr:\n\n\nOutput truncated."));
+    }
+
+    #[tokio::test]
+    async fn invalid_utf8_is_decoded_lossily() {
+        let outcome = run_ok(&request("bash", "printf 'a\\377b'").1).await;
+        assert!(outcome.text.contains("Stdout:\na\u{FFFD}b\nStderr:"));
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_whole_group() {
+        let (_scratch, mut req) = request(
+            "bash",
+            "echo $$ > pids; sleep 30 & echo $! >> pids; sleep 30",
+        );
+        req.timeout = Duration::from_secs(1);
+        let started = Instant::now();
+        let outcome = run_ok(&req).await;
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert!(outcome.timed_out);
+        assert_eq!(outcome.exit_code, 137);
+        assert!(
+            outcome
+                .text
+                .ends_with("\n\nCommand timed out: stopped after 1 seconds."),
+            "{}",
+            outcome.text
+        );
+        let pids = read_pids(&req.workdir.join("pids"), 2).await;
+        assert!(wait_gone(&pids).await, "processes survived: {pids:?}");
+    }
+
+    #[tokio::test]
+    async fn timeout_keeps_output_read_so_far() {
+        let (_scratch, mut req) = request("bash", "echo before; sleep 30");
+        req.timeout = Duration::from_millis(1500);
+        let outcome = run_ok(&req).await;
+        assert!(outcome.timed_out);
+        assert!(
+            outcome.text.starts_with(
+                "$ echo before; sleep 30\nExit code: 137\nStdout:\nbefore\n\nStderr:\n\n\n"
+            ),
+            "{}",
+            outcome.text
+        );
+        assert!(outcome.text.ends_with("stopped after 1.5 seconds."));
+    }
+
+    #[tokio::test]
+    async fn dropping_the_future_kills_the_group() {
+        let (_scratch, req) = request(
+            "bash",
+            "echo $$ > pids; sleep 30 & echo $! >> pids; sleep 30",
+        );
+        let dropped = tokio::time::timeout(Duration::from_millis(1000), run(&req)).await;
+        assert!(dropped.is_err(), "run should still have been running");
+        let pids = read_pids(&req.workdir.join("pids"), 2).await;
+        assert!(wait_gone(&pids).await, "processes survived: {pids:?}");
+    }
+
+    #[tokio::test]
+    async fn cwd_is_the_workdir() {
+        let (_scratch, req) = request("bash", "pwd");
+        let outcome = run_ok(&req).await;
+        assert_eq!(
+            outcome.text,
+            format!(
+                "$ pwd\nExit code: 0\nStdout:\n{}\n\nStderr:\n",
+                req.workdir.display()
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn env_is_only_what_was_passed_plus_home() {
+        let (_scratch, mut req) = request("env", "");
+        req.env
+            .push(("MUR_TEST_VAR".to_string(), "x y".to_string()));
+        req.env
+            .push(("HOME".to_string(), "/overridden".to_string()));
+        let outcome = run_ok(&req).await;
+        let stdout = outcome
+            .text
+            .strip_prefix("$ env \nExit code: 0\nStdout:\n")
+            .and_then(|rest| rest.strip_suffix("\nStderr:\n"))
+            .expect("shape");
+        let mut lines: Vec<&str> = stdout.lines().collect();
+        lines.sort_unstable();
+        let home = format!("HOME={}", req.home.display());
+        let path = format!("PATH={}", host_path());
+        let mut expected = vec![home.as_str(), "MUR_TEST_VAR=x y", path.as_str()];
+        expected.sort_unstable();
+        assert_eq!(lines, expected);
+    }
+
+    #[tokio::test]
+    async fn stdin_is_empty() {
+        let (_scratch, mut req) = request("bash", "cat; echo done");
+        req.timeout = Duration::from_secs(10);
+        let outcome = run_ok(&req).await;
+        assert!(!outcome.timed_out);
+        assert!(outcome.duration_ms < 5000);
+        assert_eq!(
+            outcome.text,
+            "$ cat; echo done\nExit code: 0\nStdout:\ndone\n\nStderr:\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn missing_binary_errors() {
+        let result = run(&request("no-such-binary-mur", "--help").1).await;
+        assert_eq!(
+            result,
+            Err("failed to start 'no-such-binary-mur': not found on PATH".to_string())
+        );
+    }
+
+    #[tokio::test]
+    async fn missing_workdir_errors() {
+        let (_scratch, mut req) = request("bash", "true");
+        req.workdir = req.workdir.join("does-not-exist");
+        let err = run(&req).await.expect_err("spawn must fail");
+        assert!(err.starts_with("failed to start 'bash': "), "{err}");
+    }
+}

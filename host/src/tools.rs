@@ -1,0 +1,363 @@
+//! The tools a capsule's model may call: the built-in shell tools, tool components and
+//! skills. Dispatch measures, fences and classifies each call; the session writes the
+//! frame and the trace line from what it returns.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use wasmtime::Store;
+use wasmtime::component::{Component, Linker};
+
+use crate::bindings::driver::murmur::text::chunks;
+use crate::bindings::tool::exports::murmur::tool::run::Status;
+use crate::bindings::tool::murmur::task::task::{self as task_api, TaskInfo};
+use crate::bindings::tool::{Tool as Bindings, ToolPre};
+use crate::driver::trap_text;
+use crate::engine::{self, Engine};
+use crate::error::Error;
+use crate::fence;
+use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
+use crate::shell::{self, ShellOutcome, ShellRequest};
+use crate::wire::Wire;
+
+pub struct ToolState {
+    sandbox: Sandbox,
+    wire: Arc<Wire>,
+    /// `None` while the tool describes itself at start-up.
+    task: Option<TaskInfo>,
+}
+
+impl Sandboxed for ToolState {
+    fn sandbox(&mut self) -> &mut Sandbox {
+        &mut self.sandbox
+    }
+}
+sandbox::wasi_view!(ToolState);
+
+impl chunks::Host for ToolState {
+    fn text(&mut self, chunk: String) -> wasmtime::Result<()> {
+        self.wire.text_chunk(&chunk);
+        Ok(())
+    }
+
+    fn thinking(&mut self, chunk: String) -> wasmtime::Result<()> {
+        self.wire.thinking_chunk(&chunk);
+        Ok(())
+    }
+}
+
+impl task_api::Host for ToolState {
+    fn current(&mut self) -> wasmtime::Result<Option<TaskInfo>> {
+        Ok(self.task.clone())
+    }
+}
+
+pub enum Kind {
+    Shell { binary: String },
+    Component { pre: ToolPre<ToolState> },
+    Skill { text: PathBuf },
+}
+
+pub struct Tool {
+    pub name: String,
+    pub version: Option<String>,
+    pub description: String,
+    pub schema: Value,
+    pub kind: Kind,
+}
+
+impl Tool {
+    pub fn runtime(&self) -> &'static str {
+        match self.kind {
+            Kind::Shell { .. } => "shell",
+            Kind::Component { .. } => "tool",
+            Kind::Skill { .. } => "skill",
+        }
+    }
+}
+
+/// What every tool call may use, from the manifest.
+pub struct ToolGrants {
+    pub workdir: PathBuf,
+    pub home: PathBuf,
+    pub logs_dir: PathBuf,
+    pub env: Vec<(String, String)>,
+    pub memory_bytes: u64,
+    pub deadline: Duration,
+}
+
+pub struct Tools {
+    pub list: Vec<Tool>,
+    grants: ToolGrants,
+}
+
+/// How far a call got, which decides its fence and its trace event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    Tool,
+    Skill,
+    NotReached,
+}
+
+pub struct Dispatched {
+    /// Exactly what the model receives.
+    pub content: String,
+    pub fence_source: Option<String>,
+    pub is_error: bool,
+    pub exit_code: Option<i32>,
+    pub truncated: bool,
+    pub duration_ms: u64,
+    pub reach: Reach,
+    /// Host text for a call that did not run as asked.
+    pub error: Option<String>,
+    pub shell: Option<ShellOutcome>,
+}
+
+impl Dispatched {
+    fn not_reached(text: String) -> Self {
+        Dispatched {
+            content: text.clone(),
+            fence_source: None,
+            is_error: true,
+            exit_code: None,
+            truncated: false,
+            duration_ms: 0,
+            reach: Reach::NotReached,
+            error: Some(text),
+            shell: None,
+        }
+    }
+
+    fn fenced(tool: &str, text: &str, is_error: bool) -> Self {
+        let source = fence::tool_source(tool);
+        Dispatched {
+            content: fence::fence(&source, text),
+            fence_source: Some(source),
+            is_error,
+            exit_code: None,
+            truncated: false,
+            duration_ms: 0,
+            reach: Reach::Tool,
+            error: None,
+            shell: None,
+        }
+    }
+}
+
+impl Tools {
+    pub fn new(grants: ToolGrants) -> Self {
+        Tools { list: Vec::new(), grants }
+    }
+
+    pub fn add_shell(&mut self, binary: &str) {
+        self.list.push(Tool {
+            name: binary.to_string(),
+            version: None,
+            description: format!(
+                "Runs a command with {binary} in the capsule's workdir and returns its exit code, stdout and stderr."
+            ),
+            schema: serde_json::from_str(shell::input_schema()).unwrap_or_else(|_| json!({"type": "object"})),
+            kind: Kind::Shell {
+                binary: binary.to_string(),
+            },
+        });
+    }
+
+    pub fn add_skill(&mut self, name: &str, text: PathBuf, description: String) {
+        self.list.push(Tool {
+            name: name.to_string(),
+            version: None,
+            description,
+            schema: json!({"type": "object", "properties": {}}),
+            kind: Kind::Skill { text },
+        });
+    }
+
+    /// Links a tool component and asks it to describe itself.
+    pub async fn add_component(
+        &mut self,
+        engine: &Engine,
+        component: &Component,
+        name: &str,
+        version: Option<String>,
+        wire: &Arc<Wire>,
+    ) -> Result<(), Error> {
+        let label = format!("tool artifact '{name}'");
+        engine::check_world(engine, component, &engine::TOOL, &label)?;
+        let mut linker = Linker::<ToolState>::new(engine.wasmtime());
+        let link = |e: wasmtime::Error| Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}"));
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
+        Bindings::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s).map_err(link)?;
+        let pre = linker
+            .instantiate_pre(component)
+            .and_then(ToolPre::new)
+            .map_err(link)?;
+        let (mut store, bindings) = self.instantiate(&pre, wire.clone(), None).await.map_err(|e| {
+            Error::new("E-RUN-001", format!("{label} could not start: {}", trap_text(&e)))
+        })?;
+        let spec = bindings
+            .murmur_tool_run()
+            .call_describe(&mut store)
+            .await
+            .map_err(|e| Error::new("E-RUN-001", format!("{label} failed to describe itself: {}", trap_text(&e))))?;
+        let schema: Value = serde_json::from_str(&spec.input_schema).map_err(|e| {
+            Error::new("E-RUN-001", format!("{label} describes an input schema that is not JSON: {e}"))
+        })?;
+        self.list.push(Tool {
+            name: name.to_string(),
+            version,
+            description: spec.description,
+            schema,
+            kind: Kind::Component { pre },
+        });
+        Ok(())
+    }
+
+    async fn instantiate(
+        &self,
+        pre: &ToolPre<ToolState>,
+        wire: Arc<Wire>,
+        task: Option<TaskInfo>,
+    ) -> wasmtime::Result<(Store<ToolState>, Bindings)> {
+        let sandbox = Sandbox::new(&Grants {
+            workdir: Some(&self.grants.workdir),
+            env: self.grants.env.clone(),
+            memory_bytes: self.grants.memory_bytes,
+            deadline: self.grants.deadline,
+        })
+        .map_err(|e| wasmtime::Error::msg(e.to_string()))?;
+        let mut store = Store::new(pre.engine(), ToolState { sandbox, wire, task });
+        sandbox::limit(&mut store);
+        let bindings = pre.instantiate_async(&mut store).await?;
+        Ok((store, bindings))
+    }
+
+    /// What the model is told about the tools: `[{name, description?, parameters}]`.
+    pub fn specs(&self) -> Vec<Value> {
+        self.list
+            .iter()
+            .map(|t| {
+                let mut spec = serde_json::Map::new();
+                spec.insert("name".into(), t.name.clone().into());
+                if !t.description.is_empty() {
+                    spec.insert("description".into(), t.description.clone().into());
+                }
+                spec.insert("parameters".into(), t.schema.clone());
+                Value::Object(spec)
+            })
+            .collect()
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Tool> {
+        self.list.iter().find(|t| t.name == name)
+    }
+
+    /// Runs one call. Never fails: every outcome is something the model is told.
+    pub async fn dispatch(&self, name: &str, input: &str, task: TaskInfo, wire: &Arc<Wire>) -> Dispatched {
+        let started = Instant::now();
+        let mut out = match self.get(name) {
+            None => Dispatched::not_reached(format!("tool '{name}' is not declared in manifest allowlist")),
+            Some(tool) => self.run(tool, input, task, wire).await,
+        };
+        if out.reach != Reach::NotReached {
+            out.duration_ms = started.elapsed().as_millis() as u64;
+        }
+        out
+    }
+
+    async fn run(&self, tool: &Tool, input: &str, task: TaskInfo, wire: &Arc<Wire>) -> Dispatched {
+        match &tool.kind {
+            Kind::Shell { binary } => self.run_shell(&tool.name, binary, input).await,
+            Kind::Skill { text } => run_skill(text).await,
+            Kind::Component { pre } => {
+                if !matches!(serde_json::from_str::<Value>(input), Ok(Value::Object(_))) {
+                    return Dispatched::not_reached(format!("tool '{}' input must be a JSON object", tool.name));
+                }
+                self.run_component(&tool.name, pre, input, task, wire.clone()).await
+            }
+        }
+    }
+
+    async fn run_shell(&self, name: &str, binary: &str, input: &str) -> Dispatched {
+        let command = match shell::parse_input(input) {
+            Ok(command) => command,
+            Err(e) => return Dispatched::not_reached(e),
+        };
+        let request = ShellRequest {
+            binary: binary.to_string(),
+            command,
+            workdir: self.grants.workdir.clone(),
+            home: self.grants.home.clone(),
+            logs_dir: self.grants.logs_dir.clone(),
+            timeout: self.grants.deadline,
+            env: self.grants.env.clone(),
+        };
+        match shell::run(&request).await {
+            Ok(outcome) => {
+                let mut out = Dispatched::fenced(name, &outcome.text, false);
+                out.exit_code = Some(outcome.exit_code);
+                out.truncated = outcome.truncated;
+                out.shell = Some(outcome);
+                out
+            }
+            Err(e) => {
+                let mut out = Dispatched::fenced(name, &e, true);
+                out.error = Some(format!("shell execution failed: {e}"));
+                out
+            }
+        }
+    }
+
+    async fn run_component(
+        &self,
+        name: &str,
+        pre: &ToolPre<ToolState>,
+        input: &str,
+        task: TaskInfo,
+        wire: Arc<Wire>,
+    ) -> Dispatched {
+        let called = async {
+            let (mut store, bindings) = self.instantiate(pre, wire, Some(task)).await?;
+            bindings.murmur_tool_run().call_call(&mut store, input).await
+        };
+        match called.await {
+            Ok(result) => {
+                let text = result
+                    .data
+                    .or(result.summary)
+                    .unwrap_or_else(|| "tool returned no data".to_string());
+                let mut out = Dispatched::fenced(name, &text, result.status != Status::Passed);
+                out.truncated = result.truncated;
+                out
+            }
+            Err(trap) => {
+                let mut out = Dispatched::not_reached(format!("tool '{name}' failed: {}", trap_text(&trap)));
+                out.reach = Reach::Tool;
+                out
+            }
+        }
+    }
+}
+
+async fn run_skill(text: &std::path::Path) -> Dispatched {
+    match tokio::fs::read_to_string(text).await {
+        Ok(content) => Dispatched {
+            content,
+            fence_source: None,
+            is_error: false,
+            exit_code: None,
+            truncated: false,
+            duration_ms: 0,
+            reach: Reach::Skill,
+            error: None,
+            shell: None,
+        },
+        Err(e) => {
+            let mut out = Dispatched::not_reached(format!("skill text {} could not be read: {e}", text.display()));
+            out.reach = Reach::Skill;
+            out
+        }
+    }
+}

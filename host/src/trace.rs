@@ -1,0 +1,101 @@
+//! `trace.jsonl`: one JSON object per line, written and flushed line by line, so a
+//! killed runtime leaves every earlier line intact.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value};
+
+use crate::ids;
+
+pub struct Trace {
+    file: Mutex<File>,
+    path: PathBuf,
+    session_id: String,
+}
+
+/// Where a line hangs in the session ← task ← turn tree, and which task it is about.
+#[derive(Clone, Copy, Default)]
+pub struct Place<'a> {
+    pub parent: Option<&'a str>,
+    pub task: Option<&'a str>,
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl Trace {
+    pub fn create(path: &Path, session_id: &str) -> std::io::Result<Self> {
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        Ok(Trace {
+            file: Mutex::new(file),
+            path: path.to_path_buf(),
+            session_id: session_id.to_string(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one event and returns its `event_id` (for children to name as parent).
+    /// `fields` must be a JSON object; its keys follow the envelope.
+    pub fn write(&self, event_type: &str, place: Place<'_>, fields: Value) -> std::io::Result<String> {
+        let event_id = ids::event();
+        let mut line = Map::new();
+        line.insert("event_type".into(), event_type.into());
+        line.insert("event_id".into(), event_id.clone().into());
+        line.insert("parent_id".into(), place.parent.into());
+        line.insert("session_id".into(), self.session_id.clone().into());
+        line.insert("timestamp".into(), now_ms().into());
+        line.insert("task_id".into(), place.task.into());
+        if let Value::Object(fields) = fields {
+            line.extend(fields);
+        }
+        let mut text = Value::Object(line).to_string();
+        text.push('\n');
+        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        file.write_all(text.as_bytes())?;
+        file.flush()?;
+        Ok(event_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn lines_carry_the_envelope_first() {
+        let dir = std::env::temp_dir().join(format!("mur-trace-{}", ids::event()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let trace = Trace::create(&dir.join("trace.jsonl"), "ses_x").unwrap();
+        let parent = trace.write("session_start", Place::default(), json!({"model": "m"})).unwrap();
+        trace
+            .write(
+                "task_start",
+                Place { parent: Some(&parent), task: Some("tsk_1") },
+                json!({"task_id": "tsk_1", "lane": "user"}),
+            )
+            .unwrap();
+        let text = std::fs::read_to_string(dir.join("trace.jsonl")).unwrap();
+        let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len(), 2);
+        let keys: Vec<&str> = lines[1].as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["event_type", "event_id", "parent_id", "session_id", "timestamp", "task_id", "lane"]
+        );
+        assert_eq!(lines[1]["parent_id"], json!(parent));
+        assert_eq!(lines[0]["parent_id"], Value::Null);
+        assert!(text.ends_with('\n'));
+    }
+}

@@ -1,0 +1,196 @@
+//! The capsule's side of the wire: the id counters of the seed and the frames a task
+//! writes, published on the bus. Components report typed events; only this module
+//! decides which frame and which id they become.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::bus::Bus;
+use crate::frames::{self, Artifact, State};
+
+/// The chunk counter's value at launch (2^62 - 1).
+pub const CHUNK_COUNTER_START: u64 = 4_611_686_018_427_387_903;
+
+pub struct Wire {
+    bus: Arc<Bus>,
+    counters: Mutex<Counters>,
+}
+
+struct Counters {
+    task: Option<TaskIds>,
+    /// The task's counter: from 0 for every task and every reopened attempt.
+    next_id: u64,
+    /// The chunk counter: synchronised with the task's counter around inference calls.
+    next_chunk: u64,
+    chunked_this_call: bool,
+    chunked_last_call: bool,
+}
+
+struct TaskIds {
+    task: String,
+    context: String,
+}
+
+impl Wire {
+    pub fn new(bus: Arc<Bus>) -> Self {
+        Wire {
+            bus,
+            counters: Mutex::new(Counters {
+                task: None,
+                next_id: 0,
+                next_chunk: CHUNK_COUNTER_START,
+                chunked_this_call: false,
+                chunked_last_call: false,
+            }),
+        }
+    }
+
+    pub fn bus(&self) -> &Arc<Bus> {
+        &self.bus
+    }
+
+    fn counters(&self) -> MutexGuard<'_, Counters> {
+        self.counters.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn begin_task(&self, task: &str, context: &str) {
+        let mut c = self.counters();
+        c.task = Some(TaskIds {
+            task: task.to_string(),
+            context: context.to_string(),
+        });
+        c.next_id = 0;
+        c.chunked_this_call = false;
+        c.chunked_last_call = false;
+    }
+
+    pub fn end_task(&self) {
+        self.counters().task = None;
+    }
+
+    pub fn status(&self, state: State, message: &str, response: Option<&str>) {
+        let mut c = self.counters();
+        let Some(ids) = &c.task else { return };
+        let frame = frames::status(c.next_id, &ids.task, &ids.context, state, message, response);
+        c.next_id += 1;
+        self.bus.publish(frame);
+    }
+
+    pub fn artifact(&self, artifact: &Artifact<'_>) {
+        let mut c = self.counters();
+        let Some(ids) = &c.task else { return };
+        let frame = frames::artifact(c.next_id, &ids.task, artifact);
+        c.next_id += 1;
+        self.bus.publish(frame);
+    }
+
+    /// A piece of reply text from a driver or a tool; outside a task it goes nowhere.
+    pub fn text_chunk(&self, text: &str) {
+        let mut c = self.counters();
+        let Some(ids) = &c.task else { return };
+        let frame = frames::text(c.next_chunk, &ids.task, text, false);
+        c.next_chunk += 1;
+        c.chunked_this_call = true;
+        self.bus.publish(frame);
+    }
+
+    pub fn thinking_chunk(&self, text: &str) {
+        let mut c = self.counters();
+        let Some(ids) = &c.task else { return };
+        let frame = frames::thinking(c.next_chunk, &ids.task, text);
+        c.next_chunk += 1;
+        self.bus.publish(frame);
+    }
+
+    /// Before each inference call the chunk counter takes the task's counter's value.
+    pub fn before_inference(&self) {
+        let mut c = self.counters();
+        c.next_chunk = c.next_id;
+        c.chunked_this_call = false;
+    }
+
+    /// After it: the end-of-chunks marker when text was streamed, then the task's
+    /// counter takes the chunk counter's value.
+    pub fn after_inference(&self) {
+        let mut c = self.counters();
+        if c.chunked_this_call
+            && let Some(ids) = &c.task
+        {
+            let frame = frames::text(c.next_chunk, &ids.task, "", true);
+            c.next_chunk += 1;
+            self.bus.publish(frame);
+        }
+        c.next_id = c.next_chunk;
+        c.chunked_last_call = c.chunked_this_call;
+    }
+
+    /// The whole reply as one `text` frame, when the last call streamed none of it.
+    pub fn whole_reply(&self, reply: &str) {
+        let mut c = self.counters();
+        if c.chunked_last_call || reply.is_empty() {
+            return;
+        }
+        let Some(ids) = &c.task else { return };
+        let frame = frames::text(c.next_chunk, &ids.task, reply, true);
+        c.next_chunk += 1;
+        self.bus.publish(frame);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drain(conn: &crate::bus::Connection) -> Vec<(Option<u64>, String)> {
+        let mut out = Vec::new();
+        while let Some(crate::bus::Next::Frame(f)) = conn.try_next() {
+            let text = String::from_utf8(f.bytes.to_vec()).unwrap();
+            let event = text.lines().find_map(|l| l.strip_prefix("event: ")).unwrap().to_string();
+            out.push((f.id, event));
+        }
+        out
+    }
+
+    #[test]
+    fn a_streamed_turn_shares_one_run_of_ids() {
+        let bus = Bus::new();
+        let (_, conn) = bus.subscribe(None);
+        let wire = Wire::new(bus.clone());
+        wire.begin_task("tsk_a", "ctx_a");
+        wire.status(State::Working, "inference turn 1", None);
+        wire.before_inference();
+        wire.text_chunk("Hel");
+        wire.text_chunk("lo");
+        wire.after_inference();
+        wire.whole_reply("Hello");
+        wire.status(State::Completed, "session ended", Some("Hello"));
+        assert_eq!(
+            drain(&conn),
+            vec![
+                (Some(0), "status".into()),
+                (Some(1), "text".into()),
+                (Some(2), "text".into()),
+                (Some(3), "text".into()),
+                (Some(4), "status".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn unstreamed_reply_is_written_whole_with_the_chunk_counter() {
+        let bus = Bus::new();
+        let (_, conn) = bus.subscribe(None);
+        let wire = Wire::new(bus.clone());
+        for _ in 0..2 {
+            wire.begin_task("tsk_a", "ctx_a");
+            wire.status(State::Working, "inference turn 1", None);
+            wire.before_inference();
+            wire.after_inference();
+            wire.whole_reply("Hi");
+            wire.status(State::Completed, "session ended", Some("Hi"));
+            wire.end_task();
+        }
+        let got = drain(&conn);
+        let ids: Vec<Option<u64>> = got.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids, vec![Some(0), Some(1), Some(1), Some(0), Some(1), Some(1)]);
+    }
+}

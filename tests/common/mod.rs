@@ -1,0 +1,259 @@
+//! Shared helpers for the end-to-end tests: a capsule in a temporary directory, the
+//! real `mur` binary, and readers for what it leaves behind.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::Value;
+
+pub const MUR: &str = env!("CARGO_BIN_EXE_mur");
+
+/// Where the build put the guest components (test fixtures among them).
+pub fn guest(name: &str) -> PathBuf {
+    Path::new(env!("MUR_GUEST_DIR")).join(format!("{name}.wasm"))
+}
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// A fresh directory under the target dir (kept for inspection after a failure).
+pub fn scratch(name: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let n = N.fetch_add(1, Ordering::SeqCst);
+    let dir = repo()
+        .join("target")
+        .join("e2e")
+        .join(format!("{name}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A capsule directory: `murmur.yaml`, `script.yaml` and any other files.
+pub struct Capsule {
+    pub dir: PathBuf,
+}
+
+impl Capsule {
+    pub fn new(name: &str, manifest: &str, script: &str) -> Self {
+        let dir = scratch(name);
+        std::fs::write(dir.join("murmur.yaml"), manifest).unwrap();
+        std::fs::write(dir.join("script.yaml"), script).unwrap();
+        Capsule { dir }
+    }
+
+    pub fn file(&self, rel: &str, text: &str) -> &Self {
+        let path = self.dir.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+        self
+    }
+
+    pub fn manifest(&self) -> PathBuf {
+        self.dir.join("murmur.yaml")
+    }
+
+    /// `mur run --manifest <this> --json --port 0 <args>`, to completion.
+    pub fn run(&self, args: &[&str]) -> Run {
+        let mut cmd = mur();
+        cmd.args(["run", "--json", "--port", "0", "--manifest"]).arg(self.manifest()).args(args);
+        Run::from(cmd.output().expect("mur runs"))
+    }
+
+    pub fn spawn(&self, args: &[&str]) -> Running {
+        let mut cmd = mur();
+        cmd.args(["run", "--json", "--port", "0", "--manifest"])
+            .arg(self.manifest())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        Running::start(cmd)
+    }
+}
+
+/// The binary with a shared component cache, so tests compile each component once.
+pub fn mur() -> Command {
+    let mut cmd = Command::new(MUR);
+    cmd.env("MUR_CACHE_DIR", repo().join("target").join("e2e-cache"));
+    cmd.env("MURMUR_A2A_TIMEOUT_SECS", "5");
+    cmd
+}
+
+pub struct Run {
+    pub status: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<Output> for Run {
+    fn from(out: Output) -> Self {
+        Run {
+            status: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+impl Run {
+    /// The launch line of `--json`.
+    pub fn launch(&self) -> Value {
+        let line = self.stdout.lines().next().unwrap_or_else(|| panic!("no launch line; stderr:\n{}", self.stderr));
+        serde_json::from_str(line).unwrap()
+    }
+
+    pub fn session(&self) -> Session {
+        Session::from_launch(&self.launch())
+    }
+
+    pub fn assert_ok(&self) -> &Self {
+        assert_eq!(self.status, 0, "stdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
+        self
+    }
+}
+
+/// What a session left in its workdir.
+pub struct Session {
+    pub id: String,
+    pub workdir: PathBuf,
+}
+
+impl Session {
+    pub fn from_launch(launch: &Value) -> Self {
+        Session {
+            id: launch["session_id"].as_str().unwrap().to_string(),
+            workdir: PathBuf::from(launch["workdir"].as_str().unwrap()),
+        }
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.workdir.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+    }
+
+    pub fn trace(&self) -> Vec<Value> {
+        self.read("trace.jsonl").lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+
+    pub fn events(&self, kind: &str) -> Vec<Value> {
+        self.trace().into_iter().filter(|e| e["event_type"] == kind).collect()
+    }
+}
+
+/// A capsule running in the background.
+pub struct Running {
+    pub child: Child,
+    pub launch: Value,
+    pub address: String,
+}
+
+impl Running {
+    fn start(mut cmd: Command) -> Self {
+        let mut child = cmd.spawn().expect("mur starts");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        if line.is_empty() {
+            let mut err = String::new();
+            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            panic!("mur printed no launch line; stderr:\n{err}");
+        }
+        let launch: Value = serde_json::from_str(&line).unwrap();
+        let address = launch["address"].as_str().unwrap().trim_start_matches("http://").to_string();
+        Running { child, launch, address }
+    }
+
+    pub fn session(&self) -> Session {
+        Session::from_launch(&self.launch)
+    }
+
+    /// Waits for the process, with a bound so a hang fails the test instead of CI.
+    pub fn wait(mut self, limit: Duration) -> Run {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let mut out = String::new();
+                let mut err = String::new();
+                if let Some(mut s) = self.child.stdout.take() {
+                    let _ = s.read_to_string(&mut out);
+                }
+                if let Some(mut s) = self.child.stderr.take() {
+                    let _ = s.read_to_string(&mut err);
+                }
+                return Run {
+                    status: status.code().unwrap_or(-1),
+                    stdout: out,
+                    stderr: err,
+                };
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("mur did not exit within {limit:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A raw HTTP exchange: the request as written, the response bytes until close.
+pub fn post(address: &str, headers: &[(&str, &str)], body: &str) -> TcpStream {
+    let mut socket = TcpStream::connect(address).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut request = format!("POST / HTTP/1.1\r\nhost: {address}\r\ncontent-length: {}\r\n", body.len());
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    socket.write_all(request.as_bytes()).unwrap();
+    socket
+}
+
+pub fn read_to_close(mut socket: TcpStream) -> String {
+    let mut out = Vec::new();
+    socket.read_to_end(&mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// The SSE frames of a body: (id, event, data) for each frame, skipping comments.
+pub fn frames(body: &str) -> Vec<(Option<u64>, String, Value)> {
+    body.split("\n\n")
+        .filter(|block| !block.is_empty() && !block.starts_with(':'))
+        .map(|block| {
+            let mut id = None;
+            let mut event = String::new();
+            let mut data = Value::Null;
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("id: ") {
+                    id = Some(v.parse().unwrap());
+                } else if let Some(v) = line.strip_prefix("event: ") {
+                    event = v.to_string();
+                } else if let Some(v) = line.strip_prefix("data: ") {
+                    data = serde_json::from_str(v).unwrap();
+                }
+            }
+            (id, event, data)
+        })
+        .collect()
+}
+
+pub fn message_stream_body(text: &str) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "message/stream",
+        "params": {"message": {"messageId": "msg-1", "role": "user", "parts": [{"text": text}]}}
+    })
+    .to_string()
+}
