@@ -90,6 +90,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         max_turns: m.inference.max_turns,
         max_tokens: m.inference.max_tokens,
         system: system_prompt(&m, &workdir),
+        include_tool_output: m.trace.include_tool_output,
         trace,
         wire,
         queue: Queue::new(Policy {
@@ -161,7 +162,8 @@ async fn stage(
         workdir: workdir.root.clone(),
         home: workdir.capsule_home(),
         logs_dir: workdir.logs_dir(),
-        env: shell_env(m),
+        env: granted_env(m),
+        shell_env: shell_env(m),
         memory_bytes: m.capabilities.memory_bytes,
         deadline: Duration::from_secs(m.capabilities.deadline_seconds),
     });

@@ -37,6 +37,8 @@ pub struct Capsule {
     pub max_turns: u32,
     pub max_tokens: u32,
     pub system: Option<String>,
+    /// `trace.include_tool_output`: the text each tool call returned, on its trace line.
+    pub include_tool_output: bool,
     pub workdir: Workdir,
     pub trace: Trace,
     pub wire: Arc<Wire>,
@@ -353,6 +355,9 @@ impl LoopState {
         });
         if let Some(error) = &done.error {
             fields["error"] = error.clone().into();
+        }
+        if capsule.include_tool_output {
+            fields["output"] = done.content.clone().into();
         }
         capsule.trace.write("tool_call", place, fields).map_err(trace_failed)?;
         if let Some(shell) = &done.shell {

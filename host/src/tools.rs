@@ -83,7 +83,10 @@ pub struct ToolGrants {
     pub workdir: PathBuf,
     pub home: PathBuf,
     pub logs_dir: PathBuf,
+    /// What tool components see: only the variables the manifest grants.
     pub env: Vec<(String, String)>,
+    /// What shell commands see: those, and a PATH to find programs.
+    pub shell_env: Vec<(String, String)>,
     pub memory_bytes: u64,
     pub deadline: Duration,
 }
@@ -221,13 +224,15 @@ impl Tools {
         wire: Arc<Wire>,
         task: Option<TaskInfo>,
     ) -> wasmtime::Result<(Store<ToolState>, Bindings)> {
+        // Describing itself at start-up, before the workdir exists, a tool needs no files.
+        let workdir = task.is_some().then_some(self.grants.workdir.as_path());
         let sandbox = Sandbox::new(&Grants {
-            workdir: Some(&self.grants.workdir),
+            workdir,
             env: self.grants.env.clone(),
             memory_bytes: self.grants.memory_bytes,
             deadline: self.grants.deadline,
         })
-        .map_err(|e| wasmtime::Error::msg(e.to_string()))?;
+        .map_err(|e| wasmtime::Error::msg(e.message))?;
         let mut store = Store::new(pre.engine(), ToolState { sandbox, wire, task });
         sandbox::limit(&mut store);
         let bindings = pre.instantiate_async(&mut store).await?;
@@ -292,7 +297,7 @@ impl Tools {
             home: self.grants.home.clone(),
             logs_dir: self.grants.logs_dir.clone(),
             timeout: self.grants.deadline,
-            env: self.grants.env.clone(),
+            env: self.grants.shell_env.clone(),
         };
         match shell::run(&request).await {
             Ok(outcome) => {

@@ -1,0 +1,270 @@
+//! Tool components, skills and the sandbox, end to end: what a component can and
+//! cannot see, the limits that stop it, and the component cache.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+
+/// A capsule with the probe and wordcount tools, each call's output in the trace.
+fn capsule(name: &str, script: &str, extra: &str) -> Capsule {
+    let manifest = format!(
+        r#"name: components
+version: "0.1.0"
+artifacts:
+  - name: probe
+    runtime: tool
+    source: {probe}
+  - name: wordcount
+    runtime: tool
+    source: {wordcount}
+inference:
+  driver: scripted
+  script: ./script.yaml
+  model: scripted-test
+capabilities:
+  env:
+    allow: [MUR_TEST_GRANTED]
+  limits:
+    memory_bytes: 67108864
+    deadline_seconds: 2
+lifecycle:
+  task_acceptance: none
+trace:
+  include_tool_output: true
+{extra}"#,
+        probe = guest("mur_tool_probe").display(),
+        wordcount = guest("mur_tool_wordcount").display(),
+    );
+    Capsule::new(name, &manifest, script)
+}
+
+/// One turn per call, then an answer: the calls' outputs, in order, from the trace.
+fn call_all(name: &str, calls: &[(&str, Value)], extra: &str) -> (Run, Vec<Value>) {
+    let mut script = String::from("turns:\n");
+    for (i, (tool, input)) in calls.iter().enumerate() {
+        script.push_str(&format!("  - tool_calls: [{{id: c{i}, name: {tool}, input: {input}}}]\n"));
+    }
+    script.push_str("  - text: done\n");
+    let capsule = capsule(name, &script, extra);
+    let run = Run::from(
+        mur()
+            .env("MUR_TEST_GRANTED", "granted-value")
+            .env("MUR_TEST_SECRET", "must-not-leak")
+            .args(["run", "--json", "--port", "0", "--manifest"])
+            .arg(capsule.manifest())
+            .args(["--task", "probe the sandbox"])
+            .output()
+            .unwrap(),
+    );
+    run.assert_ok();
+    let calls = run.session().events("tool_call");
+    (run, calls)
+}
+
+fn output(call: &Value) -> &str {
+    call["output"].as_str().unwrap()
+}
+
+fn fenced(tool: &str, body: &str) -> String {
+    format!("<untrusted-content source=tool:{tool}>\n{body}\n</untrusted-content>")
+}
+
+#[test]
+fn a_tool_sees_the_workdir_and_nothing_else() {
+    let (run, calls) = call_all(
+        "fs",
+        &[
+            ("probe", json!({"probe": "read", "path": "task.md"})),
+            ("probe", json!({"probe": "read", "path": "/etc/passwd"})),
+            ("probe", json!({"probe": "read", "path": "../../../../../../etc/passwd"})),
+            ("probe", json!({"probe": "write", "path": "out/from-tool.txt"})),
+            ("probe", json!({"probe": "list", "path": "/"})),
+        ],
+        "",
+    );
+    assert_eq!(output(&calls[0]), fenced("probe", "ok: probe the sandbox"));
+    assert!(output(&calls[1]).contains("err: "), "{}", output(&calls[1]));
+    assert!(output(&calls[2]).contains("err: "), "{}", output(&calls[2]));
+    assert_eq!(output(&calls[3]), fenced("probe", "ok"));
+    let s = run.session();
+    assert_eq!(s.read("out/from-tool.txt"), "probe");
+    let listing = output(&calls[4]);
+    assert!(listing.contains("MURMUR.md") && listing.contains("task.md"), "{listing}");
+    for call in &calls {
+        assert_eq!(call["status"], "ok");
+    }
+}
+
+#[test]
+fn a_tool_sees_only_granted_environment_variables() {
+    let (_, calls) = call_all(
+        "env",
+        &[
+            ("probe", json!({"probe": "env"})),
+            ("probe", json!({"probe": "getenv", "name": "MUR_TEST_SECRET"})),
+            ("probe", json!({"probe": "getenv", "name": "HOME"})),
+        ],
+        "",
+    );
+    assert_eq!(output(&calls[0]), fenced("probe", "ok: MUR_TEST_GRANTED=granted-value"));
+    assert_eq!(output(&calls[1]), fenced("probe", "err: not set"));
+    assert_eq!(output(&calls[2]), fenced("probe", "err: not set"));
+}
+
+#[test]
+fn a_spinning_tool_is_stopped_at_its_deadline_and_the_task_goes_on() {
+    let (run, calls) = call_all(
+        "spin",
+        &[
+            ("probe", json!({"probe": "spin"})),
+            ("probe", json!({"probe": "read", "path": "task.md"})),
+        ],
+        "",
+    );
+    assert_eq!(calls[0]["status"], "error");
+    assert!(
+        output(&calls[0]).starts_with("tool 'probe' failed: deadline exceeded: the component ran for more than 2 s"),
+        "{}",
+        output(&calls[0])
+    );
+    assert!(calls[0]["duration_ms"].as_u64().unwrap() >= 2000);
+    assert_eq!(output(&calls[1]), fenced("probe", "ok: probe the sandbox"));
+    assert_eq!(run.session().read("out/result.txt"), "done");
+}
+
+#[test]
+fn a_tool_that_balloons_memory_is_stopped_at_its_cap() {
+    let (_, calls) = call_all("balloon", &[("probe", json!({"probe": "balloon"}))], "");
+    assert_eq!(calls[0]["status"], "error");
+    assert!(output(&calls[0]).starts_with("tool 'probe' failed: "), "{}", output(&calls[0]));
+}
+
+#[test]
+fn a_tool_component_result_is_fenced_with_its_name() {
+    let (run, calls) = call_all("wordcount", &[("wordcount", json!({"path": "task.md"}))], "");
+    assert_eq!(output(&calls[0]), fenced("wordcount", "0 3 17 task.md"));
+    assert_eq!(calls[0]["tool_name"], "wordcount");
+    let md = run.session().read("MURMUR.md");
+    assert!(
+        md.contains("- **wordcount** (built-in, tool) — Counts the lines, words and bytes of a file in the workdir."),
+        "{md}"
+    );
+    let failed = call_all("wordcount-missing", &[("wordcount", json!({"path": "nope.txt"}))], "").1;
+    assert_eq!(failed[0]["status"], "error");
+    assert!(output(&failed[0]).contains("failed to read 'nope.txt'"), "{}", output(&failed[0]));
+}
+
+#[test]
+fn tool_input_that_is_not_an_object_never_reaches_the_tool() {
+    let script = "turns:\n  - tool_calls: [{id: c1, name: wordcount}]\n  - text: \"{{last_tool_result}}\"\n";
+    let capsule = capsule("badinput", script, "");
+    let run = capsule.run(&["--task", "x"]);
+    run.assert_ok();
+    // `input` defaults to {}, which reaches the tool and is refused by it, fenced.
+    let result = run.session().read("out/result.txt");
+    assert!(result.starts_with("<untrusted-content source=tool:wordcount>\ninput must be a JSON object"), "{result}");
+}
+
+#[test]
+fn a_skill_is_installed_listed_and_returned_unfenced() {
+    let script = "turns:\n  - tool_calls: [{id: s1, name: house-style}]\n  - text: \"{{last_tool_result}}\"\n";
+    let manifest = "name: skills\nversion: \"0.1.0\"\nartifacts:\n  - name: house-style\n    runtime: skill\n    source: ./skills/house-style/\ninference:\n  driver: scripted\n  script: ./script.yaml\n  model: m\nlifecycle:\n  task_acceptance: none\n";
+    let capsule = Capsule::new("skill", manifest, script);
+    capsule.file("skills/house-style/skill.md", "# House style\nWrite short sentences.\n");
+    let run = capsule.run(&["--task", "write"]);
+    run.assert_ok();
+    let s = run.session();
+    assert_eq!(s.read("out/result.txt"), "# House style\nWrite short sentences.\n");
+    assert_eq!(s.read("tools/house-style/skill.md"), "# House style\nWrite short sentences.\n");
+    let call = &s.events("skill_call")[0];
+    assert_eq!(call["skill_name"], "house-style");
+    assert_eq!(call["status"], "ok");
+    assert!(s.events("tool_call").is_empty(), "skills are not tool calls");
+    assert_eq!(s.events("task_end")[0]["tool_calls"], 0);
+    let md = s.read("MURMUR.md");
+    assert!(md.contains("## Installed Skills"), "{md}");
+    assert!(md.contains("- **house-style** — Write short sentences. (tools/house-style/skill.md)"), "{md}");
+}
+
+#[test]
+fn a_tool_artifact_of_the_wrong_world_is_refused() {
+    let manifest = format!(
+        "name: w\nversion: \"0.1.0\"\nartifacts:\n  - name: notatool\n    runtime: tool\n    source: {}\ninference:\n  driver: scripted\n  script: ./script.yaml\n  model: m\nlifecycle:\n  task_acceptance: none\n",
+        guest("mur_session_loop").display()
+    );
+    let capsule = Capsule::new("toolworld", &manifest, "turns: []\n");
+    let run = capsule.run(&["--task", "x"]);
+    assert_eq!(run.status, 1);
+    assert_eq!(
+        run.stderr,
+        "error[E-RUN-031]: tool artifact 'notatool' does not target the tool world: it is a session-loop component (exports murmur:session/loop@0.1.0)\n  hint: a tool component exports murmur:tool/run@0.1.0\n"
+    );
+}
+
+#[test]
+fn a_driver_artifact_replaces_the_builtin_driver() {
+    let manifest = format!(
+        "name: d\nversion: \"0.1.0\"\nartifacts:\n  - name: my-driver\n    runtime: driver\n    source: {}\ninference:\n  driver:\n    artifact: my-driver\n    config:\n      turns:\n        - text: from the artifact driver\n  endpoint: https://models.invalid/v1\n  model: m\nlifecycle:\n  task_acceptance: none\n",
+        guest("mur_driver_scripted").display()
+    );
+    let capsule = Capsule::new("driverartifact", &manifest, "");
+    let run = capsule.run(&["--task", "x"]);
+    run.assert_ok();
+    let s = run.session();
+    assert_eq!(s.read("out/result.txt"), "from the artifact driver");
+    assert_eq!(s.events("session_start")[0]["driver"], "driver artifact 'my-driver'");
+}
+
+#[test]
+fn hook_artifacts_are_refused_until_hooks_are_served() {
+    let manifest = format!(
+        "name: h\nversion: \"0.1.0\"\nartifacts:\n  - name: gate\n    runtime: hook\n    source: {}\ninference:\n  driver: scripted\n  script: ./script.yaml\n  model: m\nlifecycle:\n  task_acceptance: none\n",
+        guest("mur_tool_probe").display()
+    );
+    let capsule = Capsule::new("hook", &manifest, "turns: []\n");
+    let run = capsule.run(&["--task", "x"]);
+    assert_eq!(run.status, 1);
+    assert!(run.stderr.starts_with("error[E-RUN-006]: hook artifact 'gate' cannot run"), "{}", run.stderr);
+}
+
+#[test]
+fn compiled_components_are_cached_and_reused() {
+    let cache = scratch("cache");
+    let capsule = capsule("cached", "turns:\n  - text: ok\n", "");
+    let run_once = || {
+        Run::from(
+            mur()
+                .env("MUR_CACHE_DIR", &cache)
+                .args(["run", "--json", "--port", "0", "--manifest"])
+                .arg(capsule.manifest())
+                .args(["--task", "x"])
+                .output()
+                .unwrap(),
+        )
+    };
+    run_once().assert_ok();
+    let listing = || {
+        let mut files: Vec<(String, std::time::SystemTime)> = std::fs::read_dir(cache.join("components"))
+            .unwrap()
+            .map(|e| e.unwrap())
+            .map(|e| (e.file_name().into_string().unwrap(), e.metadata().unwrap().modified().unwrap()))
+            .collect();
+        files.sort();
+        files
+    };
+    let first = listing();
+    // The loop, the driver and the two tools.
+    assert_eq!(first.len(), 4, "{first:?}");
+    assert!(first.iter().all(|(name, _)| name.ends_with(".cwasm")));
+    run_once().assert_ok();
+    assert_eq!(listing(), first, "a second run compiles nothing");
+}
+
+#[test]
+fn bind_address_is_used() {
+    let capsule = capsule("bind", "turns:\n  - text: ok\n", "");
+    let run = capsule.run(&["--task", "x", "--bind", "127.0.0.2"]);
+    run.assert_ok();
+    assert!(run.launch()["address"].as_str().unwrap().starts_with("http://127.0.0.2:"));
+}
