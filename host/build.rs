@@ -23,14 +23,26 @@ const GUESTS: &[(&str, &str)] = &[
 
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets this"));
-    let root = manifest_dir.parent().expect("host/ sits in the workspace").to_path_buf();
+    let root = manifest_dir
+        .parent()
+        .expect("host/ sits in the workspace")
+        .to_path_buf();
     let target_dir = root.join("target").join("guests");
 
     println!("cargo:rerun-if-changed={}", root.join("wit").display());
-    println!("cargo:rerun-if-changed={}", root.join("Cargo.lock").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        root.join("Cargo.lock").display()
+    );
     for (_, dir) in GUESTS {
-        println!("cargo:rerun-if-changed={}", root.join(dir).join("src").display());
-        println!("cargo:rerun-if-changed={}", root.join(dir).join("Cargo.toml").display());
+        println!(
+            "cargo:rerun-if-changed={}",
+            root.join(dir).join("src").display()
+        );
+        println!(
+            "cargo:rerun-if-changed={}",
+            root.join(dir).join("Cargo.toml").display()
+        );
     }
 
     ensure_target();
@@ -46,7 +58,9 @@ fn ensure_target() {
         return;
     }
     println!("cargo:warning=installing the {TARGET} target with rustup (first build only)");
-    let status = Command::new("rustup").args(["target", "add", TARGET]).status();
+    let status = Command::new("rustup")
+        .args(["target", "add", TARGET])
+        .status();
     if !matches!(status, Ok(s) if s.success()) || !target_installed() {
         panic!("the {TARGET} target is missing: run `rustup target add {TARGET}` and build again");
     }
@@ -58,7 +72,10 @@ fn target_installed() -> bool {
         return false;
     };
     let sysroot = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    Path::new(&sysroot).join("lib/rustlib").join(TARGET).exists()
+    Path::new(&sysroot)
+        .join("lib/rustlib")
+        .join(TARGET)
+        .exists()
 }
 
 fn build_guests(root: &Path, target_dir: &Path) {

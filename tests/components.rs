@@ -43,7 +43,9 @@ trace:
 fn call_all(name: &str, calls: &[(&str, Value)], extra: &str) -> (Run, Vec<Value>) {
     let mut script = String::from("turns:\n");
     for (i, (tool, input)) in calls.iter().enumerate() {
-        script.push_str(&format!("  - tool_calls: [{{id: c{i}, name: {tool}, input: {input}}}]\n"));
+        script.push_str(&format!(
+            "  - tool_calls: [{{id: c{i}, name: {tool}, input: {input}}}]\n"
+        ));
     }
     script.push_str("  - text: done\n");
     let capsule = capsule(name, &script, extra);
@@ -77,8 +79,14 @@ fn a_tool_sees_the_workdir_and_nothing_else() {
         &[
             ("probe", json!({"probe": "read", "path": "task.md"})),
             ("probe", json!({"probe": "read", "path": "/etc/passwd"})),
-            ("probe", json!({"probe": "read", "path": "../../../../../../etc/passwd"})),
-            ("probe", json!({"probe": "write", "path": "out/from-tool.txt"})),
+            (
+                "probe",
+                json!({"probe": "read", "path": "../../../../../../etc/passwd"}),
+            ),
+            (
+                "probe",
+                json!({"probe": "write", "path": "out/from-tool.txt"}),
+            ),
             ("probe", json!({"probe": "list", "path": "/"})),
         ],
         "",
@@ -90,7 +98,10 @@ fn a_tool_sees_the_workdir_and_nothing_else() {
     let s = run.session();
     assert_eq!(s.read("out/from-tool.txt"), "probe");
     let listing = output(&calls[4]);
-    assert!(listing.contains("MURMUR.md") && listing.contains("task.md"), "{listing}");
+    assert!(
+        listing.contains("MURMUR.md") && listing.contains("task.md"),
+        "{listing}"
+    );
     for call in &calls {
         assert_eq!(call["status"], "ok");
     }
@@ -102,12 +113,18 @@ fn a_tool_sees_only_granted_environment_variables() {
         "env",
         &[
             ("probe", json!({"probe": "env"})),
-            ("probe", json!({"probe": "getenv", "name": "MUR_TEST_SECRET"})),
+            (
+                "probe",
+                json!({"probe": "getenv", "name": "MUR_TEST_SECRET"}),
+            ),
             ("probe", json!({"probe": "getenv", "name": "HOME"})),
         ],
         "",
     );
-    assert_eq!(output(&calls[0]), fenced("probe", "ok: MUR_TEST_GRANTED=granted-value"));
+    assert_eq!(
+        output(&calls[0]),
+        fenced("probe", "ok: MUR_TEST_GRANTED=granted-value")
+    );
     assert_eq!(output(&calls[1]), fenced("probe", "err: not set"));
     assert_eq!(output(&calls[2]), fenced("probe", "err: not set"));
 }
@@ -124,7 +141,9 @@ fn a_spinning_tool_is_stopped_at_its_deadline_and_the_task_goes_on() {
     );
     assert_eq!(calls[0]["status"], "error");
     assert!(
-        output(&calls[0]).starts_with("tool 'probe' failed: deadline exceeded: the component ran for more than 2 s"),
+        output(&calls[0]).starts_with(
+            "tool 'probe' failed: deadline exceeded: the component ran for more than 2 s"
+        ),
         "{}",
         output(&calls[0])
     );
@@ -137,12 +156,20 @@ fn a_spinning_tool_is_stopped_at_its_deadline_and_the_task_goes_on() {
 fn a_tool_that_balloons_memory_is_stopped_at_its_cap() {
     let (_, calls) = call_all("balloon", &[("probe", json!({"probe": "balloon"}))], "");
     assert_eq!(calls[0]["status"], "error");
-    assert!(output(&calls[0]).starts_with("tool 'probe' failed: "), "{}", output(&calls[0]));
+    assert!(
+        output(&calls[0]).starts_with("tool 'probe' failed: "),
+        "{}",
+        output(&calls[0])
+    );
 }
 
 #[test]
 fn a_tool_component_result_is_fenced_with_its_name() {
-    let (run, calls) = call_all("wordcount", &[("wordcount", json!({"path": "task.md"}))], "");
+    let (run, calls) = call_all(
+        "wordcount",
+        &[("wordcount", json!({"path": "task.md"}))],
+        "",
+    );
     assert_eq!(output(&calls[0]), fenced("wordcount", "0 3 17 task.md"));
     assert_eq!(calls[0]["tool_name"], "wordcount");
     let md = run.session().read("MURMUR.md");
@@ -150,20 +177,34 @@ fn a_tool_component_result_is_fenced_with_its_name() {
         md.contains("- **wordcount** (built-in, tool) — Counts the lines, words and bytes of a file in the workdir."),
         "{md}"
     );
-    let failed = call_all("wordcount-missing", &[("wordcount", json!({"path": "nope.txt"}))], "").1;
+    let failed = call_all(
+        "wordcount-missing",
+        &[("wordcount", json!({"path": "nope.txt"}))],
+        "",
+    )
+    .1;
     assert_eq!(failed[0]["status"], "error");
-    assert!(output(&failed[0]).contains("failed to read 'nope.txt'"), "{}", output(&failed[0]));
+    assert!(
+        output(&failed[0]).contains("failed to read 'nope.txt'"),
+        "{}",
+        output(&failed[0])
+    );
 }
 
 #[test]
 fn tool_input_that_is_not_an_object_never_reaches_the_tool() {
-    let script = "turns:\n  - tool_calls: [{id: c1, name: wordcount}]\n  - text: \"{{last_tool_result}}\"\n";
+    let script =
+        "turns:\n  - tool_calls: [{id: c1, name: wordcount}]\n  - text: \"{{last_tool_result}}\"\n";
     let capsule = capsule("badinput", script, "");
     let run = capsule.run(&["--task", "x"]);
     run.assert_ok();
     // `input` defaults to {}, which reaches the tool and is refused by it, fenced.
     let result = run.session().read("out/result.txt");
-    assert!(result.starts_with("<untrusted-content source=tool:wordcount>\ninput must be a JSON object"), "{result}");
+    assert!(
+        result
+            .starts_with("<untrusted-content source=tool:wordcount>\ninput must be a JSON object"),
+        "{result}"
+    );
 }
 
 #[test]
@@ -171,20 +212,35 @@ fn a_skill_is_installed_listed_and_returned_unfenced() {
     let script = "turns:\n  - tool_calls: [{id: s1, name: house-style}]\n  - text: \"{{last_tool_result}}\"\n";
     let manifest = "name: skills\nversion: \"0.1.0\"\nartifacts:\n  - name: house-style\n    runtime: skill\n    source: ./skills/house-style/\ninference:\n  driver: scripted\n  script: ./script.yaml\n  model: m\nlifecycle:\n  task_acceptance: none\n";
     let capsule = Capsule::new("skill", manifest, script);
-    capsule.file("skills/house-style/skill.md", "# House style\nWrite short sentences.\n");
+    capsule.file(
+        "skills/house-style/skill.md",
+        "# House style\nWrite short sentences.\n",
+    );
     let run = capsule.run(&["--task", "write"]);
     run.assert_ok();
     let s = run.session();
-    assert_eq!(s.read("out/result.txt"), "# House style\nWrite short sentences.\n");
-    assert_eq!(s.read("tools/house-style/skill.md"), "# House style\nWrite short sentences.\n");
+    assert_eq!(
+        s.read("out/result.txt"),
+        "# House style\nWrite short sentences.\n"
+    );
+    assert_eq!(
+        s.read("tools/house-style/skill.md"),
+        "# House style\nWrite short sentences.\n"
+    );
     let call = &s.events("skill_call")[0];
     assert_eq!(call["skill_name"], "house-style");
     assert_eq!(call["status"], "ok");
-    assert!(s.events("tool_call").is_empty(), "skills are not tool calls");
+    assert!(
+        s.events("tool_call").is_empty(),
+        "skills are not tool calls"
+    );
     assert_eq!(s.events("task_end")[0]["tool_calls"], 0);
     let md = s.read("MURMUR.md");
     assert!(md.contains("## Installed Skills"), "{md}");
-    assert!(md.contains("- **house-style** — Write short sentences. (tools/house-style/skill.md)"), "{md}");
+    assert!(
+        md.contains("- **house-style** — Write short sentences. (tools/house-style/skill.md)"),
+        "{md}"
+    );
 }
 
 #[test]
@@ -213,7 +269,10 @@ fn a_driver_artifact_replaces_the_builtin_driver() {
     run.assert_ok();
     let s = run.session();
     assert_eq!(s.read("out/result.txt"), "from the artifact driver");
-    assert_eq!(s.events("session_start")[0]["driver"], "driver artifact 'my-driver'");
+    assert_eq!(
+        s.events("session_start")[0]["driver"],
+        "driver artifact 'my-driver'"
+    );
 }
 
 #[test]
@@ -225,7 +284,12 @@ fn hook_artifacts_are_refused_until_hooks_are_served() {
     let capsule = Capsule::new("hook", &manifest, "turns: []\n");
     let run = capsule.run(&["--task", "x"]);
     assert_eq!(run.status, 1);
-    assert!(run.stderr.starts_with("error[E-RUN-006]: hook artifact 'gate' cannot run"), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .starts_with("error[E-RUN-006]: hook artifact 'gate' cannot run"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
@@ -245,11 +309,17 @@ fn compiled_components_are_cached_and_reused() {
     };
     run_once().assert_ok();
     let listing = || {
-        let mut files: Vec<(String, std::time::SystemTime)> = std::fs::read_dir(cache.join("components"))
-            .unwrap()
-            .map(|e| e.unwrap())
-            .map(|e| (e.file_name().into_string().unwrap(), e.metadata().unwrap().modified().unwrap()))
-            .collect();
+        let mut files: Vec<(String, std::time::SystemTime)> =
+            std::fs::read_dir(cache.join("components"))
+                .unwrap()
+                .map(|e| e.unwrap())
+                .map(|e| {
+                    (
+                        e.file_name().into_string().unwrap(),
+                        e.metadata().unwrap().modified().unwrap(),
+                    )
+                })
+                .collect();
         files.sort();
         files
     };
@@ -266,5 +336,10 @@ fn bind_address_is_used() {
     let capsule = capsule("bind", "turns:\n  - text: ok\n", "");
     let run = capsule.run(&["--task", "x", "--bind", "127.0.0.2"]);
     run.assert_ok();
-    assert!(run.launch()["address"].as_str().unwrap().starts_with("http://127.0.0.2:"));
+    assert!(
+        run.launch()["address"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://127.0.0.2:")
+    );
 }

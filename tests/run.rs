@@ -25,14 +25,22 @@ fn manifest(extra: &str) -> String {
 }
 
 fn with_bash(extra: &str) -> String {
-    manifest(&format!("capabilities:\n  shell:\n    allow: [bash]\nlifecycle:\n  task_acceptance: none\n{extra}"))
+    manifest(&format!(
+        "capabilities:\n  shell:\n    allow: [bash]\nlifecycle:\n  task_acceptance: none\n{extra}"
+    ))
 }
 
 #[test]
 fn hello_example_prints_its_answer_and_exits_zero() {
     let out = mur()
         .current_dir(repo())
-        .args(["run", "--manifest", "examples/hello/murmur.yaml", "--port", "0"])
+        .args([
+            "run",
+            "--manifest",
+            "examples/hello/murmur.yaml",
+            "--port",
+            "0",
+        ])
         .args(["--workdir"])
         .arg(scratch("hello"))
         .args(["--task", "What is in your workdir?"])
@@ -41,13 +49,32 @@ fn hello_example_prints_its_answer_and_exits_zero() {
     let run = Run::from(out);
     run.assert_ok();
     let lines: Vec<&str> = run.stdout.lines().collect();
-    assert!(lines[0].starts_with("murmur: url http://127.0.0.1:"), "{}", run.stdout);
-    let session = lines[1].strip_prefix("session: ses_").expect("session line");
+    assert!(
+        lines[0].starts_with("murmur: url http://127.0.0.1:"),
+        "{}",
+        run.stdout
+    );
+    let session = lines[1]
+        .strip_prefix("session: ses_")
+        .expect("session line");
     assert_eq!(session.len(), 32);
     assert!(session.bytes().all(|b| b.is_ascii_hexdigit()));
-    assert!(run.stdout.contains("My workdir holds the files below"), "{}", run.stdout);
-    assert!(run.stdout.contains("$ ls -1 && head -n 1 task.md\nExit code: 0\nStdout:\n"), "{}", run.stdout);
-    assert!(run.stdout.contains("What is in your workdir?"), "the task's first line is listed: {}", run.stdout);
+    assert!(
+        run.stdout.contains("My workdir holds the files below"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("$ ls -1 && head -n 1 task.md\nExit code: 0\nStdout:\n"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("What is in your workdir?"),
+        "the task's first line is listed: {}",
+        run.stdout
+    );
     assert_eq!(lines.last(), Some(&"status:  ok"));
 }
 
@@ -59,14 +86,23 @@ fn json_launch_line_is_the_only_stdout() {
     assert_eq!(run.stdout.lines().count(), 1, "{}", run.stdout);
     let launch = run.launch();
     let address = launch["address"].as_str().unwrap();
-    let port: u16 = address.strip_prefix("http://127.0.0.1:").unwrap().parse().unwrap();
+    let port: u16 = address
+        .strip_prefix("http://127.0.0.1:")
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(port > 0);
     assert_eq!(launch["url"], json!(format!("localhost:{port}")));
     assert!(launch["session_id"].as_str().unwrap().starts_with("ses_"));
     let workdir = launch["workdir"].as_str().unwrap();
     assert_eq!(
         workdir,
-        capsule.dir.join("workdir").join(launch["session_id"].as_str().unwrap()).to_str().unwrap()
+        capsule
+            .dir
+            .join("workdir")
+            .join(launch["session_id"].as_str().unwrap())
+            .to_str()
+            .unwrap()
     );
 }
 
@@ -90,10 +126,22 @@ fn trace_records_session_task_turns_and_tool_calls() {
     run.assert_ok();
     let s = run.session();
     let trace = s.trace();
-    let kinds: Vec<&str> = trace.iter().map(|e| e["event_type"].as_str().unwrap()).collect();
+    let kinds: Vec<&str> = trace
+        .iter()
+        .map(|e| e["event_type"].as_str().unwrap())
+        .collect();
     assert_eq!(
         kinds,
-        ["session_start", "task_start", "inference", "tool_call", "shell", "inference", "task_end", "session_end"]
+        [
+            "session_start",
+            "task_start",
+            "inference",
+            "tool_call",
+            "shell",
+            "inference",
+            "task_end",
+            "session_end"
+        ]
     );
     for line in &trace {
         assert_eq!(line["session_id"], json!(s.id));
@@ -111,7 +159,10 @@ fn trace_records_session_task_turns_and_tool_calls() {
     let task_id = task["task_id"].as_str().unwrap();
     assert!(task_id.starts_with("tsk_") && task_id.len() == 36);
     assert!(task["context_id"].as_str().unwrap().starts_with("ctx_"));
-    assert_eq!((task["origin"].as_str(), task["lane"].as_str()), (Some("user"), Some("user")));
+    assert_eq!(
+        (task["origin"].as_str(), task["lane"].as_str()),
+        (Some("user"), Some("user"))
+    );
     assert_eq!(task["source"], "task_md");
     assert_eq!(task["parent_id"], start["event_id"]);
 
@@ -120,7 +171,13 @@ fn trace_records_session_task_turns_and_tool_calls() {
     assert_eq!(first["stop_reason"], "tool_call");
     assert_eq!(first["decision"], "tool_call");
     assert_eq!(first["tool_name"], "bash");
-    assert_eq!((first["input_tokens"].as_u64(), first["output_tokens"].as_u64()), (Some(10), Some(5)));
+    assert_eq!(
+        (
+            first["input_tokens"].as_u64(),
+            first["output_tokens"].as_u64()
+        ),
+        (Some(10), Some(5))
+    );
     assert_eq!(trace[5]["turn"], 1);
     assert_eq!(trace[5]["stop_reason"], "end_turn");
 
@@ -166,7 +223,10 @@ turns:
         "<untrusted-content source=tool:bash>\n$ echo out; echo err >&2; exit 3\nExit code: 3\nStdout:\nout\n\nStderr:\nerr\n\n</untrusted-content>"
     );
     let call = &s.events("tool_call")[0];
-    assert_eq!((call["status"].as_str(), call["exit_code"].as_i64()), (Some("ok"), Some(3)));
+    assert_eq!(
+        (call["status"].as_str(), call["exit_code"].as_i64()),
+        (Some("ok"), Some(3))
+    );
 }
 
 #[test]
@@ -177,21 +237,32 @@ turns:
   - tool_calls: [{name: bash, input: {command: "true"}}]
   - tool_calls: [{name: bash, input: {command: "true"}}]
 "#;
-    let capsule = Capsule::new("maxturns", &with_bash("").replace("model: scripted-test", "model: m\n  max_turns: 2"), script);
+    let capsule = Capsule::new(
+        "maxturns",
+        &with_bash("").replace("model: scripted-test", "model: m\n  max_turns: 2"),
+        script,
+    );
     let run = capsule.run(&["--task", "loop forever"]);
     assert_eq!(run.status, 1, "{}", run.stderr);
     assert!(
-        run.stderr.contains("error[E-RUN-040]: the task did not complete: max_turns_reached"),
+        run.stderr
+            .contains("error[E-RUN-040]: the task did not complete: max_turns_reached"),
         "{}",
         run.stderr
     );
     let s = run.session();
-    assert_eq!(s.read("out/result.txt"), "error: max_turns exceeded: the task used all 2 inference turns");
+    assert_eq!(
+        s.read("out/result.txt"),
+        "error: max_turns exceeded: the task used all 2 inference turns"
+    );
     let end = &s.events("task_end")[0];
     assert_eq!(end["exit_status"], "max_turns_reached");
     assert_eq!(end["turns"], 2);
     assert_eq!(s.events("inference").len(), 2);
-    assert_eq!(s.events("session_end")[0]["exit_status"], "max_turns_reached");
+    assert_eq!(
+        s.events("session_end")[0]["exit_status"],
+        "max_turns_reached"
+    );
 }
 
 #[test]
@@ -202,7 +273,10 @@ fn default_max_turns_is_ten() {
     let run = capsule.run(&["--task", "loop"]);
     assert_eq!(run.status, 1);
     let s = run.session();
-    assert_eq!(s.read("out/result.txt"), "error: max_turns exceeded: the task used all 10 inference turns");
+    assert_eq!(
+        s.read("out/result.txt"),
+        "error: max_turns exceeded: the task used all 10 inference turns"
+    );
     assert_eq!(s.events("inference").len(), 10);
 }
 
@@ -216,7 +290,10 @@ fn loop_swap_runs_the_other_loop() {
     let s = run.session();
     assert_eq!(s.read("out/result.txt"), "[oneshot] one turn, no tools");
     let start = &s.events("session_start")[0];
-    assert_eq!(start["session_loop"], json!(format!("session loop {}", path.display())));
+    assert_eq!(
+        start["session_loop"],
+        json!(format!("session loop {}", path.display()))
+    );
     assert!(s.events("tool_call").is_empty());
 }
 
@@ -247,7 +324,10 @@ fn a_driver_passed_as_loop_is_refused_naming_its_world() {
             path.display()
         )
     );
-    assert!(!capsule.dir.join("workdir").exists(), "staging failures leave no workdir");
+    assert!(
+        !capsule.dir.join("workdir").exists(),
+        "staging failures leave no workdir"
+    );
 }
 
 #[test]
@@ -273,8 +353,16 @@ fn a_file_that_is_not_a_component_is_refused() {
     let path = capsule.dir.join("junk.wasm");
     let run = capsule.run(&["--task", "hi", "--loop", path.to_str().unwrap()]);
     assert_eq!(run.status, 1);
-    assert!(run.stderr.starts_with("error[E-RUN-001]: session loop "), "{}", run.stderr);
-    assert!(run.stderr.contains("is not a valid WebAssembly component"), "{}", run.stderr);
+    assert!(
+        run.stderr.starts_with("error[E-RUN-001]: session loop "),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("is not a valid WebAssembly component"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
@@ -324,11 +412,23 @@ fn unknown_manifest_key_warns_with_line_and_suggestion() {
 
 #[test]
 fn bad_manifest_value_is_an_error_naming_key_and_line() {
-    let capsule = Capsule::new("badvalue", &manifest("lifecycle:\n  task_acceptance: sometimes\n"), ECHO_SCRIPT);
+    let capsule = Capsule::new(
+        "badvalue",
+        &manifest("lifecycle:\n  task_acceptance: sometimes\n"),
+        ECHO_SCRIPT,
+    );
     let run = capsule.run(&["--task", "hi"]);
     assert_eq!(run.status, 1);
-    assert!(run.stderr.starts_with("error[E-MAN-003]: murmur.yaml:8: "), "{}", run.stderr);
-    assert!(run.stderr.contains("'lifecycle.task_acceptance'"), "{}", run.stderr);
+    assert!(
+        run.stderr.starts_with("error[E-MAN-003]: murmur.yaml:8: "),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("'lifecycle.task_acceptance'"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
@@ -337,7 +437,9 @@ fn none_without_a_task_is_a_clear_error() {
     let run = capsule.run(&[]);
     assert_eq!(run.status, 1);
     assert!(
-        run.stderr.starts_with("error[E-IO-001]: lifecycle.task_acceptance is none and there is no task to run"),
+        run.stderr.starts_with(
+            "error[E-IO-001]: lifecycle.task_acceptance is none and there is no task to run"
+        ),
         "{}",
         run.stderr
     );
@@ -358,14 +460,21 @@ fn task_from_a_file_and_from_task_md() {
     let s = run.session();
     assert_eq!(s.workdir, workdir);
     let records = workdir.join(".murmur").join(&s.id);
-    assert_eq!(std::fs::read_to_string(records.join("out/result.txt")).unwrap(), "ok");
+    assert_eq!(
+        std::fs::read_to_string(records.join("out/result.txt")).unwrap(),
+        "ok"
+    );
     assert!(records.join("trace.jsonl").exists());
     assert!(records.join("MURMUR.md").exists());
 }
 
 #[test]
 fn driver_failure_ends_the_task_failed() {
-    let capsule = Capsule::new("drivererr", &with_bash(""), "turns:\n  - error: \"the model is overloaded\"\n");
+    let capsule = Capsule::new(
+        "drivererr",
+        &with_bash(""),
+        "turns:\n  - error: \"the model is overloaded\"\n",
+    );
     let run = capsule.run(&["--task", "hi"]);
     assert_eq!(run.status, 1);
     let s = run.session();
@@ -378,12 +487,17 @@ fn driver_failure_ends_the_task_failed() {
 
 #[test]
 fn a_reply_that_is_not_json_fails_the_task_naming_the_error() {
-    let capsule = Capsule::new("rawreply", &with_bash(""), "turns:\n  - raw: \"not json {\"\n");
+    let capsule = Capsule::new(
+        "rawreply",
+        &with_bash(""),
+        "turns:\n  - raw: \"not json {\"\n",
+    );
     let run = capsule.run(&["--task", "hi"]);
     assert_eq!(run.status, 1);
     let s = run.session();
     assert!(
-        s.read("out/result.txt").starts_with("error: failed to parse driver response: "),
+        s.read("out/result.txt")
+            .starts_with("error: failed to parse driver response: "),
         "{}",
         s.read("out/result.txt")
     );
@@ -401,7 +515,10 @@ turns:
     let run = capsule.run(&["--task", "hi"]);
     run.assert_ok();
     let s = run.session();
-    assert_eq!(s.read("out/result.txt"), "tool 'no-such-tool' is not declared in manifest allowlist");
+    assert_eq!(
+        s.read("out/result.txt"),
+        "tool 'no-such-tool' is not declared in manifest allowlist"
+    );
     let call = &s.events("tool_call")[0];
     assert_eq!(call["status"], "error");
     assert_eq!(call["duration_ms"], 0);
@@ -430,7 +547,10 @@ fn murmur_md_has_every_section() {
         ]
     );
     assert!(md.contains(&format!("- Session ID: {}", s.id)));
-    assert!(md.contains(&format!("- Capsule URL: {}", run.launch()["address"].as_str().unwrap())));
+    assert!(md.contains(&format!(
+        "- Capsule URL: {}",
+        run.launch()["address"].as_str().unwrap()
+    )));
     assert!(md.contains("- Capsule: e2e v0.1.0"));
     assert!(md.contains("- Model: scripted-test"));
     assert!(md.contains("- Turn limit: 10 inference turns per task"));
@@ -454,7 +574,13 @@ fn fixed_port_is_used_and_a_taken_port_is_e_run_010() {
             .unwrap(),
     );
     assert_eq!(run.status, 1);
-    assert!(run.stderr.starts_with(&format!("error[E-RUN-010]: could not listen on 127.0.0.1:{port}")), "{}", run.stderr);
+    assert!(
+        run.stderr.starts_with(&format!(
+            "error[E-RUN-010]: could not listen on 127.0.0.1:{port}"
+        )),
+        "{}",
+        run.stderr
+    );
     drop(holder);
     let run = Run::from(
         mur()
@@ -465,7 +591,10 @@ fn fixed_port_is_used_and_a_taken_port_is_e_run_010() {
             .unwrap(),
     );
     run.assert_ok();
-    assert_eq!(run.launch()["address"], json!(format!("http://127.0.0.1:{port}")));
+    assert_eq!(
+        run.launch()["address"],
+        json!(format!("http://127.0.0.1:{port}"))
+    );
 }
 
 #[test]
@@ -491,7 +620,10 @@ fn single_takes_one_task_over_http_then_exits() {
     let run = running.wait(std::time::Duration::from_secs(30));
     assert_eq!(run.status, 0, "{}", run.stderr);
     let task = &session.events("task_start")[0];
-    assert_eq!((task["origin"].as_str(), task["lane"].as_str()), (Some("event"), Some("bg")));
+    assert_eq!(
+        (task["origin"].as_str(), task["lane"].as_str()),
+        (Some("event"), Some("bg"))
+    );
     assert_eq!(session.read("task.md"), "hello over http");
     let received: Vec<Value> = session.events("a2a_task_received");
     assert_eq!(received[0]["message_id"], "msg-1");

@@ -34,9 +34,14 @@ fn run_task(text: &str) -> TaskOutcome {
     loop {
         let messages_json = match serde_json::to_string(&messages) {
             Ok(s) => s,
-            Err(e) => return TaskOutcome::Failed(format!("could not encode the conversation: {e}")),
+            Err(e) => {
+                return TaskOutcome::Failed(format!("could not encode the conversation: {e}"));
+            }
         };
-        let request = InferenceRequest { messages: messages_json, with_tools: true };
+        let request = InferenceRequest {
+            messages: messages_json,
+            with_tools: true,
+        };
         let reply = match host::infer(&request) {
             Ok(reply) => reply,
             // Turn exhaustion arrives here too; the host words it, the loop just reports it.
@@ -58,7 +63,9 @@ fn run_task(text: &str) -> TaskOutcome {
         // The provider needs to see its own tool calls before the results that answer them.
         messages.push(assistant);
         match reply.stop_reason {
-            StopReason::EndTurn | StopReason::MaxTokens => return TaskOutcome::Completed(reply.text),
+            StopReason::EndTurn | StopReason::MaxTokens => {
+                return TaskOutcome::Completed(reply.text);
+            }
             StopReason::ToolCall => {
                 // In order: the results must line up with the calls the model made.
                 for call in &reply.tool_calls {

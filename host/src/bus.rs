@@ -79,7 +79,9 @@ impl Bus {
     /// that registers the connection, so no frame falls between replay and live.
     pub fn subscribe(&self, replay_from: Option<u64>) -> (Vec<Frame>, Arc<Connection>) {
         let mut inner = lock(&self.inner);
-        let replay = replay_from.map(|n| replay(&inner.ring, n)).unwrap_or_default();
+        let replay = replay_from
+            .map(|n| replay(&inner.ring, n))
+            .unwrap_or_default();
         let conn = Arc::new(Connection {
             state: Mutex::new(Queue {
                 closed: inner.closed,
@@ -102,7 +104,11 @@ impl Bus {
     }
 
     pub fn open_connections(&self) -> usize {
-        lock(&self.inner).connections.iter().filter(|w| w.strong_count() > 0).count()
+        lock(&self.inner)
+            .connections
+            .iter()
+            .filter(|w| w.strong_count() > 0)
+            .count()
     }
 }
 
@@ -117,7 +123,10 @@ fn replay(ring: &VecDeque<Frame>, n: u64) -> Vec<Frame> {
         out.extend(ring.iter().cloned());
         return out;
     }
-    ring.iter().filter(|f| f.id.is_some_and(|id| id > n)).cloned().collect()
+    ring.iter()
+        .filter(|f| f.id.is_some_and(|id| id > n))
+        .cloned()
+        .collect()
 }
 
 impl Connection {
@@ -162,7 +171,14 @@ mod tests {
     use crate::frames::{State, status};
 
     fn st(id: u64) -> Frame {
-        status(id, "tsk_a", "ctx_a", State::Working, "inference turn 1", None)
+        status(
+            id,
+            "tsk_a",
+            "ctx_a",
+            State::Working,
+            "inference turn 1",
+            None,
+        )
     }
 
     fn ids(frames: &[Frame]) -> Vec<Option<u64>> {
@@ -189,7 +205,10 @@ mod tests {
         assert_eq!(replay[0], frames::gap(10));
         assert_eq!(replay.len(), 6);
         let (replay, _c) = bus.subscribe(Some(9));
-        assert_eq!(ids(&replay), vec![Some(10), Some(11), Some(12), Some(13), Some(14)]);
+        assert_eq!(
+            ids(&replay),
+            vec![Some(10), Some(11), Some(12), Some(13), Some(14)]
+        );
     }
 
     #[test]

@@ -76,10 +76,18 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
     install_skills(&m, &workdir)?;
     let url = format!("http://{address}");
 
-    let trace = Trace::create(&workdir.trace(), &session_id)
-        .map_err(|e| Error::new("E-RUN-007", format!("could not create {}: {e}", workdir.trace().display())))?;
+    let trace = Trace::create(&workdir.trace(), &session_id).map_err(|e| {
+        Error::new(
+            "E-RUN-007",
+            format!("could not create {}: {e}", workdir.trace().display()),
+        )
+    })?;
     let session_event = trace
-        .write("session_start", Place::default(), session_start(&m, &staged))
+        .write(
+            "session_start",
+            Place::default(),
+            session_start(&m, &staged),
+        )
         .map_err(|e| Error::new("E-RUN-007", format!("trace write failed: {e}")))?;
 
     let capsule = Arc::new(Capsule {
@@ -117,7 +125,11 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
     ));
     announce(&args, &m, &capsule, &url);
 
-    let server = tokio::spawn(server::serve(listener, capsule.clone(), conversation_mode(&m)));
+    let server = tokio::spawn(server::serve(
+        listener,
+        capsule.clone(),
+        conversation_mode(&m),
+    ));
     if let Some(text) = launch {
         capsule.queue.push_own(Pending {
             id: ids::task(),
@@ -151,8 +163,14 @@ async fn stage(
     wire: &Arc<Wire>,
 ) -> Result<Staged, Error> {
     let (loop_bytes, loop_label) = match &args.loop_path {
-        Some(path) => (read_component(path, "session loop")?, format!("session loop {}", path.display())),
-        None => (builtin::SESSION_LOOP.to_vec(), "built-in session loop".to_string()),
+        Some(path) => (
+            read_component(path, "session loop")?,
+            format!("session loop {}", path.display()),
+        ),
+        None => (
+            builtin::SESSION_LOOP.to_vec(),
+            "built-in session loop".to_string(),
+        ),
     };
     let component = engine.load(&loop_bytes, &loop_label)?;
     let session_loop = LoopComponent::new(engine, &component, loop_label.clone())?;
@@ -177,7 +195,13 @@ async fn stage(
                 let bytes = read_component(&artifact.source, &label)?;
                 let component = engine.load(&bytes, &label)?;
                 tools
-                    .add_component(engine, &component, &artifact.name, artifact.version.clone(), wire)
+                    .add_component(
+                        engine,
+                        &component,
+                        &artifact.name,
+                        artifact.version.clone(),
+                        wire,
+                    )
                     .await?;
             }
             Runtime::Skill => {
@@ -211,18 +235,29 @@ fn stage_driver(engine: &Engine, m: &Manifest) -> Result<(DriverComponent, Strin
                     .hint("the scripted driver answers from a script file: set inference.script: ./script.yaml")
             })?;
             let config = read_script(script)?;
-            (builtin::SCRIPTED_DRIVER.to_vec(), "built-in scripted driver".to_string(), config)
+            (
+                builtin::SCRIPTED_DRIVER.to_vec(),
+                "built-in scripted driver".to_string(),
+                config,
+            )
         }
         DriverRef::Builtin { name, .. } => {
-            return Err(Error::new("E-RUN-006", format!("driver '{name}' is not built into this mur"))
-                .hint("use inference.driver: scripted, or name a driver component: {artifact: NAME}"));
+            return Err(Error::new(
+                "E-RUN-006",
+                format!("driver '{name}' is not built into this mur"),
+            )
+            .hint("use inference.driver: scripted, or name a driver component: {artifact: NAME}"));
         }
         DriverRef::Artifact { name, config } => {
             let artifact = m.artifacts.iter().find(|a| &a.name == name).ok_or_else(|| {
                 Error::new("E-RUN-005", format!("inference.driver names artifact '{name}', which artifacts[] does not declare"))
             })?;
             let label = format!("driver artifact '{name}'");
-            (read_component(&artifact.source, &label)?, label, config.clone())
+            (
+                read_component(&artifact.source, &label)?,
+                label,
+                config.clone(),
+            )
         }
     };
     let component = engine.load(&bytes, &label)?;
@@ -244,18 +279,25 @@ fn stage_driver(engine: &Engine, m: &Manifest) -> Result<(DriverComponent, Strin
 /// The scripted driver has no filesystem, so the host reads its script for it.
 fn read_script(path: &Path) -> Result<serde_json::Value, Error> {
     let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::new("E-IO-001", format!("driver script not found at {}: {e}", path.display()))
-            .hint("inference.script names the scripted driver's turns, relative to murmur.yaml")
+        Error::new(
+            "E-IO-001",
+            format!("driver script not found at {}: {e}", path.display()),
+        )
+        .hint("inference.script names the scripted driver's turns, relative to murmur.yaml")
     })?;
     manifest::yaml_to_json(&text).map_err(|e| {
-        Error::new("E-MAN-002", format!("{}: {e}", path.display())).hint("the script is YAML or JSON: {turns: [...]}")
+        Error::new("E-MAN-002", format!("{}: {e}", path.display()))
+            .hint("the script is YAML or JSON: {turns: [...]}")
     })
 }
 
 fn read_component(path: &Path, label: &str) -> Result<Vec<u8>, Error> {
     std::fs::read(path).map_err(|e| {
-        Error::new("E-IO-001", format!("{label} not found at {}: {e}", path.display()))
-            .hint("build the component for wasm32-wasip2 and check the path")
+        Error::new(
+            "E-IO-001",
+            format!("{label} not found at {}: {e}", path.display()),
+        )
+        .hint("build the component for wasm32-wasip2 and check the path")
     })
 }
 
@@ -265,9 +307,12 @@ fn launch_task(args: &RunArgs, workdir: &Workdir) -> Result<Option<String>, Erro
     if let Some(task) = &args.task {
         let path = Path::new(task);
         if path.is_file() {
-            return std::fs::read_to_string(path)
-                .map(Some)
-                .map_err(|e| Error::new("E-IO-003", format!("could not read the task file {task}: {e}")));
+            return std::fs::read_to_string(path).map(Some).map_err(|e| {
+                Error::new(
+                    "E-IO-003",
+                    format!("could not read the task file {task}: {e}"),
+                )
+            });
         }
         return Ok(Some(task.clone()));
     }
@@ -282,13 +327,21 @@ fn launch_task(args: &RunArgs, workdir: &Workdir) -> Result<Option<String>, Erro
 async fn bind(args: &RunArgs, m: &Manifest) -> Result<TcpListener, Error> {
     let port = args.port.or(m.network.internal_port).unwrap_or(0);
     TcpListener::bind((args.bind, port)).await.map_err(|e| {
-        Error::new("E-RUN-010", format!("could not listen on {}:{port}: {e}", args.bind))
-            .hint("pick another --port (0 takes any free port) or stop what holds it")
+        Error::new(
+            "E-RUN-010",
+            format!("could not listen on {}:{port}: {e}", args.bind),
+        )
+        .hint("pick another --port (0 takes any free port) or stop what holds it")
     })
 }
 
 fn write_file(path: &Path, text: &str) -> Result<(), Error> {
-    std::fs::write(path, text).map_err(|e| Error::new("E-IO-003", format!("could not write {}: {e}", path.display())))
+    std::fs::write(path, text).map_err(|e| {
+        Error::new(
+            "E-IO-003",
+            format!("could not write {}: {e}", path.display()),
+        )
+    })
 }
 
 /// Each skill's text is staged as `tools/<name>/skill.md`, returned verbatim when called.
@@ -297,7 +350,12 @@ fn install_skills(m: &Manifest, workdir: &Workdir) -> Result<(), Error> {
         let dir = workdir.tools_dir().join(&skill.name);
         std::fs::create_dir_all(&dir)
             .and_then(|_| std::fs::copy(skill.source.join("skill.md"), dir.join("skill.md")))
-            .map_err(|e| Error::new("E-IO-003", format!("could not install skill '{}': {e}", skill.name)))?;
+            .map_err(|e| {
+                Error::new(
+                    "E-IO-003",
+                    format!("could not install skill '{}': {e}", skill.name),
+                )
+            })?;
     }
     Ok(())
 }
@@ -367,7 +425,15 @@ fn session_start(m: &Manifest, staged: &Staged) -> serde_json::Value {
         Some(p) => {
             use sha2::Digest;
             let digest = sha2::Sha256::digest(p.as_bytes());
-            ("manifest", Some(digest.iter().map(|b| format!("{b:02x}")).collect::<String>()))
+            (
+                "manifest",
+                Some(
+                    digest
+                        .iter()
+                        .map(|b| format!("{b:02x}"))
+                        .collect::<String>(),
+                ),
+            )
         }
         None => ("none", None),
     };
@@ -420,7 +486,11 @@ fn finish(
     ran: Result<(), Error>,
     started: Instant,
 ) -> Result<ExitCode, Error> {
-    let finished = capsule.finished.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let finished = capsule
+        .finished
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
     let last = finished.last();
     let exit_status = match (&ran, last) {
         (Err(_), _) => "failed",
@@ -454,7 +524,10 @@ fn finish(
     match last {
         Some(task) if !task.completed => Err(Error::new(
             "E-RUN-040",
-            format!("the task did not complete: {} ({})", task.exit_status, task.result),
+            format!(
+                "the task did not complete: {} ({})",
+                task.exit_status, task.result
+            ),
         )
         .hint(format!("see {}", capsule.trace.path().display()))),
         _ => Ok(ExitCode::SUCCESS),

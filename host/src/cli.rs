@@ -8,7 +8,11 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::queue::{Acceptance, AfterTask};
 
 #[derive(Parser, Debug)]
-#[command(name = "mur", version, about = "Runs AI-agent capsules as WebAssembly components and serves them over A2A")]
+#[command(
+    name = "mur",
+    version,
+    about = "Runs AI-agent capsules as WebAssembly components and serves them over A2A"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

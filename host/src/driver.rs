@@ -92,17 +92,27 @@ impl DriverComponent {
         let mut store = Store::new(self.pre.engine(), DriverState { sandbox, wire });
         sandbox::limit(&mut store);
         let invocation = |e: wasmtime::Error| {
-            Error::new("E-RUN-001", format!("driver invocation failed: {}", trap_text(&e)))
+            Error::new(
+                "E-RUN-001",
+                format!("driver invocation failed: {}", trap_text(&e)),
+            )
         };
-        let bindings = self.pre.instantiate_async(&mut store).await.map_err(invocation)?;
+        let bindings = self
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(invocation)?;
         let configured = bindings
             .murmur_driver_inference()
             .call_configure(&mut store, &self.settings)
             .await
             .map_err(invocation)?;
         configured.map_err(|e| {
-            Error::new("E-RUN-005", format!("{} refused its configuration: {e}", self.label))
-                .hint("check inference.* and the driver's config in murmur.yaml")
+            Error::new(
+                "E-RUN-005",
+                format!("{} refused its configuration: {e}", self.label),
+            )
+            .hint("check inference.* and the driver's config in murmur.yaml")
         })?;
         Ok(Driver { store, bindings })
     }

@@ -27,8 +27,12 @@ impl Engine {
         config.wasm_component_model(true);
         config.epoch_interruption(true);
         config.cranelift_opt_level(OptLevel::Speed);
-        let engine = wasmtime::Engine::new(&config)
-            .map_err(|e| Error::new("E-RUN-001", format!("could not start the WebAssembly engine: {e:#}")))?;
+        let engine = wasmtime::Engine::new(&config).map_err(|e| {
+            Error::new(
+                "E-RUN-001",
+                format!("could not start the WebAssembly engine: {e:#}"),
+            )
+        })?;
         let ticker = engine.weak();
         std::thread::Builder::new()
             .name("mur-epoch".into())
@@ -40,7 +44,12 @@ impl Engine {
                     std::thread::sleep(period);
                 }
             })
-            .map_err(|e| Error::new("E-RUN-001", format!("could not start the epoch thread: {e}")))?;
+            .map_err(|e| {
+                Error::new(
+                    "E-RUN-001",
+                    format!("could not start the epoch thread: {e}"),
+                )
+            })?;
         Ok(Engine {
             engine,
             cache_dir: cache_dir(),
@@ -54,7 +63,10 @@ impl Engine {
     /// Compiles `bytes`, or loads the compiled form cached by an earlier run. A cache
     /// that cannot be read or written only costs a compile.
     pub fn load(&self, bytes: &[u8], label: &str) -> Result<Component, Error> {
-        let cached = self.cache_dir.as_ref().map(|dir| dir.join(self.cache_key(bytes)));
+        let cached = self
+            .cache_dir
+            .as_ref()
+            .map(|dir| dir.join(self.cache_key(bytes)));
         if let Some(path) = cached.as_deref().filter(|p| p.exists()) {
             // SAFETY: the file was written by `Component::serialize` of an engine with the
             // same compatibility hash (it is in the name), in the user's own cache dir.
@@ -62,9 +74,13 @@ impl Engine {
                 return Ok(component);
             }
         }
-        let component = Component::new(&self.engine, bytes)
-            .map_err(|e| Error::new("E-RUN-001", format!("{label} is not a valid WebAssembly component: {e:#}"))
-                .hint("build it for wasm32-wasip2 (a component), not a core module"))?;
+        let component = Component::new(&self.engine, bytes).map_err(|e| {
+            Error::new(
+                "E-RUN-001",
+                format!("{label} is not a valid WebAssembly component: {e:#}"),
+            )
+            .hint("build it for wasm32-wasip2 (a component), not a core module")
+        })?;
         if let Some(path) = cached {
             store_in_cache(&component, &path);
         }
@@ -74,7 +90,9 @@ impl Engine {
     fn cache_key(&self, bytes: &[u8]) -> String {
         let digest = Sha256::digest(bytes);
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        self.engine.precompile_compatibility_hash().hash(&mut hasher);
+        self.engine
+            .precompile_compatibility_hash()
+            .hash(&mut hasher);
         format!("{}-{:016x}.cwasm", hex(&digest[..16]), hasher.finish())
     }
 }
@@ -88,7 +106,9 @@ fn cache_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("MUR_CACHE_DIR")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("mur")))
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("mur")))?;
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("mur"))
+        })?;
     let dir = dir.join("components");
     std::fs::create_dir_all(&dir).ok()?;
     Some(dir)
@@ -96,7 +116,9 @@ fn cache_dir() -> Option<PathBuf> {
 
 /// Written to a temporary name and renamed, so a concurrent run never reads half a file.
 fn store_in_cache(component: &Component, path: &Path) {
-    let Ok(bytes) = component.serialize() else { return };
+    let Ok(bytes) = component.serialize() else {
+        return;
+    };
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     if std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, path).is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -145,10 +167,21 @@ fn split_version(name: &str) -> (&str, &str) {
 }
 
 /// Refuses a component that targets another world, or another version of ours.
-pub fn check_world(engine: &Engine, component: &Component, world: &World, label: &str) -> Result<(), Error> {
+pub fn check_world(
+    engine: &Engine,
+    component: &Component,
+    world: &World,
+    label: &str,
+) -> Result<(), Error> {
     let ty = component.component_type();
-    let exports: Vec<String> = ty.exports(&engine.engine).map(|(n, _)| n.to_string()).collect();
-    let imports: Vec<String> = ty.imports(&engine.engine).map(|(n, _)| n.to_string()).collect();
+    let exports: Vec<String> = ty
+        .exports(&engine.engine)
+        .map(|(n, _)| n.to_string())
+        .collect();
+    let imports: Vec<String> = ty
+        .imports(&engine.engine)
+        .map(|(n, _)| n.to_string())
+        .collect();
     let served = format!("{}@{VERSION}", world.export);
 
     let exported = exports.iter().find(|e| split_version(e).0 == world.export);
@@ -169,10 +202,19 @@ pub fn check_world(engine: &Engine, component: &Component, world: &World, label:
                     world.name
                 ),
             )
-            .hint(format!("a {} component may import: {}", world.name, served_imports(world))));
+            .hint(format!(
+                "a {} component may import: {}",
+                world.name,
+                served_imports(world)
+            )));
         }
         if version != VERSION {
-            return Err(version_error(label, import, &format!("{iface}@{VERSION}"), world));
+            return Err(version_error(
+                label,
+                import,
+                &format!("{iface}@{VERSION}"),
+                world,
+            ));
         }
     }
     Ok(())
@@ -182,7 +224,12 @@ fn served_imports(world: &World) -> String {
     if world.imports.is_empty() {
         return "no murmur: interfaces".into();
     }
-    world.imports.iter().map(|i| format!("{i}@{VERSION}")).collect::<Vec<_>>().join(", ")
+    world
+        .imports
+        .iter()
+        .map(|i| format!("{i}@{VERSION}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn version_error(label: &str, found: &str, served: &str, world: &World) -> Error {
@@ -197,21 +244,26 @@ fn version_error(label: &str, found: &str, served: &str, world: &World) -> Error
 }
 
 fn world_error(label: &str, exports: &[String], world: &World) -> Error {
-    let found: Vec<&str> = exports.iter().map(|s| s.as_str()).filter(|e| e.starts_with("murmur:")).collect();
+    let found: Vec<&str> = exports
+        .iter()
+        .map(|s| s.as_str())
+        .filter(|e| e.starts_with("murmur:"))
+        .collect();
     let other = WORLDS
         .iter()
         .find(|w| found.iter().any(|e| split_version(e).0 == w.export));
     let what = match (other, found.is_empty()) {
-        (Some(w), _) => format!("it is a {} component (exports {})", w.name, found.join(", ")),
+        (Some(w), _) => format!(
+            "it is a {} component (exports {})",
+            w.name,
+            found.join(", ")
+        ),
         (None, true) => "it exports no murmur: interface".to_string(),
         (None, false) => format!("it exports {}", found.join(", ")),
     };
     Error::new(
         "E-RUN-031",
-        format!(
-            "{label} does not target the {} world: {what}",
-            world.name
-        ),
+        format!("{label} does not target the {} world: {what}", world.name),
     )
     .hint(format!(
         "a {} component exports {}@{VERSION}",

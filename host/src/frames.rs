@@ -40,7 +40,6 @@ pub enum State {
     Working,
     Completed,
     Failed,
-    Canceled,
 }
 
 impl State {
@@ -49,7 +48,6 @@ impl State {
             State::Working => "working",
             State::Completed => "completed",
             State::Failed => "failed",
-            State::Canceled => "canceled",
         }
     }
 
@@ -59,14 +57,22 @@ impl State {
 }
 
 /// A task `status` frame. `response` is written on `completed` only, as the seed says.
-pub fn status(id: u64, task: &str, context: &str, state: State, message: &str, response: Option<&str>) -> Frame {
+pub fn status(
+    id: u64,
+    task: &str,
+    context: &str,
+    state: State,
+    message: &str,
+    response: Option<&str>,
+) -> Frame {
     let status = match (state, response) {
         (State::Completed, Some(response)) => {
             json!({"state": state.as_str(), "message": message, "response": response})
         }
         _ => json!({"state": state.as_str(), "message": message}),
     };
-    let data = json!({"id": task, "context_id": context, "status": status, "final": state.is_final()});
+    let data =
+        json!({"id": task, "context_id": context, "status": status, "final": state.is_final()});
     let mut frame = Frame::new(Some(id), "status", &data);
     frame.ends_stream = state.is_final();
     frame
@@ -114,15 +120,27 @@ pub fn artifact(id: u64, task: &str, a: &Artifact<'_>) -> Frame {
 }
 
 pub fn text(id: u64, task: &str, text: &str, is_final: bool) -> Frame {
-    Frame::new(Some(id), "text", &json!({"id": task, "text": text, "final": is_final}))
+    Frame::new(
+        Some(id),
+        "text",
+        &json!({"id": task, "text": text, "final": is_final}),
+    )
 }
 
 pub fn thinking(id: u64, task: &str, text: &str) -> Frame {
-    Frame::new(Some(id), "thinking", &json!({"id": task, "text": text, "final": false}))
+    Frame::new(
+        Some(id),
+        "thinking",
+        &json!({"id": task, "text": text, "final": false}),
+    )
 }
 
 pub fn gap(first_available_id: u64) -> Frame {
-    Frame::new(None, "gap", &json!({"first_available_id": first_available_id}))
+    Frame::new(
+        None,
+        "gap",
+        &json!({"first_available_id": first_available_id}),
+    )
 }
 
 pub fn connection_ack(conversation_mode: &str) -> Frame {
@@ -173,7 +191,14 @@ mod tests {
 
     #[test]
     fn completed_carries_the_response() {
-        let f = status(7, "tsk_a", "ctx_b", State::Completed, "session ended", Some("done"));
+        let f = status(
+            7,
+            "tsk_a",
+            "ctx_b",
+            State::Completed,
+            "session ended",
+            Some("done"),
+        );
         assert!(wire(&f).contains(
             "\"status\":{\"state\":\"completed\",\"message\":\"session ended\",\"response\":\"done\"},\"final\":true"
         ));
@@ -200,12 +225,18 @@ mod tests {
 
     #[test]
     fn frames_without_id_have_no_id_line() {
-        assert_eq!(wire(&gap(37)), "event: gap\ndata: {\"first_available_id\":37}\n\n");
+        assert_eq!(
+            wire(&gap(37)),
+            "event: gap\ndata: {\"first_available_id\":37}\n\n"
+        );
         assert_eq!(
             wire(&connection_ack("stateless")),
             "event: connection-ack\ndata: {\"role\":\"observer\",\"conversation_mode\":\"stateless\"}\n\n"
         );
-        assert_eq!(wire(&capsule_closed()), "event: capsule-closed\ndata: {}\n\n");
+        assert_eq!(
+            wire(&capsule_closed()),
+            "event: capsule-closed\ndata: {}\n\n"
+        );
         assert_eq!(wire(&lagged(5)), "event: lagged\ndata: {\"missed\":5}\n\n");
     }
 
@@ -223,7 +254,12 @@ mod tests {
     #[test]
     fn text_and_thinking_frames() {
         assert_eq!(
-            wire(&text(4611686018427387903, "tsk_a", "README.md describes", false)),
+            wire(&text(
+                4611686018427387903,
+                "tsk_a",
+                "README.md describes",
+                false
+            )),
             "id: 4611686018427387903\nevent: text\ndata: {\"id\":\"tsk_a\",\"text\":\"README.md describes\",\"final\":false}\n\n"
         );
         assert_eq!(

@@ -31,7 +31,10 @@ mod tests {
         for (id, prefix) in [(session(), "ses_"), (task(), "tsk_"), (context(), "ctx_")] {
             let hex = id.strip_prefix(prefix).expect("prefix");
             assert_eq!(hex.len(), 32, "{id}");
-            assert!(hex.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+            assert!(
+                hex.bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+            );
             assert_eq!(Uuid::parse_str(hex).unwrap().get_version_num(), 7);
         }
     }

@@ -33,7 +33,9 @@ pub fn net_rule(rule: &NetRule) -> String {
 pub fn write(capsule: &Capsule, m: &Manifest, url: &str, loop_label: &str) {
     let text = render(capsule, m, url, loop_label);
     if let Err(e) = std::fs::write(capsule.workdir.murmur_md(), text) {
-        capsule.workdir.log(&format!("could not write MURMUR.md: {e}"));
+        capsule
+            .workdir
+            .log(&format!("could not write MURMUR.md: {e}"));
     }
 }
 
@@ -59,7 +61,12 @@ fn render(capsule: &Capsule, m: &Manifest, url: &str, loop_label: &str) -> Strin
 
 fn identity(out: &mut String, capsule: &Capsule, url: &str) {
     let _ = writeln!(out, "## Identity\n");
-    let _ = writeln!(out, "- Capsule: {} v{}", sanitize(&capsule.name), sanitize(&capsule.version));
+    let _ = writeln!(
+        out,
+        "- Capsule: {} v{}",
+        sanitize(&capsule.name),
+        sanitize(&capsule.version)
+    );
     let _ = writeln!(out, "- Session ID: {}", capsule.session_id);
     let _ = writeln!(out, "- Capsule URL: {url}\n");
 }
@@ -68,31 +75,58 @@ fn environment(out: &mut String, capsule: &Capsule, m: &Manifest, loop_label: &s
     let network = if m.capabilities.network_allow.is_empty() {
         "none (no outbound network)".to_string()
     } else {
-        m.capabilities.network_allow.iter().map(net_rule).collect::<Vec<_>>().join(", ")
+        m.capabilities
+            .network_allow
+            .iter()
+            .map(net_rule)
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     let _ = writeln!(out, "## Capsule\n");
     let _ = writeln!(out, "- Model: {}", sanitize(&m.inference.model));
     let _ = writeln!(out, "- Driver: {}", sanitize(&capsule.driver.label));
     let _ = writeln!(out, "- Session loop: {}", sanitize(loop_label));
     let _ = writeln!(out, "- Work folder: {}", capsule.workdir.root.display());
-    let _ = writeln!(out, "- Writable: everything in the work folder; nothing outside it is visible");
+    let _ = writeln!(
+        out,
+        "- Writable: everything in the work folder; nothing outside it is visible"
+    );
     let _ = writeln!(out, "- Network allow list: {network}\n");
 }
 
 fn limits(out: &mut String, m: &Manifest) {
     let _ = writeln!(out, "## Limits\n");
-    let _ = writeln!(out, "- Turn limit: {} inference turns per task", m.inference.max_turns);
-    let _ = writeln!(out, "- Output cap: {} tokens per turn", m.inference.max_tokens);
+    let _ = writeln!(
+        out,
+        "- Turn limit: {} inference turns per task",
+        m.inference.max_turns
+    );
+    let _ = writeln!(
+        out,
+        "- Output cap: {} tokens per turn",
+        m.inference.max_tokens
+    );
     match m.context.max_tokens {
         Some(n) => {
-            let _ = writeln!(out, "- Context budget: {n} tokens (compaction not configured)");
+            let _ = writeln!(
+                out,
+                "- Context budget: {n} tokens (compaction not configured)"
+            );
         }
         None => {
             let _ = writeln!(out, "- Context budget: not set (compaction not configured)");
         }
     }
-    let _ = writeln!(out, "- Memory: {} bytes per component", m.capabilities.memory_bytes);
-    let _ = writeln!(out, "- Deadline: {} s per component call or command\n", m.capabilities.deadline_seconds);
+    let _ = writeln!(
+        out,
+        "- Memory: {} bytes per component",
+        m.capabilities.memory_bytes
+    );
+    let _ = writeln!(
+        out,
+        "- Deadline: {} s per component call or command\n",
+        m.capabilities.deadline_seconds
+    );
 }
 
 fn directory(out: &mut String, capsule: &Capsule) {
@@ -107,11 +141,26 @@ fn directory(out: &mut String, capsule: &Capsule) {
     let _ = writeln!(out, "{}/", w.root.display());
     let _ = writeln!(out, "  task.md             the current task");
     let _ = writeln!(out, "  {}             this file", rel(w.murmur_md()));
-    let _ = writeln!(out, "  {}         the session trace (host-written)", rel(w.trace()));
-    let _ = writeln!(out, "  {}      the latest task's answer (host-written)", rel(w.result_txt()));
+    let _ = writeln!(
+        out,
+        "  {}         the session trace (host-written)",
+        rel(w.trace())
+    );
+    let _ = writeln!(
+        out,
+        "  {}      the latest task's answer (host-written)",
+        rel(w.result_txt())
+    );
     let _ = writeln!(out, "  {}/                diagnostics", rel(w.logs_dir()));
-    let _ = writeln!(out, "  {}/               installed tools and skills", rel(w.tools_dir()));
-    let _ = writeln!(out, "  checkpoints/        your notes that survive compaction");
+    let _ = writeln!(
+        out,
+        "  {}/               installed tools and skills",
+        rel(w.tools_dir())
+    );
+    let _ = writeln!(
+        out,
+        "  checkpoints/        your notes that survive compaction"
+    );
     let _ = writeln!(out, "```\n");
 }
 
@@ -122,7 +171,12 @@ fn tools(out: &mut String, capsule: &Capsule) {
     );
     let _ = writeln!(out, "## Installed Tools\n");
     let mut any = false;
-    for tool in capsule.tools.list.iter().filter(|t| !matches!(t.kind, Kind::Skill { .. })) {
+    for tool in capsule
+        .tools
+        .list
+        .iter()
+        .filter(|t| !matches!(t.kind, Kind::Skill { .. }))
+    {
         any = true;
         let version = tool.version.as_deref().unwrap_or("built-in");
         let _ = writeln!(
@@ -137,10 +191,18 @@ fn tools(out: &mut String, capsule: &Capsule) {
     if !any {
         let _ = writeln!(out, "No tools are declared in this capsule's manifest.");
     }
-    let skills: Vec<_> = capsule.tools.list.iter().filter(|t| matches!(t.kind, Kind::Skill { .. })).collect();
+    let skills: Vec<_> = capsule
+        .tools
+        .list
+        .iter()
+        .filter(|t| matches!(t.kind, Kind::Skill { .. }))
+        .collect();
     if !skills.is_empty() {
         let _ = writeln!(out, "\n## Installed Skills\n");
-        let _ = writeln!(out, "Call a skill by name with no input; its guidance is returned when you need it.\n");
+        let _ = writeln!(
+            out,
+            "Call a skill by name with no input; its guidance is returned when you need it.\n"
+        );
         for skill in skills {
             let _ = writeln!(
                 out,
@@ -167,15 +229,23 @@ fn calling(out: &mut String) {
 fn shell(out: &mut String, m: &Manifest) {
     let _ = writeln!(out, "## Running Shell Commands\n");
     if m.capabilities.shell_allow.is_empty() {
-        let _ = writeln!(out, "Shell access is off: the manifest allows no binaries.\n");
+        let _ = writeln!(
+            out,
+            "Shell access is off: the manifest allows no binaries.\n"
+        );
         return;
     }
-    let _ = writeln!(out, "Allowed binaries, each a tool taking `{{\"command\": string}}`:\n");
+    let _ = writeln!(
+        out,
+        "Allowed binaries, each a tool taking `{{\"command\": string}}`:\n"
+    );
     for binary in &m.capabilities.shell_allow {
         let how = if crate::shell::INTERPRETERS.contains(&binary.as_str()) {
             format!("runs `{binary} -c <command>`")
         } else {
-            format!("runs `{binary}` with `command` split into arguments (quotes group, no expansion)")
+            format!(
+                "runs `{binary}` with `command` split into arguments (quotes group, no expansion)"
+            )
         };
         let _ = writeln!(out, "- **{}** — {how}", sanitize(binary));
     }

@@ -153,7 +153,10 @@ impl Queue {
             match (self.policy.acceptance, self.policy.after_task) {
                 (Acceptance::Queue, AfterTask::Sleep) => notified.await,
                 _ => {
-                    if tokio::time::timeout(self.policy.idle, notified).await.is_err() {
+                    if tokio::time::timeout(self.policy.idle, notified)
+                        .await
+                        .is_err()
+                    {
                         // One last look: a task may have arrived as the clock ran out.
                         return self.try_next().flatten();
                     }

@@ -37,21 +37,32 @@ impl Sandbox {
         // `--json` promises to keep to one line).
         builder.inherit_stderr();
         builder.envs(&grants.env);
-        builder.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
+        builder
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
         builder.socket_addr_check(|_, _| Box::pin(async { false }));
         if let Some(dir) = grants.workdir {
-            builder.preopened_dir(dir, "/", FsPerms::ReadWrite).map_err(|e| {
-                Error::new(
-                    "E-IO-003",
-                    format!("could not open the workdir {} for a component: {e:#}", dir.display()),
-                )
-            })?;
+            builder
+                .preopened_dir(dir, "/", FsPerms::ReadWrite)
+                .map_err(|e| {
+                    Error::new(
+                        "E-IO-003",
+                        format!(
+                            "could not open the workdir {} for a component: {e:#}",
+                            dir.display()
+                        ),
+                    )
+                })?;
         }
         let memory = usize::try_from(grants.memory_bytes).unwrap_or(usize::MAX);
         Ok(Sandbox {
             wasi: builder.build(),
             table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new().memory_size(memory).instances(64).build(),
+            limits: StoreLimitsBuilder::new()
+                .memory_size(memory)
+                .instances(64)
+                .build(),
             running_since: Instant::now(),
             deadline: grants.deadline,
         })

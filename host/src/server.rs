@@ -78,7 +78,9 @@ async fn handle(mut socket: TcpStream, capsule: Arc<Capsule>, mode: &'static str
     }
     let call: Value = match serde_json::from_slice(&request.body) {
         Ok(call) => call,
-        Err(_) => return reply_json(&mut socket, rpc_error(&Value::Null, -32700, "Parse error")).await,
+        Err(_) => {
+            return reply_json(&mut socket, rpc_error(&Value::Null, -32700, "Parse error")).await;
+        }
     };
     let id = call.get("id").cloned().unwrap_or(Value::Null);
     match call.get("method").and_then(Value::as_str) {
@@ -99,7 +101,10 @@ async fn read_request(socket: &mut TcpStream) -> Result<Request, &'static str> {
     let mut buf = Vec::with_capacity(4096);
     let mut chunk = [0u8; 4096];
     loop {
-        let n = socket.read(&mut chunk).await.map_err(|_| "400 Bad Request")?;
+        let n = socket
+            .read(&mut chunk)
+            .await
+            .map_err(|_| "400 Bad Request")?;
         if n == 0 {
             return Err("400 Bad Request");
         }
@@ -114,7 +119,12 @@ async fn read_request(socket: &mut TcpStream) -> Result<Request, &'static str> {
                     headers: parsed
                         .headers
                         .iter()
-                        .map(|h| (h.name.to_string(), String::from_utf8_lossy(h.value).into_owned()))
+                        .map(|h| {
+                            (
+                                h.name.to_string(),
+                                String::from_utf8_lossy(h.value).into_owned(),
+                            )
+                        })
                         .collect(),
                     body: Vec::new(),
                 };
@@ -127,7 +137,11 @@ async fn read_request(socket: &mut TcpStream) -> Result<Request, &'static str> {
     }
 }
 
-async fn read_body(socket: &mut TcpStream, mut request: Request, mut body: Vec<u8>) -> Result<Request, &'static str> {
+async fn read_body(
+    socket: &mut TcpStream,
+    mut request: Request,
+    mut body: Vec<u8>,
+) -> Result<Request, &'static str> {
     if request.header("transfer-encoding").is_some() {
         return Err("411 Length Required");
     }
@@ -140,7 +154,10 @@ async fn read_body(socket: &mut TcpStream, mut request: Request, mut body: Vec<u
     }
     let mut chunk = [0u8; 8192];
     while body.len() < length {
-        let n = socket.read(&mut chunk).await.map_err(|_| "400 Bad Request")?;
+        let n = socket
+            .read(&mut chunk)
+            .await
+            .map_err(|_| "400 Bad Request")?;
         if n == 0 {
             return Err("400 Bad Request");
         }
@@ -176,7 +193,9 @@ const SSE_HEAD: &[u8] =
 
 /// `Last-Event-ID` as a number; `Err(())` when present but not one.
 fn last_event_id(request: &Request) -> Option<Result<u64, ()>> {
-    request.header("last-event-id").map(|v| v.trim().parse::<u64>().map_err(|_| ()))
+    request
+        .header("last-event-id")
+        .map(|v| v.trim().parse::<u64>().map_err(|_| ()))
 }
 
 /// An open event stream: frames, and a heartbeat due every interval from when the
@@ -201,7 +220,11 @@ impl Stream {
 
     /// Live frames until `stop` says so, the bus closes, or the client goes away.
     /// Returns whether the bus closed.
-    async fn pump(&mut self, conn: &crate::bus::Connection, stop: impl Fn(&Frame) -> bool) -> std::io::Result<bool> {
+    async fn pump(
+        &mut self,
+        conn: &crate::bus::Connection,
+        stop: impl Fn(&Frame) -> bool,
+    ) -> std::io::Result<bool> {
         loop {
             tokio::select! {
                 next = conn.next() => match next {
@@ -229,7 +252,9 @@ async fn watch(socket: TcpStream, request: &Request, capsule: &Capsule, mode: &s
         _ => 0,
     };
     let (replay, conn) = capsule.wire.bus().subscribe(Some(from));
-    let Ok(mut stream) = Stream::open(socket).await else { return };
+    let Ok(mut stream) = Stream::open(socket).await else {
+        return;
+    };
     let served = async {
         stream.write(&frames::connection_ack(mode)).await?;
         for frame in &replay {
@@ -262,7 +287,9 @@ struct Part {
 
 fn parse_message(params: Value) -> Result<Message, String> {
     let params = match params {
-        Value::Object(mut map) if map.contains_key("message") => map.remove("message").unwrap_or(Value::Null),
+        Value::Object(mut map) if map.contains_key("message") => {
+            map.remove("message").unwrap_or(Value::Null)
+        }
         other => other,
     };
     serde_json::from_value(params).map_err(|e| format!("Invalid params: {e}"))
@@ -280,7 +307,9 @@ fn origin(request: &Request) -> String {
 async fn message_stream(socket: TcpStream, request: &Request, capsule: &Capsule, params: Value) {
     let replay_from = last_event_id(request).and_then(Result::ok);
     let (replay, conn) = capsule.wire.bus().subscribe(replay_from);
-    let Ok(mut stream) = Stream::open(socket).await else { return };
+    let Ok(mut stream) = Stream::open(socket).await else {
+        return;
+    };
     let served = async {
         for frame in &replay {
             stream.write(frame).await?;
@@ -292,7 +321,12 @@ async fn message_stream(socket: TcpStream, request: &Request, capsule: &Capsule,
         let task = Pending {
             id: ids::task(),
             context_id: message.context_id.clone().unwrap_or_else(ids::context),
-            text: message.parts.iter().map(|p| p.text.as_str()).collect::<Vec<_>>().join("\n"),
+            text: message
+                .parts
+                .iter()
+                .map(|p| p.text.as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
             origin: origin(request),
             source: "a2a",
             message_id: Some(message.message_id.clone()),
@@ -314,7 +348,11 @@ async fn message_stream(socket: TcpStream, request: &Request, capsule: &Capsule,
         match capsule.queue.submit(task) {
             Ok(()) => stream.pump(&conn, |f| f.ends_stream).await.map(|_| ()),
             Err(Refusal::Busy) => stream.write(&frames::rejected(&task_id, &context_id)).await,
-            Err(Refusal::Closed) => stream.write(&frames::error("internal error: queue send failed")).await,
+            Err(Refusal::Closed) => {
+                stream
+                    .write(&frames::error("internal error: queue send failed"))
+                    .await
+            }
         }
     };
     let _ = served.await;

@@ -12,8 +12,8 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use crate::bindings::session_loop::exports::murmur::session::loop_::Config;
 use crate::bindings::session_loop::murmur::session::host::Host;
 use crate::bindings::session_loop::murmur::session::types::{
-    self, InferenceError, InferenceReply, InferenceRequest, StopReason, Task, TaskOutcome, ToolCall, ToolOutcome,
-    Usage,
+    self, InferenceError, InferenceReply, InferenceRequest, StopReason, Task, TaskOutcome,
+    ToolCall, ToolOutcome, Usage,
 };
 use crate::bindings::session_loop::{SessionLoop, SessionLoopPre};
 use crate::bindings::tool::murmur::task::task::TaskInfo;
@@ -61,7 +61,6 @@ pub struct LoopGrants {
 /// A task that ended, for the launcher's exit status and answer.
 #[derive(Clone, Debug)]
 pub struct Finished {
-    pub task_id: String,
     pub exit_status: &'static str,
     pub completed: bool,
     /// The answer, or `error: <message>`, as written to `out/result.txt`.
@@ -132,7 +131,10 @@ impl Host for LoopState {
         }
     }
 
-    async fn infer(&mut self, request: InferenceRequest) -> wasmtime::Result<Result<InferenceReply, InferenceError>> {
+    async fn infer(
+        &mut self,
+        request: InferenceRequest,
+    ) -> wasmtime::Result<Result<InferenceReply, InferenceError>> {
         let reply = self.turn(request).await;
         self.sandbox.running_since = Instant::now();
         reply
@@ -151,9 +153,9 @@ impl Host for LoopState {
 
 impl LoopState {
     fn running(&mut self, what: &str) -> wasmtime::Result<&mut Running> {
-        self.running
-            .as_mut()
-            .ok_or_else(|| wasmtime::Error::msg(format!("the session loop called {what} outside a task")))
+        self.running.as_mut().ok_or_else(|| {
+            wasmtime::Error::msg(format!("the session loop called {what} outside a task"))
+        })
     }
 
     fn begin(&mut self, task: Pending) -> wasmtime::Result<Task> {
@@ -163,12 +165,19 @@ impl LoopState {
             let _ = std::fs::write(capsule.workdir.task_md(), &task.text);
         }
         let lane = Lane::of(&task.origin);
-        let trust = if matches!(task.origin.as_str(), "user" | "schedule" | "system") { "trusted" } else { "untrusted" };
+        let trust = if matches!(task.origin.as_str(), "user" | "schedule" | "system") {
+            "trusted"
+        } else {
+            "untrusted"
+        };
         let event_id = capsule
             .trace
             .write(
                 "task_start",
-                Place { parent: Some(&capsule.session_event), task: Some(&task.id) },
+                Place {
+                    parent: Some(&capsule.session_event),
+                    task: Some(&task.id),
+                },
                 json!({
                     "task_id": task.id,
                     "context_id": task.context_id,
@@ -197,7 +206,10 @@ impl LoopState {
         Ok(handed)
     }
 
-    async fn turn(&mut self, request: InferenceRequest) -> wasmtime::Result<Result<InferenceReply, InferenceError>> {
+    async fn turn(
+        &mut self,
+        request: InferenceRequest,
+    ) -> wasmtime::Result<Result<InferenceReply, InferenceError>> {
         let capsule = self.capsule.clone();
         let running = self.running("infer")?;
         if running.counts.turns >= u64::from(capsule.max_turns) {
@@ -205,7 +217,11 @@ impl LoopState {
         }
         let turn = running.counts.turns;
         running.counts.turns += 1;
-        capsule.wire.status(State::Working, &format!("inference turn {}", turn + 1), None);
+        capsule.wire.status(
+            State::Working,
+            &format!("inference turn {}", turn + 1),
+            None,
+        );
 
         let body = match capsule.request(&request) {
             Ok(body) => body,
@@ -230,7 +246,10 @@ impl LoopState {
         capsule.wire.after_inference();
 
         let result = match called {
-            Err(e) => Err(InferenceError::Invocation(e.trim_start_matches("driver invocation failed: ").to_string())),
+            Err(e) => Err(InferenceError::Invocation(
+                e.trim_start_matches("driver invocation failed: ")
+                    .to_string(),
+            )),
             Ok(Err(e)) => Err(InferenceError::Failed(e)),
             Ok(Ok(raw)) => parse_reply(&raw, &body),
         };
@@ -252,7 +271,10 @@ impl LoopState {
                 running.counts.input_tokens += reply.usage.input_tokens;
                 running.counts.output_tokens += reply.usage.output_tokens;
                 let (decision, tool) = match reply.stop_reason {
-                    StopReason::ToolCall => ("tool_call", reply.tool_calls.first().map(|c| c.name.clone())),
+                    StopReason::ToolCall => (
+                        "tool_call",
+                        reply.tool_calls.first().map(|c| c.name.clone()),
+                    ),
                     StopReason::EndTurn => ("end_turn", None),
                     StopReason::MaxTokens => ("text", None),
                 };
@@ -282,7 +304,14 @@ impl LoopState {
         let parent = running.event_id.clone();
         let id = capsule
             .trace
-            .write("inference", Place { parent: Some(&parent), task: Some(&task) }, fields)
+            .write(
+                "inference",
+                Place {
+                    parent: Some(&parent),
+                    task: Some(&task),
+                },
+                fields,
+            )
             .map_err(trace_failed)?;
         self.running("infer")?.turn_event = Some(id);
         Ok(())
@@ -297,7 +326,10 @@ impl LoopState {
             origin: running.task.origin.clone(),
         };
         let turn = running.counts.turns.saturating_sub(1);
-        let done = capsule.tools.dispatch(&call.name, &call.input, info, &capsule.wire).await;
+        let done = capsule
+            .tools
+            .dispatch(&call.name, &call.input, info, &capsule.wire)
+            .await;
         let call_id = (!call.id.is_empty()).then_some(call.id.as_str());
         capsule.wire.artifact(&Artifact {
             tool_name: &call.name,
@@ -316,12 +348,23 @@ impl LoopState {
         })
     }
 
-    fn trace_call(&mut self, turn: u64, call: &ToolCall, done: &Dispatched) -> wasmtime::Result<()> {
+    fn trace_call(
+        &mut self,
+        turn: u64,
+        call: &ToolCall,
+        done: &Dispatched,
+    ) -> wasmtime::Result<()> {
         let capsule = self.capsule.clone();
         let running = self.running("call-tool")?;
         let task = running.task.id.clone();
-        let parent = running.turn_event.clone().unwrap_or_else(|| running.event_id.clone());
-        let place = Place { parent: Some(&parent), task: Some(&task) };
+        let parent = running
+            .turn_event
+            .clone()
+            .unwrap_or_else(|| running.event_id.clone());
+        let place = Place {
+            parent: Some(&parent),
+            task: Some(&task),
+        };
         let status = if done.is_error { "error" } else { "ok" };
         if done.reach == Reach::Skill {
             capsule
@@ -341,7 +384,8 @@ impl LoopState {
             return Ok(());
         }
         running.counts.tool_calls += 1;
-        let input = serde_json::from_str::<Value>(&call.input).unwrap_or_else(|_| Value::String(call.input.clone()));
+        let input = serde_json::from_str::<Value>(&call.input)
+            .unwrap_or_else(|_| Value::String(call.input.clone()));
         let mut fields = json!({
             "turn": turn,
             "tool_name": call.name,
@@ -359,7 +403,10 @@ impl LoopState {
         if capsule.include_tool_output {
             fields["output"] = done.content.clone().into();
         }
-        capsule.trace.write("tool_call", place, fields).map_err(trace_failed)?;
+        capsule
+            .trace
+            .write("tool_call", place, fields)
+            .map_err(trace_failed)?;
         if let Some(shell) = &done.shell {
             running.counts.shell_calls += 1;
             let command = serde_json::from_str::<Value>(&call.input)
@@ -389,13 +436,14 @@ impl LoopState {
     /// Ends the running task: result file, final frames, trace line.
     pub fn finish(&mut self, outcome: TaskOutcome) -> wasmtime::Result<()> {
         let capsule = self.capsule.clone();
-        let running = self
-            .running
-            .take()
-            .ok_or_else(|| wasmtime::Error::msg("the session loop called finish-task outside a task"))?;
+        let running = self.running.take().ok_or_else(|| {
+            wasmtime::Error::msg("the session loop called finish-task outside a task")
+        })?;
         let end = Ending::of(outcome, capsule.max_turns);
         if let Err(e) = std::fs::write(capsule.workdir.result_txt(), &end.result) {
-            capsule.workdir.log(&format!("could not write out/result.txt: {e}"));
+            capsule
+                .workdir
+                .log(&format!("could not write out/result.txt: {e}"));
         }
         if end.state == State::Completed {
             capsule.wire.whole_reply(&end.result);
@@ -406,7 +454,10 @@ impl LoopState {
         let c = running.counts;
         let written = capsule.trace.write(
             "task_end",
-            Place { parent: Some(&running.event_id), task: Some(&running.task.id) },
+            Place {
+                parent: Some(&running.event_id),
+                task: Some(&running.task.id),
+            },
             json!({
                 "task_id": running.task.id,
                 "exit_status": end.exit_status,
@@ -419,12 +470,15 @@ impl LoopState {
                 "reopen_count": 0,
             }),
         );
-        capsule.finished.lock().unwrap_or_else(|p| p.into_inner()).push(Finished {
-            task_id: running.task.id,
-            exit_status: end.exit_status,
-            completed: end.state == State::Completed,
-            result: end.result,
-        });
+        capsule
+            .finished
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Finished {
+                exit_status: end.exit_status,
+                completed: end.state == State::Completed,
+                result: end.result,
+            });
         written.map(|_| ()).map_err(trace_failed)
     }
 }
@@ -456,9 +510,13 @@ impl Ending {
                 let message = format!("driver invocation failed: {e}");
                 failed(message.clone(), message, "failed")
             }
-            TaskOutcome::InferenceFailed(InferenceError::Failed(e)) => failed("session ended".into(), e, "failed"),
+            TaskOutcome::InferenceFailed(InferenceError::Failed(e)) => {
+                failed("session ended".into(), e, "failed")
+            }
             // The seed writes no final status here; we name the error so no client hangs.
-            TaskOutcome::InferenceFailed(InferenceError::Malformed(e)) => failed(e.clone(), e, "failed"),
+            TaskOutcome::InferenceFailed(InferenceError::Malformed(e)) => {
+                failed(e.clone(), e, "failed")
+            }
             TaskOutcome::InferenceFailed(InferenceError::TurnsExhausted(n)) => {
                 let n = if n == 0 { max_turns } else { n };
                 let message = format!("max_turns exceeded: the task used all {n} inference turns");
@@ -481,7 +539,11 @@ impl Capsule {
         if !messages.is_array() {
             return Err("the session loop sent messages that are not a JSON array".into());
         }
-        let tools = if request.with_tools { self.tools.specs() } else { Vec::new() };
+        let tools = if request.with_tools {
+            self.tools.specs()
+        } else {
+            Vec::new()
+        };
         let mut body = json!({"model": self.model, "max_tokens": self.max_tokens});
         if let Some(system) = &self.system {
             body["system"] = system.clone().into();
@@ -516,16 +578,31 @@ fn parse_reply(raw: &str, request: &str) -> Result<InferenceReply, InferenceErro
         Some("tool_call") => StopReason::ToolCall,
         Some("max_tokens") => StopReason::MaxTokens,
         Some("error") => {
-            let why = reply.get("error").and_then(Value::as_str).unwrap_or("driver returned error");
+            let why = reply
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("driver returned error");
             return Err(InferenceError::Failed(why.to_string()));
         }
-        Some(other) => return Err(InferenceError::Failed(format!("unsupported stop_reason '{other}'"))),
-        None => return Err(InferenceError::Failed("unsupported stop_reason '' (missing)".into())),
+        Some(other) => {
+            return Err(InferenceError::Failed(format!(
+                "unsupported stop_reason '{other}'"
+            )));
+        }
+        None => {
+            return Err(InferenceError::Failed(
+                "unsupported stop_reason '' (missing)".into(),
+            ));
+        }
     };
     let content = match reply.get("content") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(blocks)) => blocks.clone(),
-        Some(_) => return Err(InferenceError::Failed("driver response 'content' is not a list".into())),
+        Some(_) => {
+            return Err(InferenceError::Failed(
+                "driver response 'content' is not a list".into(),
+            ));
+        }
     };
     let text = content
         .iter()
@@ -539,7 +616,12 @@ fn parse_reply(raw: &str, request: &str) -> Result<InferenceReply, InferenceErro
             "response stop_reason=tool_call but no tool_call blocks were present".into(),
         ));
     }
-    let reported = |key: &str| reply.get("usage").and_then(|u| u.get(key)).and_then(Value::as_u64);
+    let reported = |key: &str| {
+        reply
+            .get("usage")
+            .and_then(|u| u.get(key))
+            .and_then(Value::as_u64)
+    };
     let usage = Usage {
         input_tokens: reported("input_tokens").unwrap_or_else(|| estimate_tokens(request)),
         output_tokens: reported("output_tokens").unwrap_or_else(|| estimate_tokens(raw)),
@@ -563,8 +645,16 @@ fn tool_call(block: &Value) -> Option<ToolCall> {
         Some(v) => v.to_string(),
     };
     Some(ToolCall {
-        id: block.get("id").and_then(Value::as_str).unwrap_or_default().to_string(),
-        name: block.get("name").and_then(Value::as_str).unwrap_or_default().to_string(),
+        id: block
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        name: block
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
         input,
     })
 }
@@ -579,7 +669,9 @@ impl LoopComponent {
     pub fn new(engine: &Engine, component: &Component, label: String) -> Result<Self, Error> {
         engine::check_world(engine, component, &engine::SESSION_LOOP, &label)?;
         let mut linker = Linker::<LoopState>::new(engine.wasmtime());
-        let link = |e: wasmtime::Error| Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}"));
+        let link = |e: wasmtime::Error| {
+            Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}"))
+        };
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
         SessionLoop::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(link)?;
         let pre = linker
@@ -615,13 +707,22 @@ impl LoopComponent {
         };
         let ran = async {
             let bindings = self.pre.instantiate_async(&mut store).await?;
-            bindings.murmur_session_loop_().call_run(&mut store, config).await
+            bindings
+                .murmur_session_loop_()
+                .call_run(&mut store, config)
+                .await
         }
         .await;
         let result = match ran {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(why)) => Err(Error::new("E-RUN-007", format!("{} failed: {why}", self.label))),
-            Err(trap) => Err(Error::new("E-RUN-001", format!("{} trapped: {}", self.label, trap_text(&trap)))),
+            Ok(Err(why)) => Err(Error::new(
+                "E-RUN-007",
+                format!("{} failed: {why}", self.label),
+            )),
+            Err(trap) => Err(Error::new(
+                "E-RUN-001",
+                format!("{} trapped: {}", self.label, trap_text(&trap)),
+            )),
         };
         let state = store.data_mut();
         if state.running.is_some() {

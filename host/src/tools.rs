@@ -151,7 +151,10 @@ impl Dispatched {
 
 impl Tools {
     pub fn new(grants: ToolGrants) -> Self {
-        Tools { list: Vec::new(), grants }
+        Tools {
+            list: Vec::new(),
+            grants,
+        }
     }
 
     pub fn add_shell(&mut self, binary: &str) {
@@ -190,23 +193,40 @@ impl Tools {
         let label = format!("tool artifact '{name}'");
         engine::check_world(engine, component, &engine::TOOL, &label)?;
         let mut linker = Linker::<ToolState>::new(engine.wasmtime());
-        let link = |e: wasmtime::Error| Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}"));
+        let link = |e: wasmtime::Error| {
+            Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}"))
+        };
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
-        Bindings::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s).map_err(link)?;
+        Bindings::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)
+            .map_err(link)?;
         let pre = linker
             .instantiate_pre(component)
             .and_then(ToolPre::new)
             .map_err(link)?;
-        let (mut store, bindings) = self.instantiate(&pre, wire.clone(), None).await.map_err(|e| {
-            Error::new("E-RUN-001", format!("{label} could not start: {}", trap_text(&e)))
-        })?;
+        let (mut store, bindings) =
+            self.instantiate(&pre, wire.clone(), None)
+                .await
+                .map_err(|e| {
+                    Error::new(
+                        "E-RUN-001",
+                        format!("{label} could not start: {}", trap_text(&e)),
+                    )
+                })?;
         let spec = bindings
             .murmur_tool_run()
             .call_describe(&mut store)
             .await
-            .map_err(|e| Error::new("E-RUN-001", format!("{label} failed to describe itself: {}", trap_text(&e))))?;
+            .map_err(|e| {
+                Error::new(
+                    "E-RUN-001",
+                    format!("{label} failed to describe itself: {}", trap_text(&e)),
+                )
+            })?;
         let schema: Value = serde_json::from_str(&spec.input_schema).map_err(|e| {
-            Error::new("E-RUN-001", format!("{label} describes an input schema that is not JSON: {e}"))
+            Error::new(
+                "E-RUN-001",
+                format!("{label} describes an input schema that is not JSON: {e}"),
+            )
         })?;
         self.list.push(Tool {
             name: name.to_string(),
@@ -233,7 +253,14 @@ impl Tools {
             deadline: self.grants.deadline,
         })
         .map_err(|e| wasmtime::Error::msg(e.message))?;
-        let mut store = Store::new(pre.engine(), ToolState { sandbox, wire, task });
+        let mut store = Store::new(
+            pre.engine(),
+            ToolState {
+                sandbox,
+                wire,
+                task,
+            },
+        );
         sandbox::limit(&mut store);
         let bindings = pre.instantiate_async(&mut store).await?;
         Ok((store, bindings))
@@ -260,10 +287,18 @@ impl Tools {
     }
 
     /// Runs one call. Never fails: every outcome is something the model is told.
-    pub async fn dispatch(&self, name: &str, input: &str, task: TaskInfo, wire: &Arc<Wire>) -> Dispatched {
+    pub async fn dispatch(
+        &self,
+        name: &str,
+        input: &str,
+        task: TaskInfo,
+        wire: &Arc<Wire>,
+    ) -> Dispatched {
         let started = Instant::now();
         let mut out = match self.get(name) {
-            None => Dispatched::not_reached(format!("tool '{name}' is not declared in manifest allowlist")),
+            None => Dispatched::not_reached(format!(
+                "tool '{name}' is not declared in manifest allowlist"
+            )),
             Some(tool) => self.run(tool, input, task, wire).await,
         };
         if out.reach != Reach::NotReached {
@@ -278,9 +313,13 @@ impl Tools {
             Kind::Skill { text } => run_skill(text).await,
             Kind::Component { pre } => {
                 if !matches!(serde_json::from_str::<Value>(input), Ok(Value::Object(_))) {
-                    return Dispatched::not_reached(format!("tool '{}' input must be a JSON object", tool.name));
+                    return Dispatched::not_reached(format!(
+                        "tool '{}' input must be a JSON object",
+                        tool.name
+                    ));
                 }
-                self.run_component(&tool.name, pre, input, task, wire.clone()).await
+                self.run_component(&tool.name, pre, input, task, wire.clone())
+                    .await
             }
         }
     }
@@ -325,7 +364,10 @@ impl Tools {
     ) -> Dispatched {
         let called = async {
             let (mut store, bindings) = self.instantiate(pre, wire, Some(task)).await?;
-            bindings.murmur_tool_run().call_call(&mut store, input).await
+            bindings
+                .murmur_tool_run()
+                .call_call(&mut store, input)
+                .await
         };
         match called.await {
             Ok(result) => {
@@ -338,7 +380,8 @@ impl Tools {
                 out
             }
             Err(trap) => {
-                let mut out = Dispatched::not_reached(format!("tool '{name}' failed: {}", trap_text(&trap)));
+                let mut out =
+                    Dispatched::not_reached(format!("tool '{name}' failed: {}", trap_text(&trap)));
                 out.reach = Reach::Tool;
                 out
             }
@@ -360,7 +403,10 @@ async fn run_skill(text: &std::path::Path) -> Dispatched {
             shell: None,
         },
         Err(e) => {
-            let mut out = Dispatched::not_reached(format!("skill text {} could not be read: {e}", text.display()));
+            let mut out = Dispatched::not_reached(format!(
+                "skill text {} could not be read: {e}",
+                text.display()
+            ));
             out.reach = Reach::Skill;
             out
         }

@@ -47,7 +47,12 @@ impl Trace {
 
     /// Appends one event and returns its `event_id` (for children to name as parent).
     /// `fields` must be a JSON object; its keys follow the envelope.
-    pub fn write(&self, event_type: &str, place: Place<'_>, fields: Value) -> std::io::Result<String> {
+    pub fn write(
+        &self,
+        event_type: &str,
+        place: Place<'_>,
+        fields: Value,
+    ) -> std::io::Result<String> {
         let event_id = ids::event();
         let mut line = Map::new();
         line.insert("event_type".into(), event_type.into());
@@ -78,21 +83,42 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("mur-trace-{}", ids::event()));
         std::fs::create_dir_all(&dir).unwrap();
         let trace = Trace::create(&dir.join("trace.jsonl"), "ses_x").unwrap();
-        let parent = trace.write("session_start", Place::default(), json!({"model": "m"})).unwrap();
+        let parent = trace
+            .write("session_start", Place::default(), json!({"model": "m"}))
+            .unwrap();
         trace
             .write(
                 "task_start",
-                Place { parent: Some(&parent), task: Some("tsk_1") },
+                Place {
+                    parent: Some(&parent),
+                    task: Some("tsk_1"),
+                },
                 json!({"task_id": "tsk_1", "lane": "user"}),
             )
             .unwrap();
         let text = std::fs::read_to_string(dir.join("trace.jsonl")).unwrap();
-        let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
         assert_eq!(lines.len(), 2);
-        let keys: Vec<&str> = lines[1].as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        let keys: Vec<&str> = lines[1]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
         assert_eq!(
             keys,
-            ["event_type", "event_id", "parent_id", "session_id", "timestamp", "task_id", "lane"]
+            [
+                "event_type",
+                "event_id",
+                "parent_id",
+                "session_id",
+                "timestamp",
+                "task_id",
+                "lane"
+            ]
         );
         assert_eq!(lines[1]["parent_id"], json!(parent));
         assert_eq!(lines[0]["parent_id"], Value::Null);

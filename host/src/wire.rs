@@ -144,7 +144,11 @@ mod tests {
         let mut out = Vec::new();
         while let Some(crate::bus::Next::Frame(f)) = conn.try_next() {
             let text = String::from_utf8(f.bytes.to_vec()).unwrap();
-            let event = text.lines().find_map(|l| l.strip_prefix("event: ")).unwrap().to_string();
+            let event = text
+                .lines()
+                .find_map(|l| l.strip_prefix("event: "))
+                .unwrap()
+                .to_string();
             out.push((f.id, event));
         }
         out
@@ -191,6 +195,9 @@ mod tests {
         }
         let got = drain(&conn);
         let ids: Vec<Option<u64>> = got.iter().map(|(id, _)| *id).collect();
-        assert_eq!(ids, vec![Some(0), Some(1), Some(1), Some(0), Some(1), Some(1)]);
+        assert_eq!(
+            ids,
+            vec![Some(0), Some(1), Some(1), Some(0), Some(1), Some(1)]
+        );
     }
 }

@@ -31,10 +31,18 @@ impl Workdir {
 
     /// Creates the directories, once staging has succeeded.
     pub fn create(&self) -> Result<(), Error> {
-        for dir in [self.root.clone(), self.out_dir(), self.logs_dir(), self.tools_dir()] {
+        for dir in [
+            self.root.clone(),
+            self.out_dir(),
+            self.logs_dir(),
+            self.tools_dir(),
+        ] {
             std::fs::create_dir_all(&dir).map_err(|e| {
-                Error::new("E-IO-003", format!("could not create {}: {e}", dir.display()))
-                    .hint("check that the directory is writable, or pass --workdir DIR")
+                Error::new(
+                    "E-IO-003",
+                    format!("could not create {}: {e}", dir.display()),
+                )
+                .hint("check that the directory is writable, or pass --workdir DIR")
             })?;
         }
         Ok(())
@@ -83,7 +91,10 @@ impl Workdir {
     /// A line in `logs/bootstrap.log`; diagnostics only, so a failed write is not fatal.
     pub fn log(&self, line: &str) {
         use std::io::Write;
-        let file = std::fs::OpenOptions::new().create(true).append(true).open(self.bootstrap_log());
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.bootstrap_log());
         if let Ok(mut file) = file {
             let _ = writeln!(file, "{line}");
         }

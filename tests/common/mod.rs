@@ -20,7 +20,10 @@ pub fn guest(name: &str) -> PathBuf {
 }
 
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// A fresh directory under the target dir (kept for inspection after a failure).
@@ -63,7 +66,9 @@ impl Capsule {
     /// `mur run --manifest <this> --json --port 0 <args>`, to completion.
     pub fn run(&self, args: &[&str]) -> Run {
         let mut cmd = mur();
-        cmd.args(["run", "--json", "--port", "0", "--manifest"]).arg(self.manifest()).args(args);
+        cmd.args(["run", "--json", "--port", "0", "--manifest"])
+            .arg(self.manifest())
+            .args(args);
         Run::from(cmd.output().expect("mur runs"))
     }
 
@@ -105,7 +110,11 @@ impl From<Output> for Run {
 impl Run {
     /// The launch line of `--json`.
     pub fn launch(&self) -> Value {
-        let line = self.stdout.lines().next().unwrap_or_else(|| panic!("no launch line; stderr:\n{}", self.stderr));
+        let line = self
+            .stdout
+            .lines()
+            .next()
+            .unwrap_or_else(|| panic!("no launch line; stderr:\n{}", self.stderr));
         serde_json::from_str(line).unwrap()
     }
 
@@ -114,7 +123,11 @@ impl Run {
     }
 
     pub fn assert_ok(&self) -> &Self {
-        assert_eq!(self.status, 0, "stdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
+        assert_eq!(
+            self.status, 0,
+            "stdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
         self
     }
 }
@@ -138,11 +151,17 @@ impl Session {
     }
 
     pub fn trace(&self) -> Vec<Value> {
-        self.read("trace.jsonl").lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+        self.read("trace.jsonl")
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
     }
 
     pub fn events(&self, kind: &str) -> Vec<Value> {
-        self.trace().into_iter().filter(|e| e["event_type"] == kind).collect()
+        self.trace()
+            .into_iter()
+            .filter(|e| e["event_type"] == kind)
+            .collect()
     }
 }
 
@@ -161,12 +180,25 @@ impl Running {
         stdout.read_line(&mut line).unwrap();
         if line.is_empty() {
             let mut err = String::new();
-            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
             panic!("mur printed no launch line; stderr:\n{err}");
         }
         let launch: Value = serde_json::from_str(&line).unwrap();
-        let address = launch["address"].as_str().unwrap().trim_start_matches("http://").to_string();
-        Running { child, launch, address }
+        let address = launch["address"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("http://")
+            .to_string();
+        Running {
+            child,
+            launch,
+            address,
+        }
     }
 
     pub fn session(&self) -> Session {
@@ -211,8 +243,13 @@ impl Drop for Running {
 /// A raw HTTP exchange: the request as written, the response bytes until close.
 pub fn post(address: &str, headers: &[(&str, &str)], body: &str) -> TcpStream {
     let mut socket = TcpStream::connect(address).unwrap();
-    socket.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let mut request = format!("POST / HTTP/1.1\r\nhost: {address}\r\ncontent-length: {}\r\n", body.len());
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut request = format!(
+        "POST / HTTP/1.1\r\nhost: {address}\r\ncontent-length: {}\r\n",
+        body.len()
+    );
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }

@@ -142,7 +142,10 @@ impl Guest for Component {
 
 fn answer(text: &str) -> TaskOutcome {
     let messages = json!([{"role": "user", "content": [{"type": "text", "text": text}]}]);
-    let request = InferenceRequest { messages: messages.to_string(), with_tools: false };
+    let request = InferenceRequest {
+        messages: messages.to_string(),
+        with_tools: false,
+    };
     match host::infer(&request) {
         Err(e) => TaskOutcome::InferenceFailed(e),
         Ok(reply) => match reply.stop_reason {

@@ -27,7 +27,10 @@ impl Guest for Component {
 fn answer(text: &str) -> TaskOutcome {
     let messages = json!([{"role": "user", "content": [{"type": "text", "text": text}]}]);
     // Tools are withheld so the model has no reason to ask for a second turn.
-    let request = InferenceRequest { messages: messages.to_string(), with_tools: false };
+    let request = InferenceRequest {
+        messages: messages.to_string(),
+        with_tools: false,
+    };
     match host::infer(&request) {
         Err(e) => TaskOutcome::InferenceFailed(e),
         Ok(reply) => match reply.stop_reason {
@@ -35,9 +38,9 @@ fn answer(text: &str) -> TaskOutcome {
             StopReason::EndTurn | StopReason::MaxTokens => {
                 TaskOutcome::Completed(format!("[oneshot] {}", reply.text))
             }
-            StopReason::ToolCall => {
-                TaskOutcome::Failed("the oneshot loop answers in one turn and calls no tools".into())
-            }
+            StopReason::ToolCall => TaskOutcome::Failed(
+                "the oneshot loop answers in one turn and calls no tools".into(),
+            ),
         },
     }
 }

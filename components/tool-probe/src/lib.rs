@@ -47,7 +47,12 @@ impl Guest for Component {
             )),
         };
         match finding {
-            Ok(data) => ToolResult { status: Status::Passed, data: Some(data), summary: None, truncated: false },
+            Ok(data) => ToolResult {
+                status: Status::Passed,
+                data: Some(data),
+                summary: None,
+                truncated: false,
+            },
             Err(e) => bad_input(e),
         }
     }
@@ -144,7 +149,12 @@ fn balloon() -> ! {
 }
 
 fn bad_input(detail: String) -> ToolResult {
-    ToolResult { status: Status::Error, data: Some(detail), summary: None, truncated: false }
+    ToolResult {
+        status: Status::Error,
+        data: Some(detail),
+        summary: None,
+        truncated: false,
+    }
 }
 
 export!(Component);

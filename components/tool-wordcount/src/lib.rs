@@ -41,7 +41,10 @@ impl Guest for Component {
             Err(e) => return result(Status::Failed, format!("failed to read '{path}': {e}")),
         };
         let (lines, words) = count(&bytes);
-        let mut out = result(Status::Passed, format!("{lines} {words} {} {path}", bytes.len()));
+        let mut out = result(
+            Status::Passed,
+            format!("{lines} {words} {} {path}", bytes.len()),
+        );
         // Proves the task interface reaches tools: the summary names the task served.
         if let Some(info) = task::current() {
             out.summary = Some(format!("counted for {}", info.id));
@@ -80,7 +83,12 @@ fn count(bytes: &[u8]) -> (usize, usize) {
 }
 
 fn result(status: Status, data: String) -> ToolResult {
-    ToolResult { status, data: Some(data), summary: None, truncated: false }
+    ToolResult {
+        status,
+        data: Some(data),
+        summary: None,
+        truncated: false,
+    }
 }
 
 export!(Component);

@@ -78,7 +78,9 @@ impl Guest for Component {
 fn lock() -> std::sync::MutexGuard<'static, Option<Script>> {
     // A panic inside a guest traps the whole instance, so a poisoned lock can only be
     // seen by a caller that is about to trap anyway; taking the data is safe.
-    STATE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    STATE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The placeholder a script's text may use for what the model last got from a tool.
@@ -127,7 +129,9 @@ fn play(turn: &Turn, last_tool_result: &str) -> Result<String, String> {
         content.push(json!({"type": "text", "text": text}));
     }
     for call in &turn.tool_calls {
-        content.push(json!({"type": "tool_call", "id": call.id, "name": call.name, "input": call.input}));
+        content.push(
+            json!({"type": "tool_call", "id": call.id, "name": call.name, "input": call.input}),
+        );
     }
     let stop_reason = match &turn.stop_reason {
         Some(reason) => reason.clone(),
@@ -144,7 +148,8 @@ fn play(turn: &Turn, last_tool_result: &str) -> Result<String, String> {
             json!({"input_tokens": input_tokens, "output_tokens": output_tokens}),
         );
     }
-    serde_json::to_string(&Value::Object(response)).map_err(|e| format!("could not encode the reply: {e}"))
+    serde_json::to_string(&Value::Object(response))
+        .map_err(|e| format!("could not encode the reply: {e}"))
 }
 
 const TURN_KEYS: &[&str] = &[
@@ -184,7 +189,10 @@ fn parse_turn(value: &Value) -> Result<Turn, String> {
     // Unknown keys are refused so that a misspelt key fails loudly instead of
     // silently playing a different turn than the script's author meant.
     if let Some(key) = turn.keys().find(|k| !TURN_KEYS.contains(&k.as_str())) {
-        return Err(format!("unknown key '{key}' (known: {})", TURN_KEYS.join(", ")));
+        return Err(format!(
+            "unknown key '{key}' (known: {})",
+            TURN_KEYS.join(", ")
+        ));
     }
     if turn.contains_key("error") && turn.contains_key("raw") {
         return Err("'error' and 'raw' cannot both be given".into());
@@ -239,8 +247,13 @@ fn tool_calls(turn: &Map<String, Value>) -> Result<Vec<ToolCall>, String> {
             let Value::Object(call) = item else {
                 return Err(format!("tool call {n} must be an object"));
             };
-            if let Some(key) = call.keys().find(|k| !["id", "name", "input"].contains(&k.as_str())) {
-                return Err(format!("tool call {n}: unknown key '{key}' (known: id, name, input)"));
+            if let Some(key) = call
+                .keys()
+                .find(|k| !["id", "name", "input"].contains(&k.as_str()))
+            {
+                return Err(format!(
+                    "tool call {n}: unknown key '{key}' (known: id, name, input)"
+                ));
             }
             let name = match call.get("name") {
                 Some(Value::String(s)) => s.clone(),
@@ -272,7 +285,9 @@ fn usage(turn: &Map<String, Value>) -> Result<Option<(u64, u64)>, String> {
         .keys()
         .find(|k| !["input_tokens", "output_tokens"].contains(&k.as_str()))
     {
-        return Err(format!("usage: unknown key '{key}' (known: input_tokens, output_tokens)"));
+        return Err(format!(
+            "usage: unknown key '{key}' (known: input_tokens, output_tokens)"
+        ));
     }
     let count = |key: &str| match usage.get(key) {
         None => Ok(0),
