@@ -116,6 +116,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         },
         session_event,
         finished: Mutex::new(Vec::new()),
+        running: Default::default(),
         workdir,
     });
     murmur_md::write(&capsule, &m, &url, &staged.loop_label);

@@ -40,6 +40,7 @@ pub enum State {
     Working,
     Completed,
     Failed,
+    Canceled,
 }
 
 impl State {
@@ -48,6 +49,7 @@ impl State {
             State::Working => "working",
             State::Completed => "completed",
             State::Failed => "failed",
+            State::Canceled => "canceled",
         }
     }
 

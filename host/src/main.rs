@@ -3,6 +3,7 @@ mod builtin;
 mod bus;
 mod capsule;
 mod cli;
+mod control;
 mod driver;
 mod engine;
 mod error;

@@ -183,6 +183,21 @@ impl Queue {
         over.then_some(None)
     }
 
+    /// Takes a waiting task out of its lane (a queued task canceled before it started).
+    pub fn remove(&self, task_id: &str) -> Option<Pending> {
+        let mut state = self.state();
+        state.lanes.iter_mut().find_map(|lane| {
+            let at = lane.iter().position(|t| t.id == task_id)?;
+            lane.remove(at)
+        })
+    }
+
+    /// The tasks still waiting, taken out (the session is ending without them).
+    pub fn drain(&self) -> Vec<Pending> {
+        let mut state = self.state();
+        state.lanes.iter_mut().flat_map(|lane| lane.drain(..)).collect()
+    }
+
     /// Ends the session: the loop's next `next-task` answers `None`.
     pub fn close(&self) {
         self.state().closed = true;

@@ -19,7 +19,7 @@ use crate::bus::Next;
 use crate::frames::{self, Frame, HEARTBEAT};
 use crate::ids;
 use crate::queue::{Acceptance, Pending, Refusal};
-use crate::session::Capsule;
+use crate::session::{CancelError, Capsule};
 use crate::trace::Place;
 
 /// The heartbeat interval; tests shorten it through `MUR_HEARTBEAT_MS`.
@@ -91,6 +91,13 @@ async fn handle(mut socket: TcpStream, capsule: Arc<Capsule>, mode: &'static str
         Some("message/stream") => {
             let params = call.get("params").cloned().unwrap_or(Value::Null);
             message_stream(socket, &request, &capsule, params).await
+        }
+        Some("tasks/cancel") => reply_json(&mut socket, cancel(&capsule, &id, call.get("params"))).await,
+        Some("murmur/stop") => {
+            // Answer first: the process exits as soon as the session has ended.
+            let result = json!({"jsonrpc": "2.0", "id": id, "result": {"stopped": capsule.session_id}});
+            reply_json(&mut socket, result).await;
+            capsule.stop();
         }
         _ => reply_json(&mut socket, rpc_error(&id, -32601, "Method not found")).await,
     }
@@ -182,6 +189,18 @@ async fn reply_json(socket: &mut TcpStream, body: Value) {
     );
     let _ = socket.write_all(text.as_bytes()).await;
     let _ = socket.shutdown().await;
+}
+
+/// A2A `tasks/cancel`: params `{"id": "tsk_..."}`.
+fn cancel(capsule: &Capsule, id: &Value, params: Option<&Value>) -> Value {
+    let Some(task_id) = params.and_then(|p| p.get("id")).and_then(Value::as_str) else {
+        return rpc_error(id, -32602, "Invalid params: missing field `id`");
+    };
+    match capsule.cancel(task_id) {
+        Ok(()) => json!({"jsonrpc": "2.0", "id": id, "result": {"id": task_id, "status": {"state": "canceled"}}}),
+        Err(CancelError::NotFound) => rpc_error(id, -32001, "Task not found"),
+        Err(CancelError::NotCancelable) => rpc_error(id, -32002, "Task cannot be canceled"),
+    }
 }
 
 fn rpc_error(id: &Value, code: i64, message: &str) -> Value {

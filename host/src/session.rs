@@ -17,6 +17,7 @@ use crate::bindings::session_loop::murmur::session::types::{
 };
 use crate::bindings::session_loop::{SessionLoop, SessionLoopPre};
 use crate::bindings::tool::murmur::task::task::TaskInfo;
+use crate::control::RunningTask;
 use crate::driver::{Driver, DriverComponent, trap_text};
 use crate::engine::{self, Engine};
 use crate::error::Error;
@@ -49,6 +50,16 @@ pub struct Capsule {
     /// The `session_start` line, parent of every task.
     pub session_event: String,
     pub finished: Mutex<Vec<Finished>>,
+    pub running: RunningTask,
+}
+
+/// Why `tasks/cancel` could not cancel a task.
+#[derive(Debug, PartialEq, Eq)]
+pub enum CancelError {
+    /// No task with that id was ever seen by this capsule.
+    NotFound,
+    /// The task has already ended.
+    NotCancelable,
 }
 
 /// What the session loop component may see.
@@ -61,6 +72,7 @@ pub struct LoopGrants {
 /// A task that ended, for the launcher's exit status and answer.
 #[derive(Clone, Debug)]
 pub struct Finished {
+    pub task_id: String,
     pub exit_status: &'static str,
     pub completed: bool,
     /// The answer, or `error: <message>`, as written to `out/result.txt`.
@@ -109,6 +121,8 @@ impl Sandboxed for LoopState {
     }
 }
 sandbox::wasi_view!(LoopState);
+
+const CANCELED: &str = "task canceled";
 
 /// A failed trace write ends the session: the loop traps with this error.
 fn trace_failed(e: std::io::Error) -> wasmtime::Error {
@@ -190,6 +204,7 @@ impl LoopState {
             )
             .map_err(trace_failed)?;
         capsule.wire.begin_task(&task.id, &task.context_id);
+        capsule.running.start(&task.id);
         let handed = Task {
             id: task.id.clone(),
             context_id: task.context_id.clone(),
@@ -439,7 +454,12 @@ impl LoopState {
         let running = self.running.take().ok_or_else(|| {
             wasmtime::Error::msg("the session loop called finish-task outside a task")
         })?;
-        let end = Ending::of(outcome, capsule.max_turns);
+        let end = if capsule.running.is_canceled() {
+            Ending::canceled()
+        } else {
+            Ending::of(outcome, capsule.max_turns)
+        };
+        capsule.running.end();
         if let Err(e) = std::fs::write(capsule.workdir.result_txt(), &end.result) {
             capsule
                 .workdir
@@ -475,6 +495,7 @@ impl LoopState {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(Finished {
+                task_id: running.task.id,
                 exit_status: end.exit_status,
                 completed: end.state == State::Completed,
                 result: end.result,
@@ -526,12 +547,56 @@ impl Ending {
         }
     }
 
+    fn canceled() -> Self {
+        Ending {
+            state: State::Canceled,
+            message: CANCELED.into(),
+            result: format!("error: {CANCELED}"),
+            exit_status: "canceled",
+        }
+    }
+
     fn response(&self) -> Option<&str> {
         (self.state == State::Completed).then_some(self.result.as_str())
     }
 }
 
 impl Capsule {
+    /// `tasks/cancel`: a queued task ends at once, the running one at its next wait.
+    pub fn cancel(&self, task_id: &str) -> Result<(), CancelError> {
+        if let Some(task) = self.queue.remove(task_id) {
+            self.wire.queued_canceled(&task.id, &task.context_id);
+            let _ = self.trace.write(
+                "task_canceled",
+                Place { parent: Some(&self.session_event), task: Some(&task.id) },
+                json!({"task_id": task.id, "phase": "queued", "detached_work_ids": []}),
+            );
+            return Ok(());
+        }
+        if self.running.cancel(Some(task_id)) {
+            return Ok(());
+        }
+        let finished = self.finished.lock().unwrap_or_else(|p| p.into_inner());
+        if finished.iter().any(|f| f.task_id == task_id) || self.running.is(task_id) {
+            return Err(CancelError::NotCancelable);
+        }
+        Err(CancelError::NotFound)
+    }
+
+    /// Ends the session cleanly: no new tasks, waiting ones dropped (each recorded),
+    /// the running one canceled.
+    pub fn stop(&self) {
+        self.queue.close();
+        for task in self.queue.drain() {
+            let _ = self.trace.write(
+                "task_rejected",
+                Place { parent: Some(&self.session_event), task: Some(&task.id) },
+                json!({"task_id": task.id, "cause": "session_stopped"}),
+            );
+        }
+        self.running.cancel(None);
+    }
+
     /// The request a driver receives, in upstream's neutral JSON shape.
     fn request(&self, request: &InferenceRequest) -> Result<String, String> {
         let messages: Value = serde_json::from_str(&request.messages)

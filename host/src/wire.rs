@@ -10,6 +10,9 @@ use crate::frames::{self, Artifact, State};
 /// The chunk counter's value at launch (2^62 - 1).
 pub const CHUNK_COUNTER_START: u64 = 4_611_686_018_427_387_903;
 
+/// The queued-cancel counter's value at launch (2^61 - 1), once per session.
+pub const QUEUED_CANCEL_COUNTER_START: u64 = 2_305_843_009_213_693_951;
+
 pub struct Wire {
     bus: Arc<Bus>,
     counters: Mutex<Counters>,
@@ -23,6 +26,7 @@ struct Counters {
     next_chunk: u64,
     chunked_this_call: bool,
     chunked_last_call: bool,
+    next_queued_cancel: u64,
 }
 
 struct TaskIds {
@@ -40,6 +44,7 @@ impl Wire {
                 next_chunk: CHUNK_COUNTER_START,
                 chunked_this_call: false,
                 chunked_last_call: false,
+                next_queued_cancel: QUEUED_CANCEL_COUNTER_START,
             }),
         }
     }
@@ -80,6 +85,21 @@ impl Wire {
         let Some(ids) = &c.task else { return };
         let frame = frames::artifact(c.next_id, &ids.task, artifact);
         c.next_id += 1;
+        self.bus.publish(frame);
+    }
+
+    /// A task canceled while it waited in the queue: its only frame.
+    pub fn queued_canceled(&self, task: &str, context: &str) {
+        let mut c = self.counters();
+        let frame = frames::status(
+            c.next_queued_cancel,
+            task,
+            context,
+            State::Canceled,
+            "task canceled before it started",
+            None,
+        );
+        c.next_queued_cancel += 1;
         self.bus.publish(frame);
     }
 
