@@ -21,7 +21,7 @@ use crate::error::Error;
 use crate::ids;
 use crate::manifest::{self, DriverRef, Manifest, Runtime};
 use crate::murmur_md;
-use crate::queue::{Acceptance, Pending, Policy, Queue};
+use crate::queue::{Acceptance, AfterTask, Pending, Policy, Queue};
 use crate::server;
 use crate::session::{Capsule, LoopComponent, LoopGrants, Totals};
 use crate::tools::{ToolGrants, Tools};
@@ -141,10 +141,66 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
             message_id: None,
         });
     }
+    let signals = tokio::spawn(stop_on_signals(capsule.clone()));
     let (totals, ran) = staged.session_loop.run(capsule.clone()).await;
+    let last = capsule.finished.lock().unwrap_or_else(|p| p.into_inner()).last().cloned();
+    let exit_status = match (&ran, &last) {
+        (Err(_), _) => "failed",
+        (Ok(()), Some(task)) if !task.completed => task.exit_status,
+        _ => "ok",
+    };
+    if ran.is_ok() && !args.json {
+        if let Some(task) = &last {
+            println!("{}", task.result);
+        }
+        println!("status:  {exit_status}");
+    }
+    if ran.is_ok() && parks_after_its_task(&m) {
+        // The capsule has taken the one task it accepts but stays up: its frame stream
+        // is closed (watchers get `capsule-closed`) and replays are served until stopped.
+        capsule.wire.bus().close();
+        capsule.queue.closed().await;
+    }
     capsule.queue.close();
+    signals.abort();
     server.abort();
-    finish(&args, &capsule, totals, ran, started)
+    end_session(&capsule, totals, exit_status, started)?;
+    ran?;
+    match last {
+        Some(task) if !task.completed => Err(Error::new(
+            "E-RUN-040",
+            format!("the task did not complete: {} ({})", task.exit_status, task.result),
+        )
+        .hint(format!("see {}", capsule.trace.path().display()))),
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// `after_task: sleep` without a queue: after its task the capsule parks instead of
+/// exiting (under `queue` the session loop itself sleeps between tasks).
+fn parks_after_its_task(m: &Manifest) -> bool {
+    m.lifecycle.after_task == AfterTask::Sleep && m.lifecycle.task_acceptance != Acceptance::Queue
+}
+
+/// The first SIGTERM or SIGINT stops the session cleanly (the running task is
+/// canceled, the trace closed); a second one exits at once.
+async fn stop_on_signals(capsule: Arc<Capsule>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    eprintln!("[murmur] stopping: the running task is canceled; a second signal exits at once");
+    capsule.stop();
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    eprintln!("[murmur] exiting without tearing down");
+    std::process::exit(143);
 }
 
 /// Everything compiled and checked before the session exists.
@@ -479,60 +535,28 @@ fn announce(args: &RunArgs, m: &Manifest, capsule: &Capsule, url: &str) {
     }
 }
 
-/// The end of the session: trace, answer, exit status.
-fn finish(
-    args: &RunArgs,
-    capsule: &Capsule,
-    totals: Totals,
-    ran: Result<(), Error>,
-    started: Instant,
-) -> Result<ExitCode, Error> {
-    let finished = capsule
-        .finished
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
-    let last = finished.last();
-    let exit_status = match (&ran, last) {
-        (Err(_), _) => "failed",
-        (Ok(()), Some(task)) if !task.completed => task.exit_status,
-        _ => "ok",
-    };
-    let written = capsule.trace.write(
-        "session_end",
-        Place {
-            parent: Some(&capsule.session_event),
-            task: None,
-        },
-        json!({
-            "total_turns": totals.turns,
-            "total_input_tokens": totals.input_tokens,
-            "total_output_tokens": totals.output_tokens,
-            "total_tool_calls": totals.tool_calls,
-            "total_shell_calls": totals.shell_calls,
-            "duration_ms": started.elapsed().as_millis() as u64,
-            "exit_status": exit_status,
-        }),
-    );
-    ran?;
-    written.map_err(|e| Error::new("E-RUN-007", format!("trace write failed: {e}")))?;
-    if !args.json {
-        if let Some(task) = last {
-            println!("{}", task.result);
-        }
-        println!("status:  {exit_status}");
-    }
-    match last {
-        Some(task) if !task.completed => Err(Error::new(
-            "E-RUN-040",
-            format!(
-                "the task did not complete: {} ({})",
-                task.exit_status, task.result
-            ),
+/// The `session_end` line: the totals of every task.
+fn end_session(capsule: &Capsule, totals: Totals, exit_status: &str, started: Instant) -> Result<(), Error> {
+    capsule
+        .trace
+        .write(
+            "session_end",
+            Place {
+                parent: Some(&capsule.session_event),
+                task: None,
+            },
+            json!({
+                "total_turns": totals.turns,
+                "total_input_tokens": totals.input_tokens,
+                "total_output_tokens": totals.output_tokens,
+                "total_tool_calls": totals.tool_calls,
+                "total_shell_calls": totals.shell_calls,
+                "duration_ms": started.elapsed().as_millis() as u64,
+                "exit_status": exit_status,
+            }),
         )
-        .hint(format!("see {}", capsule.trace.path().display()))),
-        _ => Ok(ExitCode::SUCCESS),
-    }
+        .map(|_| ())
+        .map_err(|e| Error::new("E-RUN-007", format!("trace write failed: {e}")))
 }
 
 fn conversation_mode(m: &Manifest) -> &'static str {

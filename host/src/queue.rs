@@ -77,7 +77,10 @@ pub struct Policy {
 pub struct Queue {
     policy: Policy,
     state: Mutex<State>,
+    /// A task arrived (or the queue closed): for the loop waiting in `next`.
     notify: Notify,
+    /// The queue closed: for whoever waits for the session to be stopped.
+    closing: Notify,
 }
 
 #[derive(Default)]
@@ -104,6 +107,7 @@ impl Queue {
             policy,
             state: Mutex::new(State::default()),
             notify: Notify::new(),
+            closing: Notify::new(),
         }
     }
 
@@ -125,9 +129,6 @@ impl Queue {
     /// A task from a client, refused when the lifecycle has no room for it.
     pub fn submit(&self, task: Pending) -> Result<(), Refusal> {
         let mut state = self.state();
-        if state.closed {
-            return Err(Refusal::Closed);
-        }
         let room = match self.policy.acceptance {
             Acceptance::None => false,
             Acceptance::Single => state.taken == 0 && state.waiting() == 0,
@@ -135,6 +136,9 @@ impl Queue {
         };
         if !room {
             return Err(Refusal::Busy);
+        }
+        if state.closed {
+            return Err(Refusal::Closed);
         }
         let lane = Lane::of(&task.origin);
         state.lanes[lane as usize].push_back(task);
@@ -198,11 +202,25 @@ impl Queue {
         state.lanes.iter_mut().flat_map(|lane| lane.drain(..)).collect()
     }
 
+    /// Completes once the queue is closed (the session was stopped).
+    pub async fn closed(&self) {
+        loop {
+            let notified = self.closing.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.state().closed {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     /// Ends the session: the loop's next `next-task` answers `None`.
     pub fn close(&self) {
         self.state().closed = true;
         self.notify.notify_waiters();
         self.notify.notify_one();
+        self.closing.notify_waiters();
     }
 }
 

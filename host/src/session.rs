@@ -244,7 +244,12 @@ impl LoopState {
         };
         let driver = match self.driver.take() {
             Some(driver) => Ok(driver),
-            None => capsule.driver.instantiate(capsule.wire.clone()).await,
+            None => {
+                let started = Instant::now();
+                let driver = capsule.driver.instantiate(capsule.wire.clone()).await;
+                log_instantiation(&capsule, "driver", started);
+                driver
+            }
         };
         capsule.wire.before_inference();
         let called = match driver {
@@ -724,6 +729,12 @@ fn tool_call(block: &Value) -> Option<ToolCall> {
     })
 }
 
+/// Start-up cost, for users and for the start-up benchmark (`BENCHMARKS.md`).
+fn log_instantiation(capsule: &Capsule, what: &str, started: Instant) {
+    let micros = started.elapsed().as_micros();
+    capsule.workdir.log(&format!("instantiated {what} in {micros} µs"));
+}
+
 /// The session loop component, linked once.
 pub struct LoopComponent {
     pre: SessionLoopPre<LoopState>,
@@ -771,7 +782,9 @@ impl LoopComponent {
             max_turns: capsule.max_turns,
         };
         let ran = async {
+            let started = Instant::now();
             let bindings = self.pre.instantiate_async(&mut store).await?;
+            log_instantiation(&capsule, "session loop", started);
             bindings
                 .murmur_session_loop_()
                 .call_run(&mut store, config)

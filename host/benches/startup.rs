@@ -1,0 +1,111 @@
+//! Start-up benchmark (`cargo bench --bench startup`): `mur run` on the hello capsule
+//! from launch to the printed answer, with a cold and a warm component cache, the
+//! time to instantiate the loop and the driver from the cache, and memory.
+//!
+//! Whole-process wall time of the release binary, median of several runs; results and
+//! the method are written down in BENCHMARKS.md.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const RUNS: usize = 15;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = repo().join("target").join("bench").join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// One `mur run` of the hello capsule; returns its wall time and the workdir.
+fn run(cache: &Path, workdir: &Path) -> Duration {
+    let started = Instant::now();
+    let status = Command::new(env!("CARGO_BIN_EXE_mur"))
+        .current_dir(repo())
+        .env("MUR_CACHE_DIR", cache)
+        .args(["run", "--manifest", "examples/hello/murmur.yaml", "--port", "0", "--task", "bench"])
+        .arg("--workdir")
+        .arg(workdir)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    let elapsed = started.elapsed();
+    assert!(status.success());
+    elapsed
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// The `instantiated <what> in <n> µs` lines of every session under `workdir`.
+fn instantiation_micros(workdir: &Path, what: &str) -> Vec<u64> {
+    let mut out = Vec::new();
+    let sessions = std::fs::read_dir(workdir.join(".murmur")).unwrap();
+    for session in sessions {
+        let log = session.unwrap().path().join("logs/bootstrap.log");
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let prefix = format!("instantiated {what} in ");
+        for line in text.lines().filter_map(|l| l.strip_prefix(&prefix)) {
+            out.push(line.trim_end_matches(" µs").parse().unwrap());
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Resident memory of a capsule idling between tasks (queue + sleep).
+fn idle_rss_kib(cache: &Path) -> u64 {
+    let workdir = scratch("idle");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mur"))
+        .current_dir(repo())
+        .env("MUR_CACHE_DIR", cache)
+        .args(["run", "--manifest", "examples/hello/murmur.yaml", "--port", "0", "--json"])
+        .args(["--lifecycle-task-acceptance", "queue", "--lifecycle-after-task", "sleep", "--task", "bench"])
+        .arg("--workdir")
+        .arg(&workdir)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        .unwrap()
+}
+
+fn main() {
+    let workdir = scratch("runs");
+    let cold: Vec<Duration> = (0..RUNS)
+        .map(|i| run(&scratch(&format!("cold-cache-{i}")), &workdir))
+        .collect();
+    let warm_cache = scratch("warm-cache");
+    run(&warm_cache, &scratch("prewarm"));
+    let warm_workdir = scratch("warm-runs");
+    let warm: Vec<Duration> = (0..RUNS).map(|_| run(&warm_cache, &warm_workdir)).collect();
+    let loop_us = instantiation_micros(&warm_workdir, "session loop");
+    let driver_us = instantiation_micros(&warm_workdir, "driver");
+    let rss = idle_rss_kib(&warm_cache);
+
+    println!("mur run, hello capsule, launch to answer ({RUNS} runs each)");
+    println!("  cold cache: median {}  (min {})", ms(median(cold.clone())), ms(*cold.iter().min().unwrap()));
+    println!("  warm cache: median {}  (min {})", ms(median(warm.clone())), ms(*warm.iter().min().unwrap()));
+    println!("instantiate from the cache (InstancePre), median");
+    println!("  session loop: {} µs", loop_us[loop_us.len() / 2]);
+    println!("  driver:       {} µs", driver_us[driver_us.len() / 2]);
+    println!("idle RSS (queue + sleep, after one task): {:.1} MiB", rss as f64 / 1024.0);
+}
