@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::Store;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, HasSelf, Linker};
 
 use crate::bindings::driver::exports::murmur::driver::inference::Settings;
 use crate::bindings::driver::{Driver as Bindings, DriverPre, murmur::text::chunks};
@@ -25,18 +25,6 @@ impl Sandboxed for DriverState {
     }
 }
 sandbox::wasi_view!(DriverState);
-
-impl chunks::Host for DriverState {
-    fn text(&mut self, chunk: String) -> wasmtime::Result<()> {
-        self.wire.text_chunk(&chunk);
-        Ok(())
-    }
-
-    fn thinking(&mut self, chunk: String) -> wasmtime::Result<()> {
-        self.wire.thinking_chunk(&chunk);
-        Ok(())
-    }
-}
 
 /// A driver ready to instantiate: compiled, checked and linked once.
 pub struct DriverComponent {
@@ -65,7 +53,7 @@ impl DriverComponent {
         engine::check_world(engine, component, &engine::DRIVER, &label)?;
         let mut linker = Linker::<DriverState>::new(engine.wasmtime());
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link_error(&label))?;
-        Bindings::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)
+        chunks::add_to_linker::<_, HasSelf<Arc<Wire>>>(&mut linker, |s| &mut s.wire)
             .map_err(link_error(&label))?;
         let pre = linker
             .instantiate_pre(component)

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use wasmtime::Store;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, HasSelf, Linker};
 
 use crate::bindings::driver::murmur::text::chunks;
 use crate::bindings::tool::exports::murmur::tool::run::Status;
@@ -35,18 +35,6 @@ impl Sandboxed for ToolState {
     }
 }
 sandbox::wasi_view!(ToolState);
-
-impl chunks::Host for ToolState {
-    fn text(&mut self, chunk: String) -> wasmtime::Result<()> {
-        self.wire.text_chunk(&chunk);
-        Ok(())
-    }
-
-    fn thinking(&mut self, chunk: String) -> wasmtime::Result<()> {
-        self.wire.thinking_chunk(&chunk);
-        Ok(())
-    }
-}
 
 impl task_api::Host for ToolState {
     fn current(&mut self) -> wasmtime::Result<Option<TaskInfo>> {
@@ -197,8 +185,8 @@ impl Tools {
             Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}"))
         };
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
-        Bindings::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)
-            .map_err(link)?;
+        chunks::add_to_linker::<_, HasSelf<Arc<Wire>>>(&mut linker, |s| &mut s.wire).map_err(link)?;
+        task_api::add_to_linker::<_, HasSelf<ToolState>>(&mut linker, |s| s).map_err(link)?;
         let pre = linker
             .instantiate_pre(component)
             .and_then(ToolPre::new)

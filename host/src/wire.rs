@@ -156,6 +156,20 @@ impl Wire {
     }
 }
 
+/// What a driver or tool streams through `murmur:text/chunks` goes straight to the
+/// wire; both worlds link this one implementation.
+impl crate::bindings::driver::murmur::text::chunks::Host for Arc<Wire> {
+    fn text(&mut self, chunk: String) -> wasmtime::Result<()> {
+        self.text_chunk(&chunk);
+        Ok(())
+    }
+
+    fn thinking(&mut self, chunk: String) -> wasmtime::Result<()> {
+        self.thinking_chunk(&chunk);
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
