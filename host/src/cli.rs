@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::client::{Address, parse_address};
 use crate::queue::{Acceptance, AfterTask};
 
 #[derive(Parser, Debug)]
@@ -22,6 +23,46 @@ pub struct Cli {
 pub enum Command {
     /// Run a capsule: stage it, serve its address and run its tasks.
     Run(RunArgs),
+    /// Watch a running capsule: print every frame its address streams (stream/watch).
+    #[command(long_about = WATCH_ABOUT)]
+    Watch(WatchArgs),
+    /// Stop a running capsule cleanly and wait until it has exited.
+    #[command(long_about = STOP_ABOUT)]
+    Stop(StopArgs),
+}
+
+const WATCH_ABOUT: &str = "Watch a running capsule: attach to its address with stream/watch, \
+replay what it still buffers, then print its frames as they happen. Never reconnects.
+
+Ctrl-C ends the watch, not the capsule; use `mur stop` to end the capsule.
+
+There is no session registry yet, so the address is the only way to name a capsule.";
+
+const STOP_ABOUT: &str = "Stop a running capsule: ask it to end its session (murmur/stop), \
+which cancels its queued and running tasks, then wait until its address refuses connections.
+
+There is no session registry yet, so the address is the only way to name a capsule: \
+mur stop cannot take a session id.";
+
+/// The address help both client commands share.
+const ADDRESS_HELP: &str =
+    "The capsule's address as mur run prints it: HOST:PORT, localhost:PORT or http://HOST:PORT";
+
+#[derive(clap::Args, Debug)]
+pub struct WatchArgs {
+    #[arg(value_name = "ADDRESS", value_parser = parse_address, help = ADDRESS_HELP)]
+    pub address: Address,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct StopArgs {
+    /// The capsule's address as mur run prints it: HOST:PORT, localhost:PORT or
+    /// http://HOST:PORT (the only selector: there is no session registry yet).
+    #[arg(value_name = "ADDRESS", value_parser = parse_address)]
+    pub address: Address,
+    /// Seconds to wait for the capsule to exit after it accepted the stop; 0 returns at once.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub timeout: u64,
 }
 
 #[derive(clap::Args, Debug)]

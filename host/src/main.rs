@@ -3,6 +3,7 @@ mod builtin;
 mod bus;
 mod capsule;
 mod cli;
+mod client;
 mod control;
 mod driver;
 mod engine;
@@ -41,6 +42,8 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             cli::Command::Run(args) => capsule::run(args).await,
+            cli::Command::Watch(args) => client::watch(args).await,
+            cli::Command::Stop(args) => client::stop(args).await,
         }
     });
     match result {

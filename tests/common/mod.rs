@@ -72,6 +72,18 @@ impl Capsule {
         Run::from(cmd.output().expect("mur runs"))
     }
 
+    /// Like `spawn`, with extra environment variables for the `mur` process.
+    pub fn spawn_env(&self, args: &[&str], env: &[(&str, &str)]) -> Running {
+        let mut cmd = mur();
+        cmd.args(["run", "--json", "--port", "0", "--manifest"])
+            .arg(self.manifest())
+            .args(args)
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        Running::start(cmd)
+    }
+
     pub fn spawn(&self, args: &[&str]) -> Running {
         let mut cmd = mur();
         cmd.args(["run", "--json", "--port", "0", "--manifest"])
@@ -291,6 +303,18 @@ pub fn message_stream_body(text: &str) -> String {
     serde_json::json!({
         "jsonrpc": "2.0", "id": 1, "method": "message/stream",
         "params": {"message": {"messageId": "msg-1", "role": "user", "parts": [{"text": text}]}}
+    })
+    .to_string()
+}
+
+/// A `message/stream` body for a message in the given context.
+pub fn message_stream_body_in(text: &str, context_id: &str) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "message/stream",
+        "params": {"message": {
+            "messageId": "msg-1", "role": "user", "contextId": context_id,
+            "parts": [{"text": text}]
+        }}
     })
     .to_string()
 }
