@@ -229,10 +229,35 @@ async fn stage(
             "built-in session loop".to_string(),
         ),
     };
-    let component = engine.load(&loop_bytes, &loop_label)?;
-    let session_loop = LoopComponent::new(engine, &component, loop_label.clone())?;
+    let (driver_bytes, driver_label, driver_config) = driver_source(m)?;
+    let mut sources = vec![(loop_bytes, loop_label.clone()), (driver_bytes, driver_label.clone())];
+    let tool_artifacts: Vec<_> = m.artifacts.iter().filter(|a| a.runtime == Runtime::Tool).collect();
+    for artifact in &tool_artifacts {
+        let label = format!("tool artifact '{}'", artifact.name);
+        sources.push((read_component(&artifact.source, &label)?, label));
+    }
+    if let Some(hook) = m.artifacts.iter().find(|a| a.runtime == Runtime::Hook) {
+        return Err(Error::new(
+            "E-RUN-006",
+            format!("hook artifact '{}' cannot run: this mur does not fire hooks yet", hook.name),
+        )
+        .hint("remove the hook from artifacts[] for now; hooks arrive with murmur:hook@0.1.0 support"));
+    }
+    let mut compiled = engine.load_all(&sources).into_iter();
+    let mut next = || compiled.next().unwrap_or_else(|| Err(Error::new("E-RUN-001", "a component was not compiled")));
 
-    let (driver, driver_label) = stage_driver(engine, m)?;
+    let session_loop = LoopComponent::new(engine, &next()?, loop_label.clone())?;
+    let driver = DriverComponent::new(
+        engine,
+        &next()?,
+        driver_label.clone(),
+        driver_settings(m, &driver_config),
+        DriverLimits {
+            env: granted_env(m),
+            memory_bytes: m.capabilities.memory_bytes,
+            deadline: Duration::from_secs(m.capabilities.deadline_seconds),
+        },
+    )?;
     let mut tools = Tools::new(ToolGrants {
         workdir: workdir.root.clone(),
         home: workdir.capsule_home(),
@@ -245,35 +270,13 @@ async fn stage(
     for binary in &m.capabilities.shell_allow {
         tools.add_shell(binary);
     }
-    for artifact in &m.artifacts {
-        match artifact.runtime {
-            Runtime::Tool => {
-                let label = format!("tool artifact '{}'", artifact.name);
-                let bytes = read_component(&artifact.source, &label)?;
-                let component = engine.load(&bytes, &label)?;
-                tools
-                    .add_component(
-                        engine,
-                        &component,
-                        &artifact.name,
-                        artifact.version.clone(),
-                        wire,
-                    )
-                    .await?;
-            }
-            Runtime::Skill => {
-                let text = workdir.tools_dir().join(&artifact.name).join("skill.md");
-                tools.add_skill(&artifact.name, text, skill_description(&artifact.source));
-            }
-            Runtime::Hook => {
-                return Err(Error::new(
-                    "E-RUN-006",
-                    format!("hook artifact '{}' cannot run: this mur does not fire hooks yet", artifact.name),
-                )
-                .hint("remove the hook from artifacts[] for now; hooks arrive with murmur:hook@0.1.0 support"));
-            }
-            Runtime::Driver => {}
-        }
+    for artifact in &tool_artifacts {
+        let version = artifact.version.clone();
+        tools.add_component(engine, &next()?, &artifact.name, version, wire).await?;
+    }
+    for skill in m.artifacts.iter().filter(|a| a.runtime == Runtime::Skill) {
+        let text = workdir.tools_dir().join(&skill.name).join("skill.md");
+        tools.add_skill(&skill.name, text, skill_description(&skill.source));
     }
     Ok(Staged {
         session_loop,
@@ -284,53 +287,42 @@ async fn stage(
     })
 }
 
-fn stage_driver(engine: &Engine, m: &Manifest) -> Result<(DriverComponent, String), Error> {
-    let (bytes, label, config) = match &m.inference.driver {
+/// The driver component's bytes, label and configuration.
+fn driver_source(m: &Manifest) -> Result<(Vec<u8>, String, serde_json::Value), Error> {
+    match &m.inference.driver {
         DriverRef::Builtin { name, script } if name == "scripted" => {
             let script = script.as_deref().ok_or_else(|| {
                 Error::new("E-MAN-001", "murmur.yaml: missing required field 'inference.script'")
                     .hint("the scripted driver answers from a script file: set inference.script: ./script.yaml")
             })?;
             let config = read_script(script)?;
-            (
-                builtin::SCRIPTED_DRIVER.to_vec(),
-                "built-in scripted driver".to_string(),
-                config,
-            )
+            Ok((builtin::SCRIPTED_DRIVER.to_vec(), "built-in scripted driver".to_string(), config))
         }
-        DriverRef::Builtin { name, .. } => {
-            return Err(Error::new(
-                "E-RUN-006",
-                format!("driver '{name}' is not built into this mur"),
-            )
-            .hint("use inference.driver: scripted, or name a driver component: {artifact: NAME}"));
-        }
+        DriverRef::Builtin { name, .. } => Err(Error::new(
+            "E-RUN-006",
+            format!("driver '{name}' is not built into this mur"),
+        )
+        .hint("use inference.driver: scripted, or name a driver component: {artifact: NAME}")),
         DriverRef::Artifact { name, config } => {
             let artifact = m.artifacts.iter().find(|a| &a.name == name).ok_or_else(|| {
-                Error::new("E-RUN-005", format!("inference.driver names artifact '{name}', which artifacts[] does not declare"))
+                Error::new(
+                    "E-RUN-005",
+                    format!("inference.driver names artifact '{name}', which artifacts[] does not declare"),
+                )
             })?;
             let label = format!("driver artifact '{name}'");
-            (
-                read_component(&artifact.source, &label)?,
-                label,
-                config.clone(),
-            )
+            Ok((read_component(&artifact.source, &label)?, label, config.clone()))
         }
-    };
-    let component = engine.load(&bytes, &label)?;
-    let settings = Settings {
+    }
+}
+
+fn driver_settings(m: &Manifest, config: &serde_json::Value) -> Settings {
+    Settings {
         model: m.inference.model.clone(),
         endpoint: m.inference.endpoint.clone().unwrap_or_default(),
         api_key: m.inference.api_key.clone(),
         config: config.to_string(),
-    };
-    let limits = DriverLimits {
-        env: granted_env(m),
-        memory_bytes: m.capabilities.memory_bytes,
-        deadline: Duration::from_secs(m.capabilities.deadline_seconds),
-    };
-    let driver = DriverComponent::new(engine, &component, label.clone(), settings, limits)?;
-    Ok((driver, label))
+    }
 }
 
 /// The scripted driver has no filesystem, so the host reads its script for it.

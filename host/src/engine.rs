@@ -87,6 +87,24 @@ impl Engine {
         Ok(component)
     }
 
+    /// Loads several components at once: at a cold start their compiles overlap.
+    /// Results come back in the order given.
+    pub fn load_all(&self, sources: &[(Vec<u8>, String)]) -> Vec<Result<Component, Error>> {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = sources
+                .iter()
+                .map(|(bytes, label)| scope.spawn(move || self.load(bytes, label)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::new("E-RUN-001", "the component compiler panicked")))
+                })
+                .collect()
+        })
+    }
+
     fn cache_key(&self, bytes: &[u8]) -> String {
         let digest = Sha256::digest(bytes);
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
