@@ -1,1 +1,1845 @@
+//! The streaming protocol against a real `mur run` on 127.0.0.1: one test per
+//! observable row of the seed's tables (`shared/seeds/streaming-protocol.md`), read as
+//! raw bytes off the socket. Every read has a deadline; where the test needs the
+//! capsule to be somewhere, it waits for the frame that says so.
+
 mod common;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{Value, json};
+
+const SSE_HEAD: &str = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: keep-alive\r\n\r\n";
+const JSON: (&str, &str) = ("content-type", "application/json");
+const QUEUE: &[&str] = &[
+    "--lifecycle-task-acceptance",
+    "queue",
+    "--lifecycle-after-task",
+    "sleep",
+];
+const QUEUED_CANCEL_START: u64 = 2_305_843_009_213_693_951;
+const CHUNK_START: u64 = 4_611_686_018_427_387_903;
+/// The bound on any one wait: what the capsule does here takes milliseconds to seconds.
+const WAIT: Duration = Duration::from_secs(30);
+
+// ---------------------------------------------------------------------------------
+// A strict event-stream reader over a plain socket.
+
+#[derive(Clone, Debug)]
+struct Frame {
+    id: Option<u64>,
+    event: String,
+    data: Value,
+    /// The frame's bytes, without the blank line that ends it.
+    block: String,
+    at: Instant,
+}
+
+impl Frame {
+    fn task(&self) -> &str {
+        self.data["id"].as_str().unwrap_or_default()
+    }
+
+    fn state(&self) -> &str {
+        self.data["status"]["state"].as_str().unwrap_or_default()
+    }
+
+    fn ends_stream(&self) -> bool {
+        self.event == "status" && self.data["final"] == true
+    }
+
+    /// `(id, what)`: the event, and a status frame's state or a text frame's finality.
+    fn label(&self) -> (Option<u64>, String) {
+        let what = match self.event.as_str() {
+            "status" => format!("status:{}", self.state()),
+            "text" if self.data["final"] == true => "text:final".to_string(),
+            other => other.to_string(),
+        };
+        (self.id, what)
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Item {
+    Heartbeat(Instant),
+    Frame(Frame),
+}
+
+fn only_frames(items: &[Item]) -> Vec<Frame> {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Frame(f) => Some(f.clone()),
+            Item::Heartbeat(_) => None,
+        })
+        .collect()
+}
+
+fn heartbeats(items: &[Item]) -> Vec<Instant> {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Heartbeat(at) => Some(*at),
+            Item::Frame(_) => None,
+        })
+        .collect()
+}
+
+fn labels(frames: &[Frame]) -> Vec<(Option<u64>, String)> {
+    frames.iter().map(Frame::label).collect()
+}
+
+fn l(id: u64, what: &str) -> (Option<u64>, String) {
+    (Some(id), what.to_string())
+}
+
+/// One block of the stream (the bytes before a blank line), checked against the
+/// seed's frame format: `\n` only, `id` then `event` then exactly one `data` line,
+/// ids on exactly the frame types that carry them, `data` a JSON object.
+fn parse_block(block: &str) -> Item {
+    let at = Instant::now();
+    assert!(
+        !block.contains('\r'),
+        "lines end with \\n, never \\r\\n: {block:?}"
+    );
+    assert!(!block.is_empty(), "a blank line only ever ends a frame");
+    if block.starts_with(':') {
+        assert_eq!(block, ":heartbeat", "the only comment is the heartbeat");
+        return Item::Heartbeat(at);
+    }
+    let mut lines: Vec<&str> = block.split('\n').collect();
+    let id = lines[0].strip_prefix("id: ").map(|v| {
+        assert!(
+            !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()),
+            "id is an unsigned integer: {block:?}"
+        );
+        v.parse::<u64>()
+            .unwrap_or_else(|e| panic!("id is not a u64 ({e}): {block:?}"))
+    });
+    if id.is_some() {
+        lines.remove(0);
+    }
+    assert_eq!(
+        lines.len(),
+        2,
+        "a frame is [id], event, then exactly one data line: {block:?}"
+    );
+    let event = lines[0]
+        .strip_prefix("event: ")
+        .unwrap_or_else(|| panic!("no event line where one belongs: {block:?}"));
+    let data = lines[1]
+        .strip_prefix("data: ")
+        .unwrap_or_else(|| panic!("no data line where one belongs: {block:?}"));
+    let data: Value = serde_json::from_str(data)
+        .unwrap_or_else(|e| panic!("data is not valid JSON ({e}): {block:?}"));
+    assert!(data.is_object(), "data is a JSON object: {block:?}");
+    let carries_id = matches!(event, "status" | "artifact" | "text" | "thinking");
+    assert_eq!(
+        id.is_some(),
+        carries_id,
+        "only status, artifact, text and thinking carry an id: {block:?}"
+    );
+    Item::Frame(Frame {
+        id,
+        event: event.to_string(),
+        data,
+        block: block.to_string(),
+        at,
+    })
+}
+
+/// Checks a run of ids from `first` in which `lagged` frames (no id, `{"missed":N}`)
+/// stand where N frames were dropped: the next id is N past the one before. Returns
+/// how many frames the run had, received and missed.
+fn run_with_lags(frames: &[Frame], first: u64) -> u64 {
+    let mut next = first;
+    for f in frames {
+        if f.event == "lagged" {
+            let missed = f.data["missed"].as_u64().unwrap_or(0);
+            assert!(missed > 0, "{f:?}");
+            assert_eq!(
+                f.block,
+                format!("event: lagged\ndata: {{\"missed\":{missed}}}")
+            );
+            next += missed;
+        } else {
+            assert_eq!(f.id, Some(next), "{:?}", labels(frames));
+            next += 1;
+        }
+    }
+    next - first
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn connect(address: &str) -> TcpStream {
+    let socket = TcpStream::connect(address).unwrap();
+    socket.set_write_timeout(Some(WAIT)).unwrap();
+    socket.set_read_timeout(Some(WAIT)).unwrap();
+    socket
+}
+
+fn post_request(address: &str, path: &str, headers: &[(&str, &str)], body: &str) -> String {
+    let mut request = format!(
+        "POST {path} HTTP/1.1\r\nhost: {address}\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    request
+}
+
+/// Sends a request as written and reads the whole answer, to close.
+fn exchange(address: &str, request: &str) -> String {
+    let mut socket = connect(address);
+    socket.write_all(request.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    socket
+        .read_to_end(&mut out)
+        .unwrap_or_else(|e| panic!("no answer within {WAIT:?}: {e}"));
+    String::from_utf8(out).unwrap()
+}
+
+/// A JSON-RPC call answered with plain JSON: the head is checked, the body returned.
+fn rpc(address: &str, body: &str) -> Value {
+    let reply = exchange(address, &post_request(address, "/", &[JSON], body));
+    let (head, body) = reply
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no head: {reply:?}"));
+    assert_eq!(
+        head,
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close",
+            body.len()
+        )
+    );
+    serde_json::from_str(body).unwrap()
+}
+
+struct Sse {
+    socket: TcpStream,
+    buf: Vec<u8>,
+    /// Taken before connecting, so nothing the server writes can be earlier.
+    opened: Instant,
+    /// Every block read so far, for failure messages.
+    log: Vec<String>,
+    closed: bool,
+}
+
+impl Sse {
+    fn open(address: &str, headers: &[(&str, &str)], body: &str) -> Sse {
+        let opened = Instant::now();
+        let mut socket = connect(address);
+        socket
+            .write_all(post_request(address, "/", headers, body).as_bytes())
+            .unwrap();
+        let mut sse = Sse {
+            socket,
+            buf: Vec::new(),
+            opened,
+            log: Vec::new(),
+            closed: false,
+        };
+        let deadline = Instant::now() + WAIT;
+        let end = loop {
+            if let Some(at) = find(&sse.buf, b"\r\n\r\n") {
+                break at + 4;
+            }
+            assert!(
+                sse.fill(deadline),
+                "closed before the head: {:?}",
+                String::from_utf8_lossy(&sse.buf)
+            );
+        };
+        let head: Vec<u8> = sse.buf.drain(..end).collect();
+        assert_eq!(
+            String::from_utf8_lossy(&head),
+            SSE_HEAD,
+            "the event stream's head, byte for byte"
+        );
+        sse
+    }
+
+    /// Reads more bytes; false at end of stream.
+    fn fill(&mut self, deadline: Instant) -> bool {
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(
+            !left.is_zero(),
+            "timed out; read so far:\n{}",
+            self.log.join("\n")
+        );
+        self.socket.set_read_timeout(Some(left)).unwrap();
+        let mut chunk = vec![0u8; 256 * 1024];
+        match self.socket.read(&mut chunk) {
+            Ok(0) => false,
+            Ok(n) => {
+                self.buf.extend_from_slice(&chunk[..n]);
+                true
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                panic!("timed out; read so far:\n{}", self.log.join("\n"))
+            }
+            Err(e) => panic!("read failed: {e}"),
+        }
+    }
+
+    /// The next frame or heartbeat; `None` once the server closed the connection.
+    fn item_by(&mut self, deadline: Instant) -> Option<Item> {
+        loop {
+            if let Some(at) = find(&self.buf, b"\n\n") {
+                let block: Vec<u8> = self.buf.drain(..at + 2).collect();
+                let block = String::from_utf8(block[..at].to_vec()).expect("frames are UTF-8");
+                let item = parse_block(&block);
+                self.log.push(block.chars().take(300).collect());
+                return Some(item);
+            }
+            if self.closed || !self.fill(deadline) {
+                self.closed = true;
+                assert!(
+                    self.buf.is_empty(),
+                    "the stream ended inside a frame: {:?}",
+                    String::from_utf8_lossy(&self.buf)
+                );
+                return None;
+            }
+        }
+    }
+
+    /// Items up to and including the first frame `stop` accepts.
+    fn items_until(&mut self, within: Duration, mut stop: impl FnMut(&Frame) -> bool) -> Vec<Item> {
+        let deadline = Instant::now() + within;
+        let mut out = Vec::new();
+        loop {
+            let item = self.item_by(deadline).unwrap_or_else(|| {
+                panic!(
+                    "closed before the frame waited for; read:\n{}",
+                    self.log.join("\n")
+                )
+            });
+            let done = matches!(&item, Item::Frame(f) if stop(f));
+            out.push(item);
+            if done {
+                return out;
+            }
+        }
+    }
+
+    fn until(&mut self, within: Duration, stop: impl FnMut(&Frame) -> bool) -> Vec<Frame> {
+        only_frames(&self.items_until(within, stop))
+    }
+
+    /// The next `n` frames, heartbeats skipped.
+    fn frames(&mut self, n: usize, within: Duration) -> Vec<Frame> {
+        let deadline = Instant::now() + within;
+        let mut out = Vec::new();
+        while out.len() < n {
+            match self.item_by(deadline) {
+                Some(Item::Frame(f)) => out.push(f),
+                Some(Item::Heartbeat(_)) => {}
+                None => panic!(
+                    "closed after {} of {n} frames; read:\n{}",
+                    out.len(),
+                    self.log.join("\n")
+                ),
+            }
+        }
+        out
+    }
+
+    fn frame(&mut self, within: Duration) -> Frame {
+        self.frames(1, within).remove(0)
+    }
+
+    /// Everything until the server closes the connection.
+    fn rest(&mut self, within: Duration) -> Vec<Item> {
+        let deadline = Instant::now() + within;
+        let mut out = Vec::new();
+        while let Some(item) = self.item_by(deadline) {
+            out.push(item);
+        }
+        out
+    }
+
+    fn rest_frames(&mut self, within: Duration) -> Vec<Frame> {
+        only_frames(&self.rest(within))
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Capsules and requests.
+
+fn manifest(lifecycle: &str) -> String {
+    format!(
+        "name: stream\nversion: \"0.1.0\"\ninference:\n  driver: scripted\n  script: ./script.yaml\n  model: scripted-test\ncapabilities:\n  shell:\n    allow: [bash]\n{lifecycle}"
+    )
+}
+
+/// A capsule running in the background; the returned `Capsule` keeps its directory.
+fn start(
+    name: &str,
+    script: &str,
+    lifecycle: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Capsule, Running) {
+    let capsule = Capsule::new(name, &manifest(lifecycle), script);
+    let running = capsule.spawn_env(args, env);
+    (capsule, running)
+}
+
+/// A `queue` + `sleep` capsule: it takes tasks until it is stopped.
+fn queued(name: &str, script: &str) -> (Capsule, Running) {
+    start(name, script, "", QUEUE, &[])
+}
+
+fn bash_turn(command: &str) -> String {
+    format!(
+        "  - tool_calls: [{{id: t1, name: bash, input: {{command: {}}}}}]\n",
+        json!(command)
+    )
+}
+
+fn text_turn(text: &str) -> String {
+    format!("  - text: {}\n", json!(text))
+}
+
+fn call(id: i64, method: &str, params: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+}
+
+fn message(message_id: &str, text: &str) -> Value {
+    json!({"messageId": message_id, "role": "user", "parts": [{"text": text}]})
+}
+
+fn submit_with(address: &str, headers: &[(&str, &str)], message_id: &str) -> Sse {
+    let mut all = vec![JSON];
+    all.extend_from_slice(headers);
+    let body = call(
+        1,
+        "message/stream",
+        json!({"message": message(message_id, "do the task")}),
+    );
+    Sse::open(address, &all, &body)
+}
+
+/// Submits a task and waits until the capsule has received it, so the next request
+/// is sure to arrive after it.
+fn submit_queued(
+    address: &str,
+    session: &Session,
+    headers: &[(&str, &str)],
+    message_id: &str,
+) -> (Sse, String) {
+    let sse = submit_with(address, headers, message_id);
+    (sse, task_of(session, message_id))
+}
+
+fn submit(address: &str, message_id: &str) -> Sse {
+    submit_with(address, &[], message_id)
+}
+
+/// A `stream/watch` connection, its `connection-ack` already read and checked.
+fn watch(address: &str, headers: &[(&str, &str)]) -> Sse {
+    let mut all = vec![JSON];
+    all.extend_from_slice(headers);
+    let mut sse = Sse::open(address, &all, &call(1, "stream/watch", json!({})));
+    let ack = sse.frame(WAIT);
+    assert_eq!(
+        ack.block,
+        "event: connection-ack\ndata: {\"role\":\"observer\",\"conversation_mode\":\"stateless\"}"
+    );
+    sse
+}
+
+fn cancel(address: &str, task_id: &str) -> Value {
+    rpc(address, &call(9, "tasks/cancel", json!({"id": task_id})))
+}
+
+fn is_minted(id: &str, prefix: &str) -> bool {
+    id.strip_prefix(prefix).is_some_and(|hex| {
+        hex.len() == 32
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
+/// A trace line written while a request is served, waited for with a bound.
+fn wait_for_trace(session: &Session, pick: impl Fn(&[Value]) -> Option<Value>) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let trace = std::fs::read_to_string(session.workdir.join("trace.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect::<Vec<Value>>();
+        if let Some(found) = pick(&trace) {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "the trace line never came");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The task id minted for a message, from its `a2a_task_received` trace line.
+fn task_of(session: &Session, message_id: &str) -> String {
+    let line = wait_for_trace(session, |trace| {
+        trace
+            .iter()
+            .find(|e| e["event_type"] == "a2a_task_received" && e["message_id"] == message_id)
+            .cloned()
+    });
+    line["task_id"].as_str().unwrap().to_string()
+}
+
+/// A watch's request headers, and the frames its replay must be, in order.
+type ReplayCase<'a> = (Vec<(&'a str, &'a str)>, Vec<String>);
+
+fn status_data(task: &str, context: &str, state: &str, message: &str, fin: bool) -> Value {
+    json!({"id": task, "context_id": context, "status": {"state": state, "message": message}, "final": fin})
+}
+
+fn block(id: Option<u64>, event: &str, data: &Value) -> String {
+    match id {
+        Some(id) => format!("id: {id}\nevent: {event}\ndata: {data}"),
+        None => format!("event: {event}\ndata: {data}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Endpoints.
+
+/// Endpoints table: the three headers, no framing, the body ends at close.
+#[test]
+fn event_stream_head_is_exact_and_the_body_ends_at_close() {
+    let (_capsule, running) = start("head", "turns:\n  - text: \"Hello there\"\n", "", &[], &[]);
+    let mut stream = submit(&running.address, "msg-1");
+    let items = stream.rest(WAIT);
+    let frames = only_frames(&items);
+    assert_eq!(items.len(), frames.len(), "nothing but frames: {items:?}");
+    let (t, c) = (
+        frames[0].task(),
+        frames[0].data["context_id"].as_str().unwrap(),
+    );
+    let completed = json!({"id": t, "context_id": c, "status": {"state": "completed", "message": "session ended", "response": "Hello there"}, "final": true});
+    let blocks: Vec<&str> = frames.iter().map(|f| f.block.as_str()).collect();
+    assert_eq!(
+        blocks,
+        [
+            block(
+                Some(0),
+                "status",
+                &status_data(t, c, "working", "inference turn 1", false)
+            ),
+            block(
+                Some(1),
+                "text",
+                &json!({"id": t, "text": "Hello there", "final": true})
+            ),
+            block(Some(1), "status", &completed),
+        ]
+    );
+    let run = running.wait(WAIT);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+}
+
+/// Endpoints: a `POST /` without a JSON content type or without a body is 404.
+#[test]
+fn requests_that_are_not_json_posts_to_root_are_not_found() {
+    let (_capsule, running) = queued("notfound", "turns: []\n");
+    let a = running.address.as_str();
+    let body = call(1, "stream/watch", json!({}));
+    let cases = [
+        ("no content type", post_request(a, "/", &[], &body)),
+        (
+            "text/plain",
+            post_request(a, "/", &[("content-type", "text/plain")], &body),
+        ),
+        ("empty body", post_request(a, "/", &[JSON], "")),
+        ("GET", format!("GET / HTTP/1.1\r\nhost: {a}\r\n\r\n")),
+        ("another path", post_request(a, "/rpc", &[JSON], &body)),
+    ];
+    for (what, request) in cases {
+        let reply = exchange(a, &request);
+        assert!(
+            reply.starts_with("HTTP/1.1 404 Not Found\r\n"),
+            "{what}: {reply:?}"
+        );
+        assert!(!reply.contains("event-stream"), "{what}: {reply:?}");
+    }
+    // A JSON content type with parameters is still JSON.
+    let mut w = Sse::open(
+        a,
+        &[("Content-Type", "application/json; charset=utf-8")],
+        &body,
+    );
+    assert_eq!(w.frame(WAIT).event, "connection-ack");
+}
+
+/// JSON-RPC: a body that is not JSON, and a method that does not exist.
+#[test]
+fn parse_error_and_unknown_method_are_json_rpc_errors() {
+    let (_capsule, running) = queued("rpcerr", "turns: []\n");
+    let a = running.address.as_str();
+    assert_eq!(
+        rpc(a, "{\"jsonrpc\": \"2.0\", not json"),
+        json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}})
+    );
+    assert_eq!(
+        rpc(a, &call(5, "tasks/frobnicate", json!({}))),
+        json!({"jsonrpc": "2.0", "id": 5, "error": {"code": -32601, "message": "Method not found"}})
+    );
+}
+
+/// Endpoints: `message/stream` under `task_acceptance: none` is a plain JSON-RPC
+/// error; `stream/watch` is served whatever `task_acceptance` says, and a capsule
+/// that exits closes it without `capsule-closed`.
+#[test]
+fn under_none_message_stream_is_method_not_found_and_watch_is_served() {
+    let script = format!(
+        "turns:\n{}{}",
+        bash_turn("sleep 2"),
+        text_turn("launch done")
+    );
+    let (_capsule, running) = start(
+        "none",
+        &script,
+        "lifecycle:\n  task_acceptance: none\n",
+        &["--task", "the launch task"],
+        &[],
+    );
+    let a = running.address.as_str();
+    let mut w = watch(a, &[]);
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "message/stream", "params": {"message": message("m", "hi")}}).to_string();
+    let reply = exchange(a, &post_request(a, "/", &[JSON], &body));
+    let error = r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"Method not found"}}"#;
+    assert_eq!(
+        reply,
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{error}",
+            error.len()
+        )
+    );
+    let frames = w.rest_frames(WAIT);
+    let last = frames.last().expect("the launch task's frames");
+    assert_eq!(last.state(), "completed");
+    assert_eq!(last.data["status"]["response"], "launch done");
+    assert!(
+        frames.iter().all(|f| f.event != "capsule-closed"),
+        "an exiting capsule writes no capsule-closed: {:?}",
+        labels(&frames)
+    );
+    assert_eq!(running.wait(WAIT).status, 0);
+}
+
+/// `message/stream` params: under `params.message` or as `params` itself; ids minted
+/// as `tsk_`/`ctx_` and 32 hex digits, or the message's `contextId`.
+#[test]
+fn params_as_message_or_as_params_itself_and_the_minted_ids() {
+    let script = format!("turns:\n{}{}", text_turn("one"), text_turn("two"));
+    let (_capsule, running) = queued("params", &script);
+    let a = running.address.as_str();
+    let session = running.session();
+
+    let mut own = message("msg-own", "as params itself");
+    own["contextId"] = json!("ctx-from-the-client");
+    let mut s = Sse::open(a, &[JSON], &call(1, "message/stream", own));
+    let frames = s.rest_frames(WAIT);
+    let t1 = frames[0].task().to_string();
+    assert!(is_minted(&t1, "tsk_"), "{t1}");
+    for f in &frames {
+        assert_eq!(f.task(), t1);
+        if f.event == "status" {
+            assert_eq!(f.data["context_id"], "ctx-from-the-client");
+        }
+    }
+    assert_eq!(frames.last().unwrap().data["status"]["response"], "one");
+
+    let mut s = submit(a, "msg-nested");
+    let frames = s.rest_frames(WAIT);
+    let t2 = frames[0].task().to_string();
+    assert!(is_minted(&t2, "tsk_") && t2 != t1, "{t2}");
+    let c2 = frames[0].data["context_id"].as_str().unwrap();
+    assert!(is_minted(c2, "ctx_"), "{c2}");
+    assert_eq!(frames.last().unwrap().data["status"]["response"], "two");
+
+    assert_eq!(task_of(&session, "msg-own"), t1);
+    assert_eq!(task_of(&session, "msg-nested"), t2);
+}
+
+/// `message/stream` step 3 and the `error` frame: params that are not a message get
+/// one `error` frame whose data is valid JSON (our departure), the connection
+/// closes, and no task starts.
+#[test]
+fn params_that_are_not_a_message_get_an_error_frame_and_start_nothing() {
+    let script = format!("turns:\n{}", text_turn("the good one"));
+    let (_capsule, running) = queued("badparams", &script);
+    let a = running.address.as_str();
+    let mut w = watch(a, &[]);
+    let cases = [
+        (
+            json!({"message": {"role": "user", "parts": [{"text": "x"}]}}),
+            Some("Invalid params: missing field `messageId`"),
+        ),
+        (
+            json!({"messageId": "m", "role": "user", "parts": "x"}),
+            Some("Invalid params: invalid type: string \"x\", expected a sequence"),
+        ),
+        (
+            json!({"messageId": "m", "parts": [{"text": "x"}]}),
+            Some("Invalid params: missing field `role`"),
+        ),
+        (json!(null), None),
+        (
+            json!({"message": {"messageId": "m", "role": "user", "parts": [{"nope": 1}]}}),
+            None,
+        ),
+    ];
+    for (params, want) in cases {
+        let mut s = Sse::open(a, &[JSON], &call(1, "message/stream", params.clone()));
+        let items = s.rest(WAIT);
+        let frames = only_frames(&items);
+        assert_eq!(frames.len(), 1, "{params}: {items:?}");
+        let f = &frames[0];
+        assert_eq!(f.event, "error", "{params}");
+        let text = f.data["error"].as_str().unwrap();
+        assert!(text.starts_with("Invalid params: "), "{text}");
+        if let Some(want) = want {
+            assert_eq!(f.block, block(None, "error", &json!({"error": want})));
+        }
+        assert_eq!(f.data.as_object().unwrap().len(), 1);
+    }
+    // Nothing was queued or written: the next frame anywhere is the good task's first.
+    let mut s = submit(a, "msg-good");
+    let first = w.frame(WAIT);
+    assert_eq!(first.label(), l(0, "status:working"));
+    s.rest(WAIT);
+    let session = running.session();
+    assert_eq!(session.events("task_start").len(), 1);
+    assert_eq!(session.events("a2a_task_received").len(), 1);
+}
+
+// ---------------------------------------------------------------------------------
+// Frames.
+
+/// `artifact`: every key present, in the seed's order, `null` where it does not apply.
+#[test]
+fn artifact_frames_carry_all_ten_keys_in_order() {
+    let script = r#"
+turns:
+  - tool_calls:
+      - {id: toolu_01, name: bash, input: {command: "echo hello"}}
+      - {id: toolu_03, name: no-such-tool, input: {}}
+      - {name: bash, input: {command: "exit 3"}}
+  - text: done
+"#;
+    let (_capsule, running) = queued("artifact", script);
+    let mut s = submit(&running.address, "msg-1");
+    let frames = s.rest_frames(WAIT);
+    assert_eq!(
+        labels(&frames),
+        [
+            l(0, "status:working"),
+            l(1, "artifact"),
+            l(2, "artifact"),
+            l(3, "artifact"),
+            l(4, "status:working"),
+            l(5, "text:final"),
+            l(5, "status:completed"),
+        ]
+    );
+    let t = frames[0].task();
+    // duration_ms is measured; everything else is exact.
+    let masked = |f: &Frame| {
+        let d = f.data["artifact"]["duration_ms"]
+            .as_u64()
+            .expect("duration_ms");
+        f.block
+            .replace(&format!("\"duration_ms\":{d},"), "\"duration_ms\":D,")
+    };
+    let want = |artifact: Value| {
+        block(None, "artifact", &json!({"id": t, "artifact": artifact}))
+            .replace("\"duration_ms\":0,", "\"duration_ms\":D,")
+    };
+    assert_eq!(
+        masked(&frames[1]),
+        format!(
+            "id: 1\n{}",
+            want(json!({
+                "tool_name": "bash",
+                "content": "<untrusted-content source=tool:bash>\n$ echo hello\nExit code: 0\nStdout:\nhello\n\nStderr:\n\n</untrusted-content>",
+                "fence_source": "tool:bash",
+                "tool_call_id": "toolu_01",
+                "is_error": false,
+                "duration_ms": 0,
+                "exit_code": 0,
+                "truncated": false,
+            }))
+        )
+    );
+    assert_eq!(
+        frames[2].block,
+        format!(
+            "id: 2\n{}",
+            block(
+                None,
+                "artifact",
+                &json!({"id": t, "artifact": {
+                    "tool_name": "no-such-tool",
+                    "content": "tool 'no-such-tool' is not declared in manifest allowlist",
+                    "fence_source": null,
+                    "tool_call_id": "toolu_03",
+                    "is_error": true,
+                    "duration_ms": 0,
+                    "exit_code": null,
+                    "truncated": false,
+                }})
+            )
+        )
+    );
+    let a = &frames[3].data["artifact"];
+    let keys: Vec<&String> = a.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        [
+            "tool_name",
+            "content",
+            "fence_source",
+            "tool_call_id",
+            "is_error",
+            "duration_ms",
+            "exit_code",
+            "truncated"
+        ]
+    );
+    assert_eq!(a["tool_call_id"], Value::Null, "no id from the provider");
+    assert_eq!(
+        (&a["is_error"], &a["exit_code"]),
+        (&json!(false), &json!(3))
+    );
+    assert!(a["content"].as_str().unwrap().contains("Exit code: 3"));
+    assert!(!frames[1].data.as_object().unwrap().contains_key("summary"));
+}
+
+/// `text` and `thinking`, and the chunk counter: a streamed turn's chunks continue the
+/// task's run of ids (the counter is synced before each inference call, so the launch
+/// value 4611686018427387903 never shows on a driver's chunk), each streamed turn ends
+/// with `text` `""` `final:true`, and no whole-reply frame follows a streamed last turn.
+#[test]
+fn streamed_chunks_share_the_task_run_of_ids() {
+    let script = r#"
+turns:
+  - thinking_chunks: ["Let me", " think"]
+    chunks: ["Hel", "lo"]
+    tool_calls: [{id: t1, name: bash, input: {command: "true"}}]
+  - chunks: [" wor", "ld"]
+"#;
+    let (_capsule, running) = queued("chunks", script);
+    let mut w = watch(&running.address, &[]);
+    let mut s = submit(&running.address, "msg-1");
+    let frames = s.rest_frames(WAIT);
+    assert_eq!(
+        labels(&frames),
+        [
+            l(0, "status:working"),
+            l(1, "thinking"),
+            l(2, "thinking"),
+            l(3, "text"),
+            l(4, "text"),
+            l(5, "text:final"),
+            l(6, "artifact"),
+            l(7, "status:working"),
+            l(8, "text"),
+            l(9, "text"),
+            l(10, "text:final"),
+            l(11, "status:completed"),
+        ]
+    );
+    let t = frames[0].task();
+    let texts: Vec<String> = frames[1..6].iter().map(|f| f.block.clone()).collect();
+    assert_eq!(
+        texts,
+        [
+            block(
+                Some(1),
+                "thinking",
+                &json!({"id": t, "text": "Let me", "final": false})
+            ),
+            block(
+                Some(2),
+                "thinking",
+                &json!({"id": t, "text": " think", "final": false})
+            ),
+            block(
+                Some(3),
+                "text",
+                &json!({"id": t, "text": "Hel", "final": false})
+            ),
+            block(
+                Some(4),
+                "text",
+                &json!({"id": t, "text": "lo", "final": false})
+            ),
+            block(
+                Some(5),
+                "text",
+                &json!({"id": t, "text": "", "final": true})
+            ),
+        ]
+    );
+    assert_eq!(
+        frames[11].data["status"]["response"], " world",
+        "{:?}",
+        frames[11]
+    );
+    assert!(frames.iter().all(|f| f.id != Some(CHUNK_START)));
+    // The watch saw the same frames, byte for byte.
+    let watched = w.frames(frames.len(), WAIT);
+    let a: Vec<&str> = frames.iter().map(|f| f.block.as_str()).collect();
+    let b: Vec<&str> = watched.iter().map(|f| f.block.as_str()).collect();
+    assert_eq!(a, b);
+}
+
+/// `text` `final:true` with the whole reply: written when the last turn streamed
+/// nothing, numbered from the chunk counter (so it shares its id with `completed`).
+#[test]
+fn whole_reply_text_when_the_last_turn_streamed_nothing() {
+    let script = r#"
+turns:
+  - chunks: ["a", "b"]
+    tool_calls: [{id: t1, name: bash, input: {command: "true"}}]
+  - text: "final answer"
+"#;
+    let (_capsule, running) = queued("wholereply", script);
+    let mut s = submit(&running.address, "msg-1");
+    let frames = s.rest_frames(WAIT);
+    assert_eq!(
+        labels(&frames),
+        [
+            l(0, "status:working"),
+            l(1, "text"),
+            l(2, "text"),
+            l(3, "text:final"),
+            l(4, "artifact"),
+            l(5, "status:working"),
+            l(6, "text:final"),
+            l(6, "status:completed"),
+        ]
+    );
+    assert_eq!(
+        frames[6].block,
+        block(
+            Some(6),
+            "text",
+            &json!({"id": frames[0].task(), "text": "final answer", "final": true})
+        )
+    );
+    assert_eq!(frames[7].data["status"]["response"], "final answer");
+}
+
+/// `status` `failed`: its messages, no `response`, `final:true`; and our departure: a
+/// driver reply that is not JSON still ends the task with a `failed` naming the error.
+#[test]
+fn failed_status_frames_name_why() {
+    let script = r#"
+turns:
+  - error: "the model is overloaded"
+  - raw: "not json {"
+  - tool_calls: [{id: t1, name: bash, input: {command: "true"}}]
+"#;
+    // One turn a task, so the third task's second turn is refused.
+    let manifest = manifest("").replace(
+        "model: scripted-test",
+        "model: scripted-test\n  max_turns: 1",
+    );
+    let capsule = Capsule::new("failed", &manifest, script);
+    let running = capsule.spawn_env(QUEUE, &[]);
+    let a = running.address.as_str();
+
+    let frames = submit(a, "m1").rest_frames(WAIT);
+    let (t, c) = (
+        frames[0].task(),
+        frames[0].data["context_id"].as_str().unwrap(),
+    );
+    assert_eq!(
+        labels(&frames),
+        [l(0, "status:working"), l(1, "status:failed")]
+    );
+    assert_eq!(
+        frames[1].block,
+        block(
+            Some(1),
+            "status",
+            &status_data(t, c, "failed", "session ended", true)
+        )
+    );
+
+    let frames = submit(a, "m2").rest_frames(WAIT);
+    assert_eq!(
+        labels(&frames),
+        [l(0, "status:working"), l(1, "status:failed")]
+    );
+    let why = frames[1].data["status"]["message"].as_str().unwrap();
+    assert!(
+        why.starts_with("failed to parse driver response: "),
+        "{why}"
+    );
+    assert!(frames[1].data["status"].get("response").is_none());
+
+    let frames = submit(a, "m3").rest_frames(WAIT);
+    assert_eq!(
+        labels(&frames),
+        [
+            l(0, "status:working"),
+            l(1, "artifact"),
+            l(2, "status:failed")
+        ]
+    );
+    assert_eq!(
+        frames[2].data["status"],
+        json!({"state": "failed", "message": "max_turns exceeded: the task used all 1 inference turns"})
+    );
+}
+
+/// `connection-ack`: the first frame of every watch, naming `lifecycle.conversation`;
+/// the watch's params are not read.
+#[test]
+fn connection_ack_names_the_conversation_mode() {
+    let (_capsule, running) = queued("ack", "turns: []\n");
+    let mut w = Sse::open(
+        &running.address,
+        &[JSON],
+        &call(1, "stream/watch", json!("not even an object")),
+    );
+    assert_eq!(
+        w.frame(WAIT).block,
+        "event: connection-ack\ndata: {\"role\":\"observer\",\"conversation_mode\":\"stateless\"}"
+    );
+    let (_capsule, running) = start(
+        "ack-threaded",
+        "turns: []\n",
+        "lifecycle:\n  conversation: threaded\n",
+        QUEUE,
+        &[],
+    );
+    let mut w = Sse::open(
+        &running.address,
+        &[JSON],
+        &call(1, "stream/watch", json!({})),
+    );
+    assert_eq!(
+        w.frame(WAIT).block,
+        "event: connection-ack\ndata: {\"role\":\"observer\",\"conversation_mode\":\"threaded\"}"
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// Event ids and replay.
+
+/// Event ids: two tasks on one capsule each write ids from 0.
+#[test]
+fn every_task_numbers_its_frames_from_zero() {
+    let script = format!(
+        "turns:\n{}{}{}{}",
+        bash_turn("echo a"),
+        text_turn("a"),
+        bash_turn("echo b"),
+        text_turn("b")
+    );
+    let (_capsule, running) = queued("ids", &script);
+    let mut w = watch(&running.address, &[]);
+    submit(&running.address, "m1").rest(WAIT);
+    submit(&running.address, "m2").rest(WAIT);
+    let frames = w.frames(10, WAIT);
+    let run = [
+        l(0, "status:working"),
+        l(1, "artifact"),
+        l(2, "status:working"),
+        l(3, "text:final"),
+        l(3, "status:completed"),
+    ];
+    assert_eq!(labels(&frames), [run.clone(), run].concat());
+    assert_ne!(frames[0].task(), frames[5].task());
+}
+
+/// Replay: `stream/watch` replays from `Last-Event-ID`, from 0 without one or with one
+/// that is not a number (so id-0 frames are skipped), comparing ids not positions;
+/// the header name is case-insensitive. `message/stream` replays before submitting,
+/// a replayed final status does not close it, and a non-numeric id replays nothing.
+#[test]
+fn replay_follows_last_event_id() {
+    let turns: String = ["a", "b", "c", "d"]
+        .iter()
+        .map(|x| format!("{}{}", bash_turn(&format!("echo {x}")), text_turn(x)))
+        .collect();
+    let (_capsule, running) = queued("replay", &format!("turns:\n{turns}"));
+    let a = running.address.as_str();
+    let mut w0 = watch(a, &[]);
+    submit(a, "ma").rest(WAIT);
+    submit(a, "mb").rest(WAIT);
+    let ab = w0.frames(10, WAIT);
+    let (ta, tb) = (ab[0].task().to_string(), ab[5].task().to_string());
+    let above = |n: u64| -> Vec<String> {
+        ab.iter()
+            .filter(|f| f.id.is_some_and(|id| id > n))
+            .map(|f| f.block.clone())
+            .collect()
+    };
+
+    let cases: Vec<ReplayCase> = vec![
+        (vec![], above(0)),
+        (vec![("Last-Event-ID", "0")], above(0)),
+        (vec![("Last-Event-ID", "2")], above(2)),
+        (vec![("last-event-id", "2")], above(2)),
+        (vec![("LAST-EVENT-ID", "2")], above(2)),
+        (vec![("Last-Event-ID", "abc")], above(0)),
+        (vec![("Last-Event-ID", "3")], vec![]),
+    ];
+    let mut watches: Vec<Sse> = cases.iter().map(|(h, _)| watch(a, h)).collect();
+
+    // message/stream with Last-Event-ID: the replay (two final statuses among it), then
+    // its own task, live, to its final status.
+    let mut s = submit_with(a, &[("Last-Event-ID", "2")], "mc");
+    let frames = s.rest_frames(WAIT);
+    let replayed: Vec<String> = frames[..4].iter().map(|f| f.block.clone()).collect();
+    assert_eq!(replayed, above(2));
+    assert_eq!(
+        labels(&frames[..4]),
+        [
+            l(3, "text:final"),
+            l(3, "status:completed"),
+            l(3, "text:final"),
+            l(3, "status:completed")
+        ]
+    );
+    assert_eq!(
+        (frames[1].task(), frames[3].task()),
+        (ta.as_str(), tb.as_str())
+    );
+    let tc = frames[4].task().to_string();
+    assert!(tc != ta && tc != tb);
+    assert_eq!(
+        labels(&frames[4..]),
+        [
+            l(0, "status:working"),
+            l(1, "artifact"),
+            l(2, "status:working"),
+            l(3, "text:final"),
+            l(3, "status:completed"),
+        ]
+    );
+
+    // Each watch: its replay, exactly, then the live frames of task c.
+    for ((headers, want), w) in cases.iter().zip(watches.iter_mut()) {
+        let got = w.frames(want.len() + 1, WAIT);
+        let blocks: Vec<String> = got[..want.len()].iter().map(|f| f.block.clone()).collect();
+        assert_eq!(&blocks, want, "{headers:?}");
+        let live = &got[want.len()];
+        assert_eq!(
+            (live.label(), live.task()),
+            (l(0, "status:working"), tc.as_str()),
+            "{headers:?}"
+        );
+    }
+
+    // A Last-Event-ID that is not a number: no replay on message/stream.
+    let mut s = submit_with(a, &[("Last-Event-ID", "not-a-number")], "md");
+    let frames = s.rest_frames(WAIT);
+    assert_eq!(frames[0].label(), l(0, "status:working"));
+    assert!(frames.iter().all(|f| f.task() == frames[0].task()));
+    assert_eq!(frames.len(), 5);
+}
+
+/// Replay and the gap rule after the ring (512) evicted frames, and what never enters
+/// the ring: heartbeat, `connection-ack`, `gap`, `error` and the `rejected` status.
+/// Also `gap` depends on ids, not on eviction, and a replay compares ids, not positions.
+#[test]
+fn replay_after_eviction_gap_and_what_never_enters_the_ring() {
+    let chunks = vec!["c"; 600];
+    let script = format!(
+        "turns:\n  - chunks: {}\n{}{}{}",
+        json!(chunks),
+        bash_turn("sleep 3"),
+        text_turn("b done"),
+        text_turn("e done"),
+    );
+    let (_capsule, running) = start(
+        "ring",
+        &script,
+        "lifecycle:\n  queue_depth: 1\n",
+        QUEUE,
+        &[("MUR_HEARTBEAT_MS", "100")],
+    );
+    let a = running.address.as_str();
+    let session = running.session();
+    let mut w1 = watch(a, &[]);
+
+    // Task A: 603 frames (working 0, chunks 1..=600, end of turn 601, completed 602),
+    // written faster than any connection's queue of 128 can be drained, so even this
+    // reader may be told it lagged.
+    let fa = submit(a, "ma").rest_frames(WAIT);
+    assert_eq!(run_with_lags(&fa, 0), 603);
+    let done = fa.last().unwrap();
+    assert_eq!(done.label(), l(602, "status:completed"));
+    let (ta, ca) = (done.task(), done.data["context_id"].as_str().unwrap());
+    // A's frames as the ring holds them, rebuilt from what the script makes.
+    let mut a_frames = vec![block(
+        Some(0),
+        "status",
+        &status_data(ta, ca, "working", "inference turn 1", false),
+    )];
+    for id in 1..=600 {
+        a_frames.push(block(
+            Some(id),
+            "text",
+            &json!({"id": ta, "text": "c", "final": false}),
+        ));
+    }
+    a_frames.push(block(
+        Some(601),
+        "text",
+        &json!({"id": ta, "text": "", "final": true}),
+    ));
+    a_frames.push(done.block.clone());
+    assert_eq!(
+        done.data["status"]["response"].as_str().unwrap(),
+        "c".repeat(600)
+    );
+
+    // Task B runs (sleep 3), C waits, D is rejected, C is canceled while queued.
+    let mut sb = submit(a, "mb");
+    let b0 = sb.frame(WAIT);
+    assert_eq!(b0.label(), l(0, "status:working"));
+    let (mut sc, tc) = submit_queued(a, &session, &[], "mc");
+    let mut sd = submit(a, "md");
+    let rejected = sd.rest(WAIT);
+    let rejected = only_frames(&rejected);
+    assert_eq!(rejected.len(), 1);
+    assert_eq!(rejected[0].state(), "rejected");
+    assert!(cancel(a, &tc).get("result").is_some());
+    let fc = sc.rest_frames(WAIT);
+    assert_eq!(
+        fc.last().unwrap().label(),
+        l(QUEUED_CANCEL_START, "status:canceled")
+    );
+    // A request that is not a message: an error frame on its own connection.
+    let mut bad = Sse::open(
+        a,
+        &[JSON],
+        &call(1, "message/stream", json!({"message": {}})),
+    );
+    assert_eq!(bad.rest_frames(WAIT)[0].event, "error");
+    sb.rest(WAIT);
+
+    // The live watch saw A, B up to now, C's cancel; never `rejected`, never `error`,
+    // and heartbeats meanwhile.
+    let items = w1.items_until(WAIT, |f| f.task() == b0.task() && f.ends_stream());
+    let live = only_frames(&items);
+    assert!(!heartbeats(&items).is_empty());
+    assert!(
+        live.iter()
+            .all(|f| f.state() != "rejected" && f.event != "error" && f.event != "gap"),
+        "{:?}",
+        labels(&live)
+    );
+    // After A: B's working, C's cancel, the rest of B.
+    let after_a = live.iter().position(|f| f.block == done.block).unwrap() + 1;
+    let tail: Vec<String> = live[after_a..].iter().map(|f| f.block.clone()).collect();
+    assert_eq!(
+        labels(&live[after_a..]),
+        [
+            l(0, "status:working"),
+            l(QUEUED_CANCEL_START, "status:canceled"),
+            l(1, "artifact"),
+            l(2, "status:working"),
+            l(3, "text:final"),
+            l(3, "status:completed"),
+        ]
+    );
+
+    // The ring: the newest 512 of those 609 frames, that is A from id 97 on, all of B,
+    // and C's cancel.
+    let ring: Vec<String> = a_frames[97..].iter().cloned().chain(tail).collect();
+    assert_eq!(ring.len(), 512);
+    let gap = block(None, "gap", &json!({"first_available_id": 97}));
+    let id_of = |b: &String| -> u64 {
+        b.strip_prefix("id: ")
+            .and_then(|r| r.split('\n').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap()
+    };
+    let ids_above =
+        |n: u64| -> Vec<String> { ring.iter().filter(|b| id_of(b) > n).cloned().collect() };
+    let mut with_gap = vec![gap.clone()];
+    with_gap.extend(ring.iter().cloned());
+    let cases: Vec<ReplayCase> = vec![
+        // From 0: 97 > 1, so a gap and the whole ring.
+        (vec![], with_gap.clone()),
+        (vec![("Last-Event-ID", "95")], with_gap.clone()),
+        // 97 is not more than one above 96: no gap, and B's low ids are skipped.
+        (vec![("Last-Event-ID", "96")], ids_above(96)),
+        // Only the queued cancel's high id is above 602.
+        (vec![("Last-Event-ID", "602")], ids_above(602)),
+        // A second replay from 0 has exactly one gap: the first one was not buffered.
+        (vec![], with_gap),
+    ];
+    assert_eq!(ids_above(96).len(), 507);
+    assert_eq!(ids_above(602).len(), 1);
+    let mut watches: Vec<Sse> = cases.iter().map(|(h, _)| watch(a, h)).collect();
+    let mut se = submit(a, "me");
+    let te = se.frame(WAIT).task().to_string();
+    for ((headers, want), w) in cases.iter().zip(watches.iter_mut()) {
+        // The replay is written before any heartbeat can be: one inside it would have
+        // come from the ring.
+        let items = w.items_until(WAIT, |f| f.task() == te);
+        let (replay, live) = items.split_at(items.len() - 1);
+        let blocks: Vec<String> = replay
+            .iter()
+            .map(|i| match i {
+                Item::Frame(f) => f.block.clone(),
+                Item::Heartbeat(_) => ":heartbeat".to_string(),
+            })
+            .collect();
+        // Heartbeats may come after the replay, before the live frame.
+        let trimmed: Vec<String> = {
+            let mut b = blocks.clone();
+            while b.last().is_some_and(|x| x == ":heartbeat") {
+                b.pop();
+            }
+            b
+        };
+        assert_eq!(trimmed.len(), want.len(), "{headers:?}");
+        assert!(&trimmed == want, "{headers:?}: replay differs");
+        match &live[0] {
+            Item::Frame(f) => assert_eq!(f.label(), l(0, "status:working")),
+            Item::Heartbeat(_) => unreachable!(),
+        }
+    }
+    se.rest(WAIT);
+}
+
+// ---------------------------------------------------------------------------------
+// Connections: slow readers, broadcast, heartbeat.
+
+/// Frames a connection misses, and our `lagged` departure: a reader stalled past 128
+/// frames loses the oldest and gets `event: lagged` `{"missed":N}` (no id) where they
+/// were dropped; the capsule and other connections are not slowed.
+#[test]
+fn a_stalled_reader_gets_lagged_and_does_not_slow_the_capsule() {
+    // Frames big enough that the socket buffers cannot hold 128 of them.
+    let piece = "x".repeat(32 * 1024);
+    let chunks = vec![piece.as_str(); 400];
+    let script = format!("turns:\n  - chunks: {}\n", json!(chunks));
+    let (_capsule, running) = queued("lagged", &script);
+    let a = running.address.as_str();
+    let mut stalled = watch(a, &[]);
+    // The submitting connection is read as fast as it comes and runs to the end while
+    // the other one stalls: working 0, 400 chunks, end of turn 401, completed 402.
+    let mut s = submit(a, "m1");
+    let frames = s.rest_frames(WAIT);
+    assert_eq!(run_with_lags(&frames, 0), 403);
+    assert_eq!(frames.last().unwrap().label(), l(402, "status:completed"));
+
+    // The stalled reader: what the socket held, then `lagged` where frames were
+    // dropped, then the newest frames, ending with the final status.
+    let frames = stalled.until(WAIT, |f| f.ends_stream());
+    assert_eq!(run_with_lags(&frames, 0), 403);
+    let missed: u64 = frames
+        .iter()
+        .filter(|f| f.event == "lagged")
+        .map(|f| f.data["missed"].as_u64().unwrap())
+        .sum();
+    assert!(missed > 0, "{:?}", labels(&frames));
+    let last_lag = frames.iter().rposition(|f| f.event == "lagged").unwrap();
+    assert!(
+        frames.len() - last_lag - 1 <= 128,
+        "after the stall, at most the queue's 128 newest frames"
+    );
+}
+
+/// Neither endpoint filters by task: one task's frames reach a watch and another
+/// task's `message/stream`, which closes on the first final status of any task.
+#[test]
+fn frames_reach_every_connection_and_message_stream_closes_on_any_final() {
+    let script = format!(
+        "turns:\n{}{}{}",
+        bash_turn("sleep 2"),
+        text_turn("a done"),
+        text_turn("b done")
+    );
+    let (_capsule, running) = queued("broadcast", &script);
+    let a = running.address.as_str();
+    let mut w = watch(a, &[]);
+    let mut sa = submit(a, "ma");
+    let first = sa.frame(WAIT);
+    assert_eq!(first.label(), l(0, "status:working"));
+    let ta = first.task().to_string();
+    let mut sb = submit(a, "mb");
+    let on_b = sb.rest_frames(WAIT);
+    assert!(on_b.iter().all(|f| f.task() == ta), "{:?}", labels(&on_b));
+    assert_eq!(
+        labels(&on_b),
+        [
+            l(1, "artifact"),
+            l(2, "status:working"),
+            l(3, "text:final"),
+            l(3, "status:completed")
+        ]
+    );
+    let on_a = sa.rest_frames(WAIT);
+    let (x, y): (Vec<&str>, Vec<&str>) = (
+        on_a.iter().map(|f| f.block.as_str()).collect(),
+        on_b.iter().map(|f| f.block.as_str()).collect(),
+    );
+    assert_eq!(x, y);
+    // The watch goes on past both final statuses.
+    let watched = w.frames(8, WAIT);
+    let tb = watched[5].task();
+    assert_ne!(tb, ta);
+    assert_eq!(
+        labels(&watched[5..]),
+        [
+            l(0, "status:working"),
+            l(1, "text:final"),
+            l(1, "status:completed")
+        ]
+    );
+    assert_eq!(watched[7].data["status"]["response"], "b done");
+}
+
+/// Heartbeat: `:heartbeat\n\n` every interval measured from connection open, not reset
+/// by frames, on both endpoints, and on time while the capsule works (our departure).
+#[test]
+fn heartbeats_come_on_time_whatever_the_capsule_does() {
+    let mut script = String::from("turns:\n");
+    for _ in 0..6 {
+        script.push_str(&bash_turn("sleep 0.1"));
+    }
+    script.push_str(&bash_turn("sleep 1"));
+    script.push_str(&text_turn("done"));
+    let (_capsule, running) = start(
+        "heartbeat",
+        &script,
+        "",
+        QUEUE,
+        &[("MUR_HEARTBEAT_MS", "200")],
+    );
+    let a = running.address.as_str();
+    let mut w = watch(a, &[]);
+    let mut s = submit(a, "m1");
+    let items = w.items_until(WAIT, |f| f.ends_stream());
+    let on_stream = s.rest(WAIT);
+    let beats = heartbeats(&items);
+    let frames = only_frames(&items);
+    let ms = |at: Instant| at.duration_since(w.opened).as_millis() as i64;
+    assert!(
+        ms(beats[0]) >= 150,
+        "the first heartbeat comes an interval after opening: {} ms",
+        ms(beats[0])
+    );
+    for (k, at) in beats.iter().enumerate() {
+        assert!(
+            ms(*at) >= (k as i64 + 1) * 200 - 50,
+            "heartbeat {} at {} ms: never more often than the interval",
+            k + 1,
+            ms(*at)
+        );
+    }
+    let between =
+        |from: Instant, to: Instant| beats.iter().filter(|b| **b > from && **b < to).count();
+    // Six quick tool calls: a frame every ~100 ms, so a heartbeat reset by frames
+    // would never come; ours keeps its schedule.
+    let dense = (frames[0].at, frames[12].at);
+    assert_eq!(frames[12].label(), l(12, "status:working"));
+    assert!(
+        between(dense.0, dense.1) >= 2,
+        "{} heartbeats in {} ms of frames",
+        between(dense.0, dense.1),
+        dense.1.duration_since(dense.0).as_millis()
+    );
+    // `sleep 1`: the capsule is busy and heartbeats still come.
+    assert_eq!(frames[13].label(), l(13, "artifact"));
+    let busy = (frames[12].at, frames[13].at);
+    assert!(busy.1.duration_since(busy.0) >= Duration::from_millis(1000));
+    assert!(
+        between(busy.0, busy.1) >= 3,
+        "{} heartbeats during a 1 s tool call",
+        between(busy.0, busy.1)
+    );
+    assert!(
+        heartbeats(&on_stream).len() >= 3,
+        "message/stream gets heartbeats too"
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// Lifecycle: busy capsules, lanes, cancel, stop.
+
+/// `status` `rejected`: under `single`, a second task while one runs gets `id: 0`
+/// `rejected` `final:true` on its own connection only, then the connection closes.
+#[test]
+fn single_rejects_a_second_task_while_busy() {
+    let script = format!("turns:\n{}{}", bash_turn("sleep 2"), text_turn("done"));
+    let (_capsule, running) = start("single", &script, "", &[], &[]);
+    let a = running.address.as_str();
+    let mut s1 = submit(a, "m1");
+    assert_eq!(s1.frame(WAIT).label(), l(0, "status:working"));
+    let mut w = watch(a, &[]);
+    let mut s2 = submit(a, "m2");
+    let items = s2.rest(WAIT);
+    assert_eq!(items.len(), 1, "{items:?}");
+    let f = &only_frames(&items)[0];
+    let (t, c) = (f.task(), f.data["context_id"].as_str().unwrap());
+    assert!(is_minted(t, "tsk_") && is_minted(c, "ctx_"));
+    assert_eq!(
+        f.block,
+        block(
+            Some(0),
+            "status",
+            &status_data(t, c, "rejected", "task rejected: capsule is busy", true)
+        )
+    );
+    let s1_rest = s1.rest_frames(WAIT);
+    assert_eq!(s1_rest.last().unwrap().state(), "completed");
+    // The watch (open before the rejection) never sees it; the capsule then exits.
+    let watched = w.rest_frames(WAIT);
+    assert!(watched.iter().all(|f| f.state() != "rejected"));
+    assert_eq!(watched.last().unwrap().state(), "completed");
+    assert_eq!(running.wait(WAIT).status, 0);
+}
+
+/// `message/stream` step 4 under `queue` with `lifecycle.queue_depth: 1`: one running,
+/// one waiting, a third is rejected.
+#[test]
+fn queue_depth_one_rejects_a_third_task() {
+    let script = format!(
+        "turns:\n{}{}{}",
+        bash_turn("sleep 2"),
+        text_turn("first"),
+        text_turn("second")
+    );
+    let (_capsule, running) = start(
+        "depth",
+        &script,
+        "lifecycle:\n  queue_depth: 1\n",
+        QUEUE,
+        &[],
+    );
+    let a = running.address.as_str();
+    let mut w = watch(a, &[]);
+    let mut s1 = submit(a, "m1");
+    assert_eq!(s1.frame(WAIT).label(), l(0, "status:working"));
+    let session = running.session();
+    let (mut s2, _) = submit_queued(a, &session, &[], "m2");
+    let rejected = submit(a, "m3").rest_frames(WAIT);
+    assert_eq!(labels(&rejected), [l(0, "status:rejected")], "{rejected:?}");
+    assert_eq!(
+        rejected[0].data["status"]["message"],
+        "task rejected: capsule is busy"
+    );
+    s1.rest(WAIT);
+    s2.rest(WAIT);
+    let frames = w.until(WAIT, |f| f.data["status"]["response"] == "second");
+    assert_eq!(
+        frames.iter().filter(|f| f.state() == "completed").count(),
+        2
+    );
+    assert!(frames.iter().all(|f| f.state() != "rejected"));
+}
+
+/// Queue lanes: from `x-murmur-task-origin`, `peer` waits in `peer`; `completion` in
+/// `bg` with origin `completion`; none, `user` or anything else is origin `event` in
+/// `bg`. Peer runs first, then bg in arrival order.
+#[test]
+fn lanes_run_peer_before_bg_in_arrival_order() {
+    let mut script = format!("turns:\n{}{}", bash_turn("sleep 2"), text_turn("first"));
+    for n in 0..5 {
+        script.push_str(&text_turn(&format!("queued {n}")));
+    }
+    let (_capsule, running) = start(
+        "lanes",
+        &script,
+        "lifecycle:\n  queue_depth: 8\n",
+        QUEUE,
+        &[],
+    );
+    let a = running.address.as_str();
+    let session = running.session();
+    let mut w = watch(a, &[]);
+    let mut first = submit(a, "m-first");
+    assert_eq!(first.frame(WAIT).label(), l(0, "status:working"));
+    let origin = "x-murmur-task-origin";
+    // One at a time, each received before the next is sent: arrival order is known.
+    let mut waiting: Vec<Sse> = [
+        (vec![(origin, "completion")], "m-completion"),
+        (vec![(origin, "peer")], "m-peer"),
+        (vec![], "m-none"),
+        (vec![(origin, "user")], "m-user"),
+        (vec![(origin, "system")], "m-system"),
+    ]
+    .iter()
+    .map(|(headers, m)| submit_queued(a, &session, headers, m).0)
+    .collect();
+    for s in &mut waiting {
+        s.rest(WAIT);
+    }
+    first.rest(WAIT);
+    let mut done = 0;
+    w.until(WAIT, |f| {
+        if f.state() == "completed" {
+            done += 1;
+        }
+        done == 6
+    });
+    let ids: Vec<(String, &str, &str, &str)> = [
+        ("m-first", "event", "bg"),
+        ("m-peer", "peer", "peer"),
+        ("m-completion", "completion", "bg"),
+        ("m-none", "event", "bg"),
+        ("m-user", "event", "bg"),
+        ("m-system", "event", "bg"),
+    ]
+    .iter()
+    .map(|(m, o, lane)| (task_of(&session, m), *m, *o, *lane))
+    .collect();
+    let trace = session.trace();
+    let starts: Vec<&Value> = trace
+        .iter()
+        .filter(|e| e["event_type"] == "task_start")
+        .collect();
+    let order: Vec<&str> = starts
+        .iter()
+        .map(|e| {
+            let t = e["task_id"].as_str().unwrap();
+            ids.iter().find(|(id, ..)| id == t).unwrap().1
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "m-first",
+            "m-peer",
+            "m-completion",
+            "m-none",
+            "m-user",
+            "m-system"
+        ]
+    );
+    for (id, m, o, lane) in &ids {
+        let start = starts.iter().find(|e| e["task_id"] == id.as_str()).unwrap();
+        assert_eq!(
+            (start["origin"].as_str(), start["lane"].as_str()),
+            (Some(*o), Some(*lane)),
+            "{m}"
+        );
+    }
+    // They were all waiting before the first task ended.
+    let first_end = trace
+        .iter()
+        .position(|e| e["event_type"] == "task_end")
+        .unwrap();
+    let received = trace
+        .iter()
+        .rposition(|e| e["event_type"] == "a2a_task_received")
+        .unwrap();
+    assert!(received < first_end, "the queued tasks arrived too late");
+}
+
+/// Kills a process we caused to start if the test fails before it is gone.
+struct KillOnDrop(i32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if process_alive(self.0) {
+            // SAFETY: kill takes plain integers; the pid is the `sleep` this test started.
+            unsafe {
+                libc::kill(self.0, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Alive: present and not a zombie.
+fn process_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+fn wait_for_file(path: &Path) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && text.ends_with('\n')
+        {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "{} never came", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `tasks/cancel` on the running task: it ends `canceled` `task canceled` at once,
+/// and the command it was waiting on is killed.
+#[test]
+fn cancel_ends_a_running_task_and_its_command() {
+    let script = format!(
+        "turns:\n{}{}",
+        bash_turn("echo $$ > sleep.pid; exec sleep 30"),
+        text_turn("should not matter")
+    );
+    let (_capsule, running) = queued("cancelrun", &script);
+    let a = running.address.as_str();
+    let session = running.session();
+    let mut s = submit(a, "m1");
+    let first = s.frame(WAIT);
+    let t = first.task().to_string();
+    let c = first.data["context_id"].as_str().unwrap().to_string();
+    let pid: i32 = wait_for_file(&session.workdir.join("sleep.pid"))
+        .trim()
+        .parse()
+        .unwrap();
+    let _guard = KillOnDrop(pid);
+    assert!(process_alive(pid));
+    let asked = Instant::now();
+    assert_eq!(
+        cancel(a, &t),
+        json!({"jsonrpc": "2.0", "id": 9, "result": {"id": t, "status": {"state": "canceled"}}})
+    );
+    let frames = s.until(Duration::from_secs(5), |f| f.ends_stream());
+    let last = frames.last().unwrap();
+    assert_eq!(
+        last.data,
+        status_data(&t, &c, "canceled", "task canceled", true)
+    );
+    assert!(asked.elapsed() < Duration::from_secs(5));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while process_alive(pid) {
+        assert!(Instant::now() < deadline, "the canceled command still runs");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `tasks/cancel` on queued tasks: each ends with its only frame, `canceled` `task
+/// canceled before it started`, numbered by the queued-cancel counter
+/// (2305843009213693951, then ...952), and never starts.
+#[test]
+fn cancel_queued_tasks_uses_the_queued_cancel_counter() {
+    let script = format!(
+        "turns:\n{}{}{}",
+        bash_turn("sleep 3"),
+        text_turn("first"),
+        text_turn("after")
+    );
+    let (_capsule, running) = start(
+        "cancelq",
+        &script,
+        "lifecycle:\n  queue_depth: 4\n",
+        QUEUE,
+        &[],
+    );
+    let a = running.address.as_str();
+    let session = running.session();
+    let mut w = watch(a, &[]);
+    let mut s1 = submit(a, "m1");
+    assert_eq!(s1.frame(WAIT).label(), l(0, "status:working"));
+    let (mut s2, t2) = submit_queued(a, &session, &[], "m2");
+    let (mut s3, t3) = submit_queued(a, &session, &[], "m3");
+    assert!(cancel(a, &t2).get("result").is_some());
+    let f2 = s2.rest_frames(WAIT);
+    assert_eq!(f2.len(), 1, "{:?}", labels(&f2));
+    let c2 = f2[0].data["context_id"].as_str().unwrap();
+    assert_eq!(
+        f2[0].block,
+        block(
+            Some(QUEUED_CANCEL_START),
+            "status",
+            &status_data(&t2, c2, "canceled", "task canceled before it started", true)
+        )
+    );
+    // Every open message/stream closed on that final status, whatever its own task.
+    for s in [&mut s1, &mut s3] {
+        let frames = s.rest_frames(WAIT);
+        assert_eq!(frames.last().unwrap().block, f2[0].block);
+    }
+    assert!(cancel(a, &t3).get("result").is_some());
+    let watched = w.until(WAIT, |f| f.state() == "completed");
+    assert_eq!(watched[0].label(), l(0, "status:working"));
+    let queued_cancels: Vec<_> = watched
+        .iter()
+        .filter(|f| f.task() == t2 || f.task() == t3)
+        .map(Frame::label)
+        .collect();
+    assert_eq!(
+        queued_cancels,
+        [
+            l(QUEUED_CANCEL_START, "status:canceled"),
+            l(QUEUED_CANCEL_START + 1, "status:canceled")
+        ]
+    );
+    // A later task runs as usual; the canceled ones never started.
+    let after = submit(a, "m4").rest_frames(WAIT);
+    assert_eq!(after.last().unwrap().data["status"]["response"], "after");
+    let started: Vec<String> = session
+        .events("task_start")
+        .iter()
+        .map(|e| e["task_id"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!started.contains(&t2) && !started.contains(&t3));
+    assert_eq!(started.len(), 2);
+}
+
+/// `tasks/cancel` on a task that does not exist, or has ended: a JSON-RPC error.
+#[test]
+fn cancel_of_an_unknown_or_finished_task_is_an_error() {
+    let script = format!("turns:\n{}", text_turn("done"));
+    let (_capsule, running) = queued("cancelerr", &script);
+    let a = running.address.as_str();
+    let frames = submit(a, "m1").rest_frames(WAIT);
+    let t = frames[0].task();
+    let unknown = cancel(a, "tsk_0000000000000000000000000000000f");
+    assert_eq!(unknown["jsonrpc"], "2.0");
+    assert_eq!(unknown["id"], 9);
+    assert!(unknown["error"]["code"].is_i64(), "{unknown}");
+    assert!(unknown.get("result").is_none());
+    let finished = cancel(a, t);
+    assert!(finished["error"]["code"].is_i64(), "{finished}");
+    assert!(finished.get("result").is_none());
+}
+
+/// `murmur/stop` ends a `queue` + `sleep` capsule cleanly: exit status 0, and its
+/// watchers see the connection close without `capsule-closed`.
+#[test]
+fn murmur_stop_ends_a_sleeping_capsule_with_status_zero() {
+    let script = format!("turns:\n{}", text_turn("done"));
+    let (_capsule, running) = queued("stop", &script);
+    let a = running.address.as_str();
+    submit(a, "m1").rest(WAIT);
+    let mut w = watch(a, &[]);
+    let session = running.session();
+    let reply = rpc(a, &call(3, "murmur/stop", json!({})));
+    assert_eq!(
+        reply,
+        json!({"jsonrpc": "2.0", "id": 3, "result": {"stopped": session.id}})
+    );
+    let rest = w.rest_frames(WAIT);
+    assert!(
+        rest.iter().all(|f| f.event != "capsule-closed"),
+        "{:?}",
+        labels(&rest)
+    );
+    let run = running.wait(WAIT);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+}

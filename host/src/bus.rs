@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 
 use tokio::sync::Notify;
 
@@ -34,6 +35,9 @@ struct Queue {
     frames: VecDeque<Frame>,
     missed: u64,
     closed: bool,
+    /// A frame `next` handed out that the server has not reported written yet: until
+    /// it is, exiting could cut it off.
+    writing: bool,
 }
 
 /// What a connection reads next.
@@ -103,6 +107,27 @@ impl Bus {
         }
     }
 
+    /// Waits, at most `limit`, until every open connection has written every frame
+    /// published so far. A process about to exit calls it so that its last task's
+    /// frames reach their clients before the sockets close; a stalled client costs
+    /// the limit, never a hang.
+    pub async fn flush(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let settled = lock(&self.inner)
+                .connections
+                .iter()
+                .filter_map(Weak::upgrade)
+                .all(|conn| conn.settled());
+            if settled || tokio::time::Instant::now() >= deadline {
+                return;
+            }
+            // Exit is rare and short: polling keeps the hot path free of a second notify.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    #[cfg(test)]
     pub fn open_connections(&self) -> usize {
         lock(&self.inner)
             .connections
@@ -151,17 +176,31 @@ impl Connection {
         }
     }
 
-    /// The next frame if one is waiting, without blocking.
+    /// The next frame if one is waiting, without blocking. The caller reports it
+    /// `written` once it is on the socket.
     pub fn try_next(&self) -> Option<Next> {
         let mut q = lock(&self.state);
         if q.missed > 0 {
             let missed = std::mem::take(&mut q.missed);
+            q.writing = true;
             return Some(Next::Frame(frames::lagged(missed)));
         }
         if let Some(frame) = q.frames.pop_front() {
+            q.writing = true;
             return Some(Next::Frame(frame));
         }
         q.closed.then_some(Next::Closed)
+    }
+
+    /// The frame `next` gave out is written.
+    pub fn written(&self) {
+        lock(&self.state).writing = false;
+    }
+
+    /// Nothing waiting and nothing being written.
+    fn settled(&self) -> bool {
+        let q = lock(&self.state);
+        q.frames.is_empty() && q.missed == 0 && !q.writing
     }
 }
 
@@ -252,6 +291,31 @@ mod tests {
         assert_eq!(conn.next().await, Next::Closed);
         let (_, late) = bus.subscribe(None);
         assert_eq!(late.next().await, Next::Closed);
+    }
+
+    #[tokio::test]
+    async fn flush_waits_until_every_frame_is_written() {
+        let bus = Bus::new();
+        let (_, conn) = bus.subscribe(None);
+        bus.flush(Duration::from_secs(5)).await;
+        bus.publish(st(0));
+        let started = std::time::Instant::now();
+        bus.flush(Duration::from_millis(30)).await;
+        assert!(
+            started.elapsed() >= Duration::from_millis(30),
+            "gave up at the limit"
+        );
+        assert_eq!(conn.next().await, Next::Frame(st(0)));
+        assert!(!conn.settled(), "taken is not yet written");
+        let flushed = tokio::spawn({
+            let bus = bus.clone();
+            async move { bus.flush(Duration::from_secs(5)).await }
+        });
+        conn.written();
+        tokio::time::timeout(Duration::from_secs(1), flushed)
+            .await
+            .unwrap()
+            .unwrap();
     }
 
     #[test]

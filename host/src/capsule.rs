@@ -162,6 +162,9 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         capsule.queue.closed().await;
     }
     capsule.queue.close();
+    // Let every connection write what it was sent (the last task's final status above
+    // all) before the process exits and the sockets close.
+    capsule.wire.bus().flush(Duration::from_secs(2)).await;
     signals.abort();
     server.abort();
     end_session(&capsule, totals, exit_status, started)?;

@@ -92,10 +92,13 @@ async fn handle(mut socket: TcpStream, capsule: Arc<Capsule>, mode: &'static str
             let params = call.get("params").cloned().unwrap_or(Value::Null);
             message_stream(socket, &request, &capsule, params).await
         }
-        Some("tasks/cancel") => reply_json(&mut socket, cancel(&capsule, &id, call.get("params"))).await,
+        Some("tasks/cancel") => {
+            reply_json(&mut socket, cancel(&capsule, &id, call.get("params"))).await
+        }
         Some("murmur/stop") => {
             // Answer first: the process exits as soon as the session has ended.
-            let result = json!({"jsonrpc": "2.0", "id": id, "result": {"stopped": capsule.session_id}});
+            let result =
+                json!({"jsonrpc": "2.0", "id": id, "result": {"stopped": capsule.session_id}});
             reply_json(&mut socket, result).await;
             capsule.stop();
         }
@@ -197,7 +200,9 @@ fn cancel(capsule: &Capsule, id: &Value, params: Option<&Value>) -> Value {
         return rpc_error(id, -32602, "Invalid params: missing field `id`");
     };
     match capsule.cancel(task_id) {
-        Ok(()) => json!({"jsonrpc": "2.0", "id": id, "result": {"id": task_id, "status": {"state": "canceled"}}}),
+        Ok(()) => {
+            json!({"jsonrpc": "2.0", "id": id, "result": {"id": task_id, "status": {"state": "canceled"}}})
+        }
         Err(CancelError::NotFound) => rpc_error(id, -32001, "Task not found"),
         Err(CancelError::NotCancelable) => rpc_error(id, -32002, "Task cannot be canceled"),
     }
@@ -229,7 +234,10 @@ impl Stream {
         socket.write_all(SSE_HEAD).await?;
         let every = heartbeat_every();
         let mut heartbeat = interval_at(Instant::now() + every, every);
-        heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        // A heartbeat held up by a slow write goes out at once and the next ones keep
+        // to the schedule counted from the connection's opening, as the seed says;
+        // `Delay` would shift every later one.
+        heartbeat.set_missed_tick_behavior(MissedTickBehavior::Skip);
         Ok(Stream { socket, heartbeat })
     }
 
@@ -249,6 +257,7 @@ impl Stream {
                 next = conn.next() => match next {
                     Next::Frame(frame) => {
                         self.write(&frame).await?;
+                        conn.written();
                         if stop(&frame) {
                             return Ok(false);
                         }

@@ -149,13 +149,41 @@ impl Host for LoopState {
         &mut self,
         request: InferenceRequest,
     ) -> wasmtime::Result<Result<InferenceReply, InferenceError>> {
-        let reply = self.turn(request).await;
+        let capsule = self.capsule.clone();
+        let canceled = Ok(Err(InferenceError::Failed(CANCELED.into())));
+        let reply = if capsule.running.is_canceled() {
+            canceled
+        } else {
+            tokio::select! {
+                reply = self.turn(request) => reply,
+                // The turn is dropped, its driver instance with it (the next task gets a
+                // fresh one); the ids stay in step as if the call had returned.
+                () = capsule.running.canceled() => {
+                    capsule.wire.after_inference();
+                    canceled
+                }
+            }
+        };
         self.sandbox.running_since = Instant::now();
         reply
     }
 
     async fn call_tool(&mut self, call: ToolCall) -> wasmtime::Result<ToolOutcome> {
-        let outcome = self.tool(call).await;
+        let capsule = self.capsule.clone();
+        let canceled = Ok(ToolOutcome {
+            content: CANCELED.into(),
+            is_error: true,
+        });
+        let outcome = if capsule.running.is_canceled() {
+            canceled
+        } else {
+            tokio::select! {
+                outcome = self.tool(call) => outcome,
+                // Dropping the dispatch kills a shell command's process group and a
+                // tool component's store; the canceled call writes no artifact.
+                () = capsule.running.canceled() => canceled,
+            }
+        };
         self.sandbox.running_since = Instant::now();
         outcome
     }

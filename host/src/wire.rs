@@ -26,6 +26,8 @@ struct Counters {
     next_chunk: u64,
     chunked_this_call: bool,
     chunked_last_call: bool,
+    /// Between `before_inference` and `after_inference`.
+    in_call: bool,
     next_queued_cancel: u64,
 }
 
@@ -44,6 +46,7 @@ impl Wire {
                 next_chunk: CHUNK_COUNTER_START,
                 chunked_this_call: false,
                 chunked_last_call: false,
+                in_call: false,
                 next_queued_cancel: QUEUED_CANCEL_COUNTER_START,
             }),
         }
@@ -126,12 +129,17 @@ impl Wire {
         let mut c = self.counters();
         c.next_chunk = c.next_id;
         c.chunked_this_call = false;
+        c.in_call = true;
     }
 
     /// After it: the end-of-chunks marker when text was streamed, then the task's
     /// counter takes the chunk counter's value.
     pub fn after_inference(&self) {
         let mut c = self.counters();
+        if !std::mem::take(&mut c.in_call) {
+            // A canceled turn may end before its call began: nothing to close.
+            return;
+        }
         if c.chunked_this_call
             && let Some(ids) = &c.task
         {
