@@ -252,14 +252,20 @@ impl Stream {
         conn: &crate::bus::Connection,
         stop: impl Fn(&Frame) -> bool,
     ) -> std::io::Result<bool> {
+        let mut batch = Vec::with_capacity(BATCH_BYTES);
         loop {
             tokio::select! {
                 next = conn.next() => match next {
                     Next::Frame(frame) => {
-                        self.write(&frame).await?;
+                        let (stopped, closed) = gather(&mut batch, conn, frame, &stop);
+                        self.socket.write_all(&batch).await?;
                         conn.written();
-                        if stop(&frame) {
+                        batch.clear();
+                        if stopped {
                             return Ok(false);
+                        }
+                        if closed {
+                            return Ok(true);
                         }
                     }
                     Next::Closed => return Ok(true),
@@ -271,6 +277,35 @@ impl Stream {
 
     async fn close(mut self) {
         let _ = self.socket.shutdown().await;
+    }
+}
+
+/// How many bytes of waiting frames one write may carry.
+const BATCH_BYTES: usize = 64 * 1024;
+
+/// `first` and the frames already waiting behind it, in one buffer: a burst of small
+/// frames costs one write, not one per frame. Stops after the frame `stop` names.
+/// Returns whether it stopped there, and whether the stream closed.
+fn gather(
+    batch: &mut Vec<u8>,
+    conn: &crate::bus::Connection,
+    first: Frame,
+    stop: &impl Fn(&Frame) -> bool,
+) -> (bool, bool) {
+    let mut frame = first;
+    loop {
+        batch.extend_from_slice(&frame.bytes);
+        if stop(&frame) {
+            return (true, false);
+        }
+        if batch.len() >= BATCH_BYTES {
+            return (false, false);
+        }
+        frame = match conn.try_next() {
+            Some(Next::Frame(next)) => next,
+            Some(Next::Closed) => return (false, true),
+            None => return (false, false),
+        };
     }
 }
 
