@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 const RUNS: usize = 15;
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -28,7 +31,15 @@ fn run(cache: &Path, workdir: &Path) -> Duration {
     let status = Command::new(env!("CARGO_BIN_EXE_mur"))
         .current_dir(repo())
         .env("MUR_CACHE_DIR", cache)
-        .args(["run", "--manifest", "examples/hello/murmur.yaml", "--port", "0", "--task", "bench"])
+        .args([
+            "run",
+            "--manifest",
+            "examples/hello/murmur.yaml",
+            "--port",
+            "0",
+            "--task",
+            "bench",
+        ])
         .arg("--workdir")
         .arg(workdir)
         .stdout(Stdio::null())
@@ -70,8 +81,22 @@ fn idle_rss_kib(cache: &Path) -> u64 {
     let mut child = Command::new(env!("CARGO_BIN_EXE_mur"))
         .current_dir(repo())
         .env("MUR_CACHE_DIR", cache)
-        .args(["run", "--manifest", "examples/hello/murmur.yaml", "--port", "0", "--json"])
-        .args(["--lifecycle-task-acceptance", "queue", "--lifecycle-after-task", "sleep", "--task", "bench"])
+        .args([
+            "run",
+            "--manifest",
+            "examples/hello/murmur.yaml",
+            "--port",
+            "0",
+            "--json",
+        ])
+        .args([
+            "--lifecycle-task-acceptance",
+            "queue",
+            "--lifecycle-after-task",
+            "sleep",
+            "--task",
+            "bench",
+        ])
         .arg("--workdir")
         .arg(&workdir)
         .stdout(Stdio::null())
@@ -102,10 +127,21 @@ fn main() {
     let rss = idle_rss_kib(&warm_cache);
 
     println!("mur run, hello capsule, launch to answer ({RUNS} runs each)");
-    println!("  cold cache: median {}  (min {})", ms(median(cold.clone())), ms(*cold.iter().min().unwrap()));
-    println!("  warm cache: median {}  (min {})", ms(median(warm.clone())), ms(*warm.iter().min().unwrap()));
+    println!(
+        "  cold cache: median {}  (min {})",
+        ms(median(cold.clone())),
+        ms(*cold.iter().min().unwrap())
+    );
+    println!(
+        "  warm cache: median {}  (min {})",
+        ms(median(warm.clone())),
+        ms(*warm.iter().min().unwrap())
+    );
     println!("instantiate from the cache (InstancePre), median");
     println!("  session loop: {} µs", loop_us[loop_us.len() / 2]);
     println!("  driver:       {} µs", driver_us[driver_us.len() / 2]);
-    println!("idle RSS (queue + sleep, after one task): {:.1} MiB", rss as f64 / 1024.0);
+    println!(
+        "idle RSS (queue + sleep, after one task): {:.1} MiB",
+        rss as f64 / 1024.0
+    );
 }

@@ -143,7 +143,12 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
     }
     let signals = tokio::spawn(stop_on_signals(capsule.clone()));
     let (totals, ran) = staged.session_loop.run(capsule.clone()).await;
-    let last = capsule.finished.lock().unwrap_or_else(|p| p.into_inner()).last().cloned();
+    let last = capsule
+        .finished
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .last()
+        .cloned();
     let exit_status = match (&ran, &last) {
         (Err(_), _) => "failed",
         (Ok(()), Some(task)) if !task.completed => task.exit_status,
@@ -172,7 +177,10 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
     match last {
         Some(task) if !task.completed => Err(Error::new(
             "E-RUN-040",
-            format!("the task did not complete: {} ({})", task.exit_status, task.result),
+            format!(
+                "the task did not complete: {} ({})",
+                task.exit_status, task.result
+            ),
         )
         .hint(format!("see {}", capsule.trace.path().display()))),
         _ => Ok(ExitCode::SUCCESS),
@@ -189,7 +197,10 @@ fn parks_after_its_task(m: &Manifest) -> bool {
 /// canceled, the trace closed); a second one exits at once.
 async fn stop_on_signals(capsule: Arc<Capsule>) {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         return;
     };
     tokio::select! {
@@ -233,8 +244,15 @@ async fn stage(
         ),
     };
     let (driver_bytes, driver_label, driver_config) = driver_source(m)?;
-    let mut sources = vec![(loop_bytes, loop_label.clone()), (driver_bytes, driver_label.clone())];
-    let tool_artifacts: Vec<_> = m.artifacts.iter().filter(|a| a.runtime == Runtime::Tool).collect();
+    let mut sources = vec![
+        (loop_bytes, loop_label.clone()),
+        (driver_bytes, driver_label.clone()),
+    ];
+    let tool_artifacts: Vec<_> = m
+        .artifacts
+        .iter()
+        .filter(|a| a.runtime == Runtime::Tool)
+        .collect();
     for artifact in &tool_artifacts {
         let label = format!("tool artifact '{}'", artifact.name);
         sources.push((read_component(&artifact.source, &label)?, label));
@@ -242,12 +260,21 @@ async fn stage(
     if let Some(hook) = m.artifacts.iter().find(|a| a.runtime == Runtime::Hook) {
         return Err(Error::new(
             "E-RUN-006",
-            format!("hook artifact '{}' cannot run: this mur does not fire hooks yet", hook.name),
+            format!(
+                "hook artifact '{}' cannot run: this mur does not fire hooks yet",
+                hook.name
+            ),
         )
-        .hint("remove the hook from artifacts[] for now; hooks arrive with murmur:hook@0.1.0 support"));
+        .hint(
+            "remove the hook from artifacts[] for now; hooks arrive with murmur:hook@0.1.0 support",
+        ));
     }
     let mut compiled = engine.load_all(&sources).into_iter();
-    let mut next = || compiled.next().unwrap_or_else(|| Err(Error::new("E-RUN-001", "a component was not compiled")));
+    let mut next = || {
+        compiled
+            .next()
+            .unwrap_or_else(|| Err(Error::new("E-RUN-001", "a component was not compiled")))
+    };
 
     let session_loop = LoopComponent::new(engine, &next()?, loop_label.clone())?;
     let driver = DriverComponent::new(
@@ -275,7 +302,9 @@ async fn stage(
     }
     for artifact in &tool_artifacts {
         let version = artifact.version.clone();
-        tools.add_component(engine, &next()?, &artifact.name, version, wire).await?;
+        tools
+            .add_component(engine, &next()?, &artifact.name, version, wire)
+            .await?;
     }
     for skill in m.artifacts.iter().filter(|a| a.runtime == Runtime::Skill) {
         let text = workdir.tools_dir().join(&skill.name).join("skill.md");
@@ -299,7 +328,11 @@ fn driver_source(m: &Manifest) -> Result<(Vec<u8>, String, serde_json::Value), E
                     .hint("the scripted driver answers from a script file: set inference.script: ./script.yaml")
             })?;
             let config = read_script(script)?;
-            Ok((builtin::SCRIPTED_DRIVER.to_vec(), "built-in scripted driver".to_string(), config))
+            Ok((
+                builtin::SCRIPTED_DRIVER.to_vec(),
+                "built-in scripted driver".to_string(),
+                config,
+            ))
         }
         DriverRef::Builtin { name, .. } => Err(Error::new(
             "E-RUN-006",
@@ -314,7 +347,11 @@ fn driver_source(m: &Manifest) -> Result<(Vec<u8>, String, serde_json::Value), E
                 )
             })?;
             let label = format!("driver artifact '{name}'");
-            Ok((read_component(&artifact.source, &label)?, label, config.clone()))
+            Ok((
+                read_component(&artifact.source, &label)?,
+                label,
+                config.clone(),
+            ))
         }
     }
 }
@@ -531,7 +568,12 @@ fn announce(args: &RunArgs, m: &Manifest, capsule: &Capsule, url: &str) {
 }
 
 /// The `session_end` line: the totals of every task.
-fn end_session(capsule: &Capsule, totals: Totals, exit_status: &str, started: Instant) -> Result<(), Error> {
+fn end_session(
+    capsule: &Capsule,
+    totals: Totals,
+    exit_status: &str,
+    started: Instant,
+) -> Result<(), Error> {
     capsule
         .trace
         .write(

@@ -82,7 +82,10 @@ mod tests {
         });
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert!(task.cancel(Some("tsk_a")));
-        tokio::time::timeout(Duration::from_secs(1), waiter).await.unwrap().unwrap();
+        tokio::time::timeout(Duration::from_secs(1), waiter)
+            .await
+            .unwrap()
+            .unwrap();
         task.end();
         assert!(!task.is_canceled());
         assert!(!task.cancel(None));

@@ -98,8 +98,9 @@ impl Engine {
             handles
                 .into_iter()
                 .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(Error::new("E-RUN-001", "the component compiler panicked")))
+                    h.join().unwrap_or_else(|_| {
+                        Err(Error::new("E-RUN-001", "the component compiler panicked"))
+                    })
                 })
                 .collect()
         })

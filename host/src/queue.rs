@@ -199,7 +199,11 @@ impl Queue {
     /// The tasks still waiting, taken out (the session is ending without them).
     pub fn drain(&self) -> Vec<Pending> {
         let mut state = self.state();
-        state.lanes.iter_mut().flat_map(|lane| lane.drain(..)).collect()
+        state
+            .lanes
+            .iter_mut()
+            .flat_map(|lane| lane.drain(..))
+            .collect()
     }
 
     /// Completes once the queue is closed (the session was stopped).

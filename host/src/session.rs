@@ -601,7 +601,10 @@ impl Capsule {
             self.wire.queued_canceled(&task.id, &task.context_id);
             let _ = self.trace.write(
                 "task_canceled",
-                Place { parent: Some(&self.session_event), task: Some(&task.id) },
+                Place {
+                    parent: Some(&self.session_event),
+                    task: Some(&task.id),
+                },
                 json!({"task_id": task.id, "phase": "queued", "detached_work_ids": []}),
             );
             return Ok(());
@@ -623,7 +626,10 @@ impl Capsule {
         for task in self.queue.drain() {
             let _ = self.trace.write(
                 "task_rejected",
-                Place { parent: Some(&self.session_event), task: Some(&task.id) },
+                Place {
+                    parent: Some(&self.session_event),
+                    task: Some(&task.id),
+                },
                 json!({"task_id": task.id, "cause": "session_stopped"}),
             );
         }
@@ -760,7 +766,9 @@ fn tool_call(block: &Value) -> Option<ToolCall> {
 /// Start-up cost, for users and for the start-up benchmark (`BENCHMARKS.md`).
 fn log_instantiation(capsule: &Capsule, what: &str, started: Instant) {
     let micros = started.elapsed().as_micros();
-    capsule.workdir.log(&format!("instantiated {what} in {micros} µs"));
+    capsule
+        .workdir
+        .log(&format!("instantiated {what} in {micros} µs"));
 }
 
 /// The session loop component, linked once.

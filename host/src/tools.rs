@@ -185,7 +185,8 @@ impl Tools {
             Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}"))
         };
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
-        chunks::add_to_linker::<_, HasSelf<Arc<Wire>>>(&mut linker, |s| &mut s.wire).map_err(link)?;
+        chunks::add_to_linker::<_, HasSelf<Arc<Wire>>>(&mut linker, |s| &mut s.wire)
+            .map_err(link)?;
         task_api::add_to_linker::<_, HasSelf<ToolState>>(&mut linker, |s| s).map_err(link)?;
         let pre = linker
             .instantiate_pre(component)
