@@ -13,7 +13,7 @@ pub mod driver {
     wasmtime::component::bindgen!({
         world: "murmur:driver/driver",
         path: ["../wit/text", "../wit/driver"],
-        imports: { default: trappable },
+        imports: { default: async | trappable },
         exports: { default: async },
     });
 }
@@ -22,7 +22,7 @@ pub mod tool {
     wasmtime::component::bindgen!({
         world: "murmur:tool/tool",
         path: ["../wit/text", "../wit/task", "../wit/tool"],
-        imports: { default: trappable },
+        imports: { default: async | trappable },
         exports: { default: async },
         with: { "murmur:text/chunks": crate::bindings::driver::murmur::text::chunks },
     });

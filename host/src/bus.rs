@@ -59,10 +59,11 @@ impl Bus {
     }
 
     /// Writes a frame to every open connection; frames with an id also enter the ring.
-    pub fn publish(&self, frame: Frame) {
+    /// Returns how many frames the fullest connection queue now holds.
+    pub fn publish(&self, frame: Frame) -> usize {
         let mut inner = lock(&self.inner);
         if inner.closed {
-            return;
+            return 0;
         }
         if frame.id.is_some() {
             if inner.ring.len() == REPLAY_CAPACITY {
@@ -70,13 +71,15 @@ impl Bus {
             }
             inner.ring.push_back(frame.clone());
         }
+        let mut fullest = 0;
         inner.connections.retain(|weak| match weak.upgrade() {
             Some(conn) => {
-                conn.push(frame.clone());
+                fullest = fullest.max(conn.push(frame.clone()));
                 true
             }
             None => false,
         });
+        fullest
     }
 
     /// Opens a connection. With `replay_from`, the replay is taken under the same lock
@@ -155,15 +158,18 @@ fn replay(ring: &VecDeque<Frame>, n: u64) -> Vec<Frame> {
 }
 
 impl Connection {
-    fn push(&self, frame: Frame) {
+    /// Queues a frame; returns how many are now waiting.
+    fn push(&self, frame: Frame) -> usize {
         let mut q = lock(&self.state);
         if q.frames.len() == QUEUE_CAPACITY {
             q.frames.pop_front();
             q.missed += 1;
         }
         q.frames.push_back(frame);
+        let waiting = q.frames.len();
         drop(q);
         self.notify.notify_one();
+        waiting
     }
 
     /// The next frame; a `lagged` frame first where frames were dropped.

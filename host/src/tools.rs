@@ -37,7 +37,7 @@ impl Sandboxed for ToolState {
 sandbox::wasi_view!(ToolState);
 
 impl task_api::Host for ToolState {
-    fn current(&mut self) -> wasmtime::Result<Option<TaskInfo>> {
+    async fn current(&mut self) -> wasmtime::Result<Option<TaskInfo>> {
         Ok(self.task.clone())
     }
 }

@@ -10,6 +10,12 @@ use crate::frames::{self, Artifact, State};
 /// The chunk counter's value at launch (2^62 - 1).
 pub const CHUNK_COUNTER_START: u64 = 4_611_686_018_427_387_903;
 
+/// A connection queue this full makes a streaming component yield before its next
+/// chunk: readers that are keeping up get a turn on the runtime before the queue of
+/// 128 starts dropping frames. A stalled reader does not stop the capsule: the
+/// component only yields, it never waits.
+const CROWDED: usize = crate::bus::QUEUE_CAPACITY / 2;
+
 /// The queued-cancel counter's value at launch (2^61 - 1), once per session.
 pub const QUEUED_CANCEL_COUNTER_START: u64 = 2_305_843_009_213_693_951;
 
@@ -107,21 +113,22 @@ impl Wire {
     }
 
     /// A piece of reply text from a driver or a tool; outside a task it goes nowhere.
-    pub fn text_chunk(&self, text: &str) {
+    /// Returns whether a connection's queue is filling up (see `CROWDED`).
+    pub fn text_chunk(&self, text: &str) -> bool {
         let mut c = self.counters();
-        let Some(ids) = &c.task else { return };
+        let Some(ids) = &c.task else { return false };
         let frame = frames::text(c.next_chunk, &ids.task, text, false);
         c.next_chunk += 1;
         c.chunked_this_call = true;
-        self.bus.publish(frame);
+        self.bus.publish(frame) >= CROWDED
     }
 
-    pub fn thinking_chunk(&self, text: &str) {
+    pub fn thinking_chunk(&self, text: &str) -> bool {
         let mut c = self.counters();
-        let Some(ids) = &c.task else { return };
+        let Some(ids) = &c.task else { return false };
         let frame = frames::thinking(c.next_chunk, &ids.task, text);
         c.next_chunk += 1;
-        self.bus.publish(frame);
+        self.bus.publish(frame) >= CROWDED
     }
 
     /// Before each inference call the chunk counter takes the task's counter's value.
@@ -167,13 +174,17 @@ impl Wire {
 /// What a driver or tool streams through `murmur:text/chunks` goes straight to the
 /// wire; both worlds link this one implementation.
 impl crate::bindings::driver::murmur::text::chunks::Host for Arc<Wire> {
-    fn text(&mut self, chunk: String) -> wasmtime::Result<()> {
-        self.text_chunk(&chunk);
+    async fn text(&mut self, chunk: String) -> wasmtime::Result<()> {
+        if self.text_chunk(&chunk) {
+            tokio::task::yield_now().await;
+        }
         Ok(())
     }
 
-    fn thinking(&mut self, chunk: String) -> wasmtime::Result<()> {
-        self.thinking_chunk(&chunk);
+    async fn thinking(&mut self, chunk: String) -> wasmtime::Result<()> {
+        if self.thinking_chunk(&chunk) {
+            tokio::task::yield_now().await;
+        }
         Ok(())
     }
 }
