@@ -28,6 +28,8 @@ struct Inner {
 pub struct Connection {
     state: Mutex<Queue>,
     notify: Notify,
+    /// The reader took frames: for a writer waiting on a crowded queue.
+    drained: Notify,
 }
 
 #[derive(Default)]
@@ -35,6 +37,9 @@ struct Queue {
     frames: VecDeque<Frame>,
     missed: u64,
     closed: bool,
+    /// The reader did not keep up when it was waited for: it is not waited for again
+    /// until it has emptied its queue, so a stalled client never slows the capsule.
+    stalled: bool,
     /// A frame `next` handed out that the server has not reported written yet: until
     /// it is, exiting could cut it off.
     writing: bool,
@@ -82,6 +87,30 @@ impl Bus {
         fullest
     }
 
+    /// Gives readers that are keeping up the chance to take their frames before a
+    /// burst fills their queues: waits while a connection holds `crowded` frames or
+    /// more, at most `patience` for each. A reader that does not drain in that time
+    /// is marked stalled and loses frames as the seed says (with a `lagged` frame).
+    pub async fn make_room(&self, crowded: usize, patience: Duration) {
+        loop {
+            let waiting_on = lock(&self.inner)
+                .connections
+                .iter()
+                .filter_map(Weak::upgrade)
+                .find(|c| c.crowded(crowded));
+            let Some(conn) = waiting_on else { return };
+            let drained = conn.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            if !conn.crowded(crowded) {
+                continue;
+            }
+            if tokio::time::timeout(patience, drained).await.is_err() {
+                lock(&conn.state).stalled = true;
+            }
+        }
+    }
+
     /// Opens a connection. With `replay_from`, the replay is taken under the same lock
     /// that registers the connection, so no frame falls between replay and live.
     pub fn subscribe(&self, replay_from: Option<u64>) -> (Vec<Frame>, Arc<Connection>) {
@@ -95,6 +124,7 @@ impl Bus {
                 ..Queue::default()
             }),
             notify: Notify::new(),
+            drained: Notify::new(),
         });
         inner.connections.push(Arc::downgrade(&conn));
         (replay, conn)
@@ -193,6 +223,11 @@ impl Connection {
         }
         if let Some(frame) = q.frames.pop_front() {
             q.writing = true;
+            if q.frames.is_empty() {
+                q.stalled = false;
+            }
+            drop(q);
+            self.drained.notify_waiters();
             return Some(Next::Frame(frame));
         }
         q.closed.then_some(Next::Closed)
@@ -201,6 +236,12 @@ impl Connection {
     /// The frame `next` gave out is written.
     pub fn written(&self) {
         lock(&self.state).writing = false;
+    }
+
+    /// Holding `at_least` frames, with a reader worth waiting for.
+    fn crowded(&self, at_least: usize) -> bool {
+        let q = lock(&self.state);
+        !q.stalled && q.frames.len() >= at_least
     }
 
     /// Nothing waiting and nothing being written.

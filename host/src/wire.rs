@@ -10,11 +10,12 @@ use crate::frames::{self, Artifact, State};
 /// The chunk counter's value at launch (2^62 - 1).
 pub const CHUNK_COUNTER_START: u64 = 4_611_686_018_427_387_903;
 
-/// A connection queue this full makes a streaming component yield before its next
-/// chunk: readers that are keeping up get a turn on the runtime before the queue of
-/// 128 starts dropping frames. A stalled reader does not stop the capsule: the
-/// component only yields, it never waits.
+/// A connection queue this full makes a streaming component wait (briefly) before its
+/// next chunk, so readers that keep up get their frames before the queue of 128 starts
+/// dropping them. A reader that does not drain within `PATIENCE` is not waited for
+/// again until it catches up: a stalled client never holds the capsule.
 const CROWDED: usize = crate::bus::QUEUE_CAPACITY / 2;
+const PATIENCE: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// The queued-cancel counter's value at launch (2^61 - 1), once per session.
 pub const QUEUED_CANCEL_COUNTER_START: u64 = 2_305_843_009_213_693_951;
@@ -176,14 +177,14 @@ impl Wire {
 impl crate::bindings::driver::murmur::text::chunks::Host for Arc<Wire> {
     async fn text(&mut self, chunk: String) -> wasmtime::Result<()> {
         if self.text_chunk(&chunk) {
-            tokio::task::yield_now().await;
+            self.bus.make_room(CROWDED, PATIENCE).await;
         }
         Ok(())
     }
 
     async fn thinking(&mut self, chunk: String) -> wasmtime::Result<()> {
         if self.thinking_chunk(&chunk) {
-            tokio::task::yield_now().await;
+            self.bus.make_room(CROWDED, PATIENCE).await;
         }
         Ok(())
     }
