@@ -335,15 +335,10 @@ fn a_loop_built_against_another_version_is_refused() {
     let capsule = Capsule::new("wrongversion", &with_bash(""), ECHO_SCRIPT);
     let path = guest("mur_loop_future");
     let run = capsule.run(&["--task", "hi", "--loop", path.to_str().unwrap()]);
-    assert_eq!(run.status, 1);
-    assert!(
-        run.stderr.starts_with(&format!(
+    run.assert_error(&format!(
             "error[E-RUN-030]: session loop {} was built against murmur:session/loop@0.2.0; this mur serves murmur:session/loop@0.1.0\n  hint: ",
             path.display()
-        )),
-        "{}",
-        run.stderr
-    );
+        ));
 }
 
 #[test]
@@ -352,12 +347,7 @@ fn a_file_that_is_not_a_component_is_refused() {
     capsule.file("junk.wasm", "not wasm at all");
     let path = capsule.dir.join("junk.wasm");
     let run = capsule.run(&["--task", "hi", "--loop", path.to_str().unwrap()]);
-    assert_eq!(run.status, 1);
-    assert!(
-        run.stderr.starts_with("error[E-RUN-001]: session loop "),
-        "{}",
-        run.stderr
-    );
+    run.assert_error("error[E-RUN-001]: session loop ");
     assert!(
         run.stderr.contains("is not a valid WebAssembly component"),
         "{}",
@@ -418,12 +408,7 @@ fn bad_manifest_value_is_an_error_naming_key_and_line() {
         ECHO_SCRIPT,
     );
     let run = capsule.run(&["--task", "hi"]);
-    assert_eq!(run.status, 1);
-    assert!(
-        run.stderr.starts_with("error[E-MAN-003]: murmur.yaml:8: "),
-        "{}",
-        run.stderr
-    );
+    run.assert_error("error[E-MAN-003]: murmur.yaml:8: ");
     assert!(
         run.stderr.contains("'lifecycle.task_acceptance'"),
         "{}",
@@ -435,13 +420,8 @@ fn bad_manifest_value_is_an_error_naming_key_and_line() {
 fn none_without_a_task_is_a_clear_error() {
     let capsule = Capsule::new("notask", &with_bash(""), ECHO_SCRIPT);
     let run = capsule.run(&[]);
-    assert_eq!(run.status, 1);
-    assert!(
-        run.stderr.starts_with(
-            "error[E-IO-001]: lifecycle.task_acceptance is none and there is no task to run"
-        ),
-        "{}",
-        run.stderr
+    run.assert_error(
+        "error[E-IO-001]: lifecycle.task_acceptance is none and there is no task to run",
     );
 }
 
@@ -573,14 +553,9 @@ fn fixed_port_is_used_and_a_taken_port_is_e_run_010() {
             .output()
             .unwrap(),
     );
-    assert_eq!(run.status, 1);
-    assert!(
-        run.stderr.starts_with(&format!(
-            "error[E-RUN-010]: could not listen on 127.0.0.1:{port}"
-        )),
-        "{}",
-        run.stderr
-    );
+    run.assert_error(&format!(
+        "error[E-RUN-010]: could not listen on 127.0.0.1:{port}"
+    ));
     drop(holder);
     let run = Run::from(
         mur()

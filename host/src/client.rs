@@ -185,16 +185,7 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Head, Vec<u8>)>, HeadError> {
             let head = Head {
                 code: response.code.unwrap_or_default(),
                 status_line,
-                headers: response
-                    .headers
-                    .iter()
-                    .map(|h| {
-                        (
-                            h.name.to_string(),
-                            String::from_utf8_lossy(h.value).into_owned(),
-                        )
-                    })
-                    .collect(),
+                headers: crate::server::owned_headers(response.headers),
             };
             Ok(Some((head, buf[len..].to_vec())))
         }

@@ -64,7 +64,9 @@ impl Request {
 }
 
 async fn handle(mut socket: TcpStream, capsule: Arc<Capsule>, mode: &'static str) {
-    let request = match timeout(READ_TIMEOUT, read_request(&mut socket)).await {
+    // Boxed: its read buffers are freed once the request is in, instead of staying in
+    // every long-lived event stream's future.
+    let request = match timeout(READ_TIMEOUT, Box::pin(read_request(&mut socket))).await {
         Ok(Ok(request)) => request,
         Ok(Err(status)) => return reply_status(&mut socket, status).await,
         Err(_) => return reply_status(&mut socket, "408 Request Timeout").await,
@@ -126,16 +128,7 @@ async fn read_request(socket: &mut TcpStream) -> Result<Request, &'static str> {
                 let request = Request {
                     method: parsed.method.unwrap_or_default().to_string(),
                     path: parsed.path.unwrap_or_default().to_string(),
-                    headers: parsed
-                        .headers
-                        .iter()
-                        .map(|h| {
-                            (
-                                h.name.to_string(),
-                                String::from_utf8_lossy(h.value).into_owned(),
-                            )
-                        })
-                        .collect(),
+                    headers: owned_headers(parsed.headers),
                     body: Vec::new(),
                 };
                 return read_body(socket, request, buf.split_off(head_len)).await;
@@ -145,6 +138,20 @@ async fn read_request(socket: &mut TcpStream) -> Result<Request, &'static str> {
             Err(_) => return Err("400 Bad Request"),
         }
     }
+}
+
+/// Header names and values as owned strings (values decoded lossily: a header is
+/// never a reason to panic or to refuse a request).
+pub fn owned_headers(headers: &[httparse::Header<'_>]) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .map(|h| {
+            (
+                h.name.to_string(),
+                String::from_utf8_lossy(h.value).into_owned(),
+            )
+        })
+        .collect()
 }
 
 async fn read_body(

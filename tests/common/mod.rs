@@ -134,6 +134,21 @@ impl Run {
         Session::from_launch(&self.launch())
     }
 
+    /// Exit status 1, and stderr starting with `prefix` (an `error[E-...]` line).
+    pub fn assert_error(&self, prefix: &str) -> &Self {
+        assert_eq!(
+            self.status, 1,
+            "stdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
+        assert!(
+            self.stderr.starts_with(prefix),
+            "expected {prefix:?}, stderr:\n{}",
+            self.stderr
+        );
+        self
+    }
+
     pub fn assert_ok(&self) -> &Self {
         assert_eq!(
             self.status, 0,
