@@ -1843,3 +1843,50 @@ fn murmur_stop_ends_a_sleeping_capsule_with_status_zero() {
     let run = running.wait(WAIT);
     assert_eq!(run.status, 0, "{}", run.stderr);
 }
+
+/// `single` (or `none`) with `after_task: sleep`: after its task the capsule closes its
+/// frame stream but keeps serving, so every watcher gets `capsule-closed` as its last
+/// frame, a late watcher gets its replay and then `capsule-closed`, and another task
+/// is rejected. (A capsule process that exits writes no `capsule-closed`: see above.)
+#[test]
+fn a_parked_capsule_closes_its_frame_stream_with_capsule_closed() {
+    let script = format!("turns:\n{}", text_turn("done"));
+    let lifecycle = "lifecycle:\n  task_acceptance: single\n  after_task: sleep\n";
+    let (_capsule, running) = start("parked", &script, lifecycle, &[], &[]);
+    let a = running.address.as_str();
+    let mut w = watch(a, &[]);
+    let submitted = submit(a, "m1").rest_frames(WAIT);
+    assert_eq!(submitted.last().map(|f| f.state()), Some("completed"));
+
+    let seen = w.rest_frames(WAIT);
+    let last = seen.last().expect("frames before the close");
+    assert_eq!(last.block, "event: capsule-closed\ndata: {}");
+    assert_eq!(last.id, None);
+    assert_eq!(
+        labels(&seen[..seen.len() - 1]),
+        [
+            l(0, "status:working"),
+            l(1, "text:final"),
+            l(1, "status:completed")
+        ]
+    );
+
+    let mut late = watch(a, &[]);
+    let replayed = late.rest_frames(WAIT);
+    assert_eq!(
+        labels(&replayed),
+        [
+            l(1, "text:final"),
+            l(1, "status:completed"),
+            (None, "capsule-closed".to_string())
+        ]
+    );
+
+    let rejected = submit(a, "m2").rest_frames(WAIT);
+    assert_eq!(rejected.len(), 1);
+    assert_eq!((rejected[0].id, rejected[0].state()), (Some(0), "rejected"));
+
+    rpc(a, &call(3, "murmur/stop", json!({})));
+    let run = running.wait(WAIT);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+}
