@@ -1890,3 +1890,59 @@ fn a_parked_capsule_closes_its_frame_stream_with_capsule_closed() {
     let run = running.wait(WAIT);
     assert_eq!(run.status, 0, "{}", run.stderr);
 }
+
+/// Hostile or broken requests get a plain HTTP error, never a panic, and the capsule
+/// keeps serving.
+#[test]
+fn broken_requests_get_plain_http_errors_and_the_capsule_keeps_serving() {
+    let (_capsule, running) = queued("hostile", "turns: []\n");
+    let a = running.address.as_str();
+    let huge = format!(
+        "POST / HTTP/1.1\r\nhost: {a}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        64 * 1024 * 1024
+    );
+    let chunked = format!(
+        "POST / HTTP/1.1\r\nhost: {a}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{{}}\r\n0\r\n\r\n"
+    );
+    // Exactly 64 KiB with no end of head: the server reads all of it before it answers,
+    // so no unread bytes turn its close into a reset.
+    let mut long_header = format!("POST / HTTP/1.1\r\nhost: {a}\r\nx-filler: ");
+    long_header.push_str(&"a".repeat(64 * 1024 - long_header.len()));
+    let cases = [
+        (
+            "a body over 1 MiB",
+            huge,
+            "HTTP/1.1 413 Content Too Large\r\n",
+        ),
+        (
+            "a chunked body",
+            chunked,
+            "HTTP/1.1 411 Length Required\r\n",
+        ),
+        (
+            "a head over 64 KiB",
+            long_header,
+            "HTTP/1.1 431 Request Header Fields Too Large\r\n",
+        ),
+        (
+            "not HTTP",
+            "\u{1}\u{2}garbage\r\n\r\n".to_string(),
+            "HTTP/1.1 400 Bad Request\r\n",
+        ),
+        (
+            "a bad content-length",
+            format!("POST / HTTP/1.1\r\nhost: {a}\r\ncontent-length: lots\r\n\r\n"),
+            "HTTP/1.1 400 Bad Request\r\n",
+        ),
+    ];
+    for (what, request, status) in cases {
+        let reply = exchange(a, &request);
+        assert!(reply.starts_with(status), "{what}: {reply:?}");
+    }
+    // A client that sends half a request and vanishes costs nothing either.
+    let mut gone = connect(a);
+    gone.write_all(b"POST / HTTP/1.1\r\ncontent-le").unwrap();
+    drop(gone);
+    let mut w = watch(a, &[]);
+    drop(w.frames(0, WAIT));
+}
