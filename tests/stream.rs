@@ -1514,7 +1514,17 @@ fn single_rejects_a_second_task_while_busy() {
     let watched = w.rest_frames(WAIT);
     assert!(watched.iter().all(|f| f.state() != "rejected"));
     assert_eq!(watched.last().unwrap().state(), "completed");
+    let session = running.session();
     assert_eq!(running.wait(WAIT).status, 0);
+    let rejected = session.events("task_rejected");
+    assert_eq!(rejected.len(), 1);
+    assert_eq!(
+        (
+            rejected[0]["task_id"].as_str(),
+            rejected[0]["cause"].as_str()
+        ),
+        (Some(t), Some("capsule_busy"))
+    );
 }
 
 /// `message/stream` step 4 under `queue` with `lifecycle.queue_depth: 1`: one running,

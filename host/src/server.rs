@@ -417,7 +417,18 @@ async fn message_stream(socket: TcpStream, request: &Request, capsule: &Capsule,
         );
         match capsule.queue.submit(task) {
             Ok(()) => stream.pump(&conn, |f| f.ends_stream).await.map(|_| ()),
-            Err(Refusal::Busy) => stream.write(&frames::rejected(&task_id, &context_id)).await,
+            Err(Refusal::Busy) => {
+                // The trace says what became of every task it saw arrive.
+                let _ = capsule.trace.write(
+                    "task_rejected",
+                    Place {
+                        parent: Some(&capsule.session_event),
+                        task: Some(&task_id),
+                    },
+                    json!({"task_id": task_id, "cause": "capsule_busy"}),
+                );
+                stream.write(&frames::rejected(&task_id, &context_id)).await
+            }
             Err(Refusal::Closed) => {
                 stream
                     .write(&frames::error("internal error: queue send failed"))
