@@ -41,89 +41,27 @@ impl From<manifest::ManifestError> for Error {
 
 pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
     let started = Instant::now();
-    let loaded = manifest::load(&args.manifest)?;
-    for warning in &loaded.warnings {
-        eprintln!("{}", warning.text);
-    }
-    let mut m = loaded.manifest;
-    if let Some(a) = args.lifecycle_task_acceptance {
-        m.lifecycle.task_acceptance = a.into();
-    }
-    if let Some(a) = args.lifecycle_after_task {
-        m.lifecycle.after_task = a.into();
-    }
-
+    let m = load_manifest(&args)?;
     let engine = Engine::new()?;
     let session_id = ids::session();
     let workdir = Workdir::plan(&m.dir, args.workdir.as_deref(), &session_id);
-    let bus = Bus::new();
-    let wire = Arc::new(Wire::new(bus.clone()));
+    let wire = Arc::new(Wire::new(Bus::new()));
     let staged = stage(&engine, &m, &args, &workdir, &wire).await?;
     let launch = launch_task(&args, &workdir)?;
     if launch.is_none() && m.lifecycle.task_acceptance == Acceptance::None {
         return Err(Error::new("E-IO-001", "lifecycle.task_acceptance is none and there is no task to run")
             .hint("pass --task TEXT|PATH (or write task.md in the workdir), or accept tasks with single or queue"));
     }
-
     let listener = bind(&args, &m).await?;
-    let address = listener
+    let url = listener
         .local_addr()
+        .map(|address| format!("http://{address}"))
         .map_err(|e| Error::new("E-IO-003", format!("could not read the bound address: {e}")))?;
-    workdir.create()?;
-    if let Some(text) = &launch {
-        write_file(&workdir.task_md(), text)?;
-    }
-    install_skills(&m, &workdir)?;
-    let url = format!("http://{address}");
 
-    let trace = Trace::create(&workdir.trace(), &session_id).map_err(|e| {
-        Error::new(
-            "E-RUN-007",
-            format!("could not create {}: {e}", workdir.trace().display()),
-        )
-    })?;
-    let session_event = trace
-        .write(
-            "session_start",
-            Place::default(),
-            session_start(&m, &staged),
-        )
-        .map_err(|e| Error::new("E-RUN-007", format!("trace write failed: {e}")))?;
-
-    let capsule = Arc::new(Capsule {
-        session_id: session_id.clone(),
-        name: m.name.clone(),
-        version: m.version.clone(),
-        model: m.inference.model.clone(),
-        max_turns: m.inference.max_turns,
-        max_tokens: m.inference.max_tokens,
-        system: system_prompt(&m, &workdir),
-        include_tool_output: m.trace.include_tool_output,
-        trace,
-        wire,
-        queue: Queue::new(Policy {
-            acceptance: m.lifecycle.task_acceptance,
-            after_task: m.lifecycle.after_task,
-            depth: m.lifecycle.queue_depth,
-            idle: idle_wait(),
-        }),
-        tools: staged.tools,
-        driver: staged.driver,
-        grants: LoopGrants {
-            env: granted_env(&m),
-            memory_bytes: m.capabilities.memory_bytes,
-            deadline: Duration::from_secs(m.capabilities.deadline_seconds),
-        },
-        session_event,
-        finished: Mutex::new(Vec::new()),
-        running: Default::default(),
-        workdir,
-    });
-    murmur_md::write(&capsule, &m, &url, &staged.loop_label);
-    capsule.workdir.log(&format!(
-        "tools: {}",
-        serde_json::Value::Array(capsule.tools.specs())
-    ));
+    let (session_loop, staged) = staged;
+    let loop_label = staged.loop_label.clone();
+    let capsule = open_session(&m, session_id, workdir, wire, staged, launch.as_deref())?;
+    murmur_md::write(&capsule, &m, &url, &loop_label);
     announce(&args, &m, &capsule, &url);
 
     let server = tokio::spawn(server::serve(
@@ -131,6 +69,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         capsule.clone(),
         conversation_mode(&m),
     ));
+    let signals = tokio::spawn(stop_on_signals(capsule.clone()));
     if let Some(text) = launch {
         capsule.queue.push_own(Pending {
             id: ids::task(),
@@ -141,8 +80,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
             message_id: None,
         });
     }
-    let signals = tokio::spawn(stop_on_signals(capsule.clone()));
-    let (totals, ran) = staged.session_loop.run(capsule.clone()).await;
+    let (totals, ran) = session_loop.run(capsule.clone()).await;
     let last = capsule
         .finished
         .lock()
@@ -160,16 +98,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         }
         println!("status:  {exit_status}");
     }
-    if ran.is_ok() && parks_after_its_task(&m) {
-        // The capsule has taken the one task it accepts but stays up: its frame stream
-        // is closed (watchers get `capsule-closed`) and replays are served until stopped.
-        capsule.wire.bus().close();
-        capsule.queue.closed().await;
-    }
-    capsule.queue.close();
-    // Let every connection write what it was sent (the last task's final status above
-    // all) before the process exits and the sockets close.
-    capsule.wire.bus().flush(Duration::from_secs(2)).await;
+    wind_down(&m, &capsule, ran.is_ok()).await;
     signals.abort();
     server.abort();
     end_session(&capsule, totals, exit_status, started)?;
@@ -185,6 +114,102 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         .hint(format!("see {}", capsule.trace.path().display()))),
         _ => Ok(ExitCode::SUCCESS),
     }
+}
+
+/// The manifest, with the command line's lifecycle overrides applied.
+fn load_manifest(args: &RunArgs) -> Result<Manifest, Error> {
+    let loaded = manifest::load(&args.manifest)?;
+    for warning in &loaded.warnings {
+        eprintln!("{}", warning.text);
+    }
+    let mut m = loaded.manifest;
+    if let Some(a) = args.lifecycle_task_acceptance {
+        m.lifecycle.task_acceptance = a.into();
+    }
+    if let Some(a) = args.lifecycle_after_task {
+        m.lifecycle.after_task = a.into();
+    }
+    Ok(m)
+}
+
+/// Staging succeeded: the workdir, the launch task, the skills, the trace's first line,
+/// and the capsule every part of the session shares.
+fn open_session(
+    m: &Manifest,
+    session_id: String,
+    workdir: Workdir,
+    wire: Arc<Wire>,
+    staged: Staged,
+    launch: Option<&str>,
+) -> Result<Arc<Capsule>, Error> {
+    let Staged {
+        loop_label,
+        driver,
+        driver_label,
+        tools,
+    } = staged;
+    workdir.create()?;
+    if let Some(text) = launch {
+        write_file(&workdir.task_md(), text)?;
+    }
+    install_skills(m, &workdir)?;
+    let trace = Trace::create(&workdir.trace(), &session_id).map_err(|e| {
+        Error::new(
+            "E-RUN-007",
+            format!("could not create {}: {e}", workdir.trace().display()),
+        )
+    })?;
+    let start = session_start(m, &tools, &loop_label, &driver_label);
+    let session_event = trace
+        .write("session_start", Place::default(), start)
+        .map_err(|e| Error::new("E-RUN-007", format!("trace write failed: {e}")))?;
+    workdir.log(&format!(
+        "tools: {}",
+        serde_json::Value::Array(tools.specs())
+    ));
+    Ok(Arc::new(Capsule {
+        session_id,
+        name: m.name.clone(),
+        version: m.version.clone(),
+        model: m.inference.model.clone(),
+        max_turns: m.inference.max_turns,
+        max_tokens: m.inference.max_tokens,
+        system: system_prompt(m, &workdir),
+        include_tool_output: m.trace.include_tool_output,
+        trace,
+        wire,
+        queue: Queue::new(Policy {
+            acceptance: m.lifecycle.task_acceptance,
+            after_task: m.lifecycle.after_task,
+            depth: m.lifecycle.queue_depth,
+            idle: idle_wait(),
+        }),
+        tools,
+        driver,
+        grants: LoopGrants {
+            env: granted_env(m),
+            memory_bytes: m.capabilities.memory_bytes,
+            deadline: Duration::from_secs(m.capabilities.deadline_seconds),
+        },
+        session_event,
+        finished: Mutex::new(Vec::new()),
+        running: Default::default(),
+        workdir,
+    }))
+}
+
+/// After the session loop: a parked capsule serves until stopped; then every
+/// connection writes what it was sent (the last task's final status above all)
+/// before the process exits and the sockets close.
+async fn wind_down(m: &Manifest, capsule: &Capsule, ran_ok: bool) {
+    if ran_ok && parks_after_its_task(m) {
+        // It has taken the one task it accepts but stays up: its frame stream is closed
+        // (watchers get `capsule-closed`) and replays are served until it is stopped.
+        capsule.wire.bus().close();
+        capsule.queue.closed().await;
+    }
+    capsule.queue.close();
+    capsule.wire.bus().flush(Duration::from_secs(2)).await;
 }
 
 /// `after_task: sleep` without a queue: after its task the capsule parks instead of
@@ -217,9 +242,8 @@ async fn stop_on_signals(capsule: Arc<Capsule>) {
     std::process::exit(143);
 }
 
-/// Everything compiled and checked before the session exists.
+/// Everything compiled and checked before the session exists, besides the loop.
 struct Staged {
-    session_loop: LoopComponent,
     loop_label: String,
     driver: DriverComponent,
     driver_label: String,
@@ -232,7 +256,7 @@ async fn stage(
     args: &RunArgs,
     workdir: &Workdir,
     wire: &Arc<Wire>,
-) -> Result<Staged, Error> {
+) -> Result<(LoopComponent, Staged), Error> {
     let (loop_bytes, loop_label) = match &args.loop_path {
         Some(path) => (
             read_component(path, "session loop")?,
@@ -310,13 +334,13 @@ async fn stage(
         let text = workdir.tools_dir().join(&skill.name).join("skill.md");
         tools.add_skill(&skill.name, text, skill_description(&skill.source));
     }
-    Ok(Staged {
-        session_loop,
+    let staged = Staged {
         loop_label,
         driver,
         driver_label,
         tools,
-    })
+    };
+    Ok((session_loop, staged))
 }
 
 /// The driver component's bytes, label and configuration.
@@ -508,8 +532,13 @@ fn system_prompt(m: &Manifest, workdir: &Workdir) -> Option<String> {
     Some(block)
 }
 
-fn session_start(m: &Manifest, staged: &Staged) -> serde_json::Value {
-    let tools: Vec<&str> = staged.tools.list.iter().map(|t| t.name.as_str()).collect();
+fn session_start(
+    m: &Manifest,
+    tools: &Tools,
+    loop_label: &str,
+    driver_label: &str,
+) -> serde_json::Value {
+    let tools: Vec<&str> = tools.list.iter().map(|t| t.name.as_str()).collect();
     let (prompt_source, prompt_sha) = match &m.inference.system_prompt {
         Some(p) => {
             use sha2::Digest;
@@ -541,8 +570,8 @@ fn session_start(m: &Manifest, staged: &Staged) -> serde_json::Value {
         "system_prompt_sha256": prompt_sha,
         "resumed_from": null,
         "context_id": null,
-        "session_loop": staged.loop_label,
-        "driver": staged.driver_label,
+        "session_loop": loop_label,
+        "driver": driver_label,
     })
 }
 
