@@ -14,7 +14,7 @@ e2e:
 
 # Build the guest components (the host build does this too).
 components:
-    cargo build --release --target wasm32-wasip2 --target-dir target/guests -p mur-session-loop -p mur-driver-scripted -p mur-loop-oneshot -p mur-loop-future -p mur-tool-wordcount -p mur-tool-probe
+    cargo build --release --target wasm32-wasip2 --target-dir target/guests -p mur-session-loop -p mur-driver-scripted -p mur-loop-oneshot -p mur-loop-future -p mur-tool-wordcount -p mur-tool-probe -p mur-driver-probe
 
 # Benchmarks (release build): see BENCHMARKS.md for the method.
 bench:

@@ -19,6 +19,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("mur-loop-future", "components/loop-future"),
     ("mur-tool-wordcount", "components/tool-wordcount"),
     ("mur-tool-probe", "components/tool-probe"),
+    ("mur-driver-probe", "components/driver-probe"),
 ];
 
 fn main() {

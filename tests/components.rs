@@ -343,3 +343,90 @@ fn bind_address_is_used() {
             .starts_with("http://127.0.0.2:")
     );
 }
+
+/// A capsule whose driver is the probe driver in `mode`.
+fn probe_driver(name: &str, mode: &str) -> Capsule {
+    let manifest = format!(
+        r#"name: drivers
+version: "0.1.0"
+artifacts:
+  - name: probe-driver
+    runtime: driver
+    source: {driver}
+inference:
+  driver:
+    artifact: probe-driver
+    config: {{mode: {mode}}}
+  endpoint: https://models.invalid/v1
+  model: m
+capabilities:
+  env:
+    allow: [MUR_TEST_GRANTED]
+  limits:
+    deadline_seconds: 1
+lifecycle:
+  task_acceptance: none
+"#,
+        driver = guest("mur_driver_probe").display(),
+    );
+    Capsule::new(name, &manifest, "")
+}
+
+fn run_probe_driver(capsule: &Capsule) -> Run {
+    Run::from(
+        mur()
+            .env("MUR_TEST_GRANTED", "granted-value")
+            .env("MUR_TEST_SECRET", "must-not-leak")
+            .args(["run", "--json", "--port", "0", "--manifest"])
+            .arg(capsule.manifest())
+            .args(["--task", "x"])
+            .output()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn a_driver_sees_no_filesystem_and_only_granted_variables() {
+    let run = run_probe_driver(&probe_driver("driver-sandbox", "probe"));
+    run.assert_ok();
+    assert_eq!(
+        run.session().read("out/result.txt"),
+        "fs: none; env: [MUR_TEST_GRANTED=granted-value]"
+    );
+}
+
+#[test]
+fn a_trapping_driver_fails_the_task_as_driver_invocation_failed() {
+    let run = run_probe_driver(&probe_driver("driver-trap", "trap"));
+    assert_eq!(run.status, 1);
+    // The guest's own panic message comes first: a component's stderr is the host's.
+    assert!(
+        run.stderr.contains("the probe driver traps on purpose"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("error[E-RUN-040]: the task did not complete: failed (error: driver invocation failed: wasm trap: "),
+        "{}",
+        run.stderr
+    );
+    let s = run.session();
+    let result = s.read("out/result.txt");
+    assert!(
+        result.starts_with("error: driver invocation failed: "),
+        "{result}"
+    );
+    let turn = &s.events("inference")[0];
+    assert_eq!(turn["error_code"], "driver_failed");
+    assert_eq!(s.events("task_end")[0]["exit_status"], "failed");
+}
+
+#[test]
+fn a_spinning_driver_is_stopped_at_its_deadline() {
+    let run = run_probe_driver(&probe_driver("driver-spin", "spin"));
+    run.assert_error("error[E-RUN-040]: the task did not complete: failed");
+    assert_eq!(
+        run.session().read("out/result.txt"),
+        "error: driver invocation failed: deadline exceeded: the component ran for more than 1 s without returning"
+    );
+}
