@@ -69,39 +69,29 @@ impl DriverComponent {
         })
     }
 
-    /// A fresh instance, configured. Drivers see no filesystem.
-    pub async fn instantiate(&self, wire: Arc<Wire>) -> Result<Driver, Error> {
+    /// A fresh instance, configured. Drivers see no filesystem. The error is why the
+    /// driver could not be called, in words (the task's `driver invocation failed: ...`).
+    pub async fn instantiate(&self, wire: Arc<Wire>) -> Result<Driver, String> {
         let sandbox = Sandbox::new(&Grants {
             workdir: None,
             env: self.env.clone(),
             memory_bytes: self.memory_bytes,
             deadline: self.deadline,
-        })?;
+        })
+        .map_err(|e| e.message)?;
         let mut store = Store::new(self.pre.engine(), DriverState { sandbox, wire });
         sandbox::limit(&mut store);
-        let invocation = |e: wasmtime::Error| {
-            Error::new(
-                "E-RUN-001",
-                format!("driver invocation failed: {}", trap_text(&e)),
-            )
-        };
         let bindings = self
             .pre
             .instantiate_async(&mut store)
             .await
-            .map_err(invocation)?;
-        let configured = bindings
+            .map_err(|e| trap_text(&e))?;
+        bindings
             .murmur_driver_inference()
             .call_configure(&mut store, &self.settings)
             .await
-            .map_err(invocation)?;
-        configured.map_err(|e| {
-            Error::new(
-                "E-RUN-005",
-                format!("{} refused its configuration: {e}", self.label),
-            )
-            .hint("check inference.* and the driver's config in murmur.yaml")
-        })?;
+            .map_err(|e| trap_text(&e))?
+            .map_err(|e| format!("{} refused its configuration: {e}", self.label))?;
         Ok(Driver { store, bindings })
     }
 }

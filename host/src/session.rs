@@ -287,17 +287,14 @@ impl LoopState {
                 if called.is_ok() {
                     self.driver = Some(driver);
                 }
-                called.map_err(|e| format!("driver invocation failed: {}", trap_text(&e)))
+                called.map_err(|e| trap_text(&e))
             }
-            Err(e) => Err(e.message),
+            Err(why) => Err(why),
         };
         capsule.wire.after_inference();
 
         let result = match called {
-            Err(e) => Err(InferenceError::Invocation(
-                e.trim_start_matches("driver invocation failed: ")
-                    .to_string(),
-            )),
+            Err(why) => Err(InferenceError::Invocation(why)),
             Ok(Err(e)) => Err(InferenceError::Failed(e)),
             Ok(Ok(raw)) => parse_reply(&raw, &body),
         };
