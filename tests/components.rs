@@ -243,13 +243,32 @@ fn a_skill_is_installed_listed_and_returned_unfenced() {
     );
 }
 
+/// A capsule declaring one artifact, and `inference` as given (YAML, indented two).
+fn one_artifact(
+    name: &str,
+    artifact: &str,
+    runtime: &str,
+    source: &str,
+    inference: &str,
+) -> Capsule {
+    let manifest = format!(
+        "name: {name}\nversion: \"0.1.0\"\nartifacts:\n  - name: {artifact}\n    runtime: {runtime}\n    source: {source}\ninference:\n{inference}lifecycle:\n  task_acceptance: none\n"
+    );
+    Capsule::new(name, &manifest, "turns: []\n")
+}
+
+const SCRIPTED: &str = "  driver: scripted\n  script: ./script.yaml\n  model: m\n";
+
 #[test]
 fn a_tool_artifact_of_the_wrong_world_is_refused() {
-    let manifest = format!(
-        "name: w\nversion: \"0.1.0\"\nartifacts:\n  - name: notatool\n    runtime: tool\n    source: {}\ninference:\n  driver: scripted\n  script: ./script.yaml\n  model: m\nlifecycle:\n  task_acceptance: none\n",
-        guest("mur_session_loop").display()
+    let source = guest("mur_session_loop");
+    let capsule = one_artifact(
+        "toolworld",
+        "notatool",
+        "tool",
+        &source.display().to_string(),
+        SCRIPTED,
     );
-    let capsule = Capsule::new("toolworld", &manifest, "turns: []\n");
     let run = capsule.run(&["--task", "x"]);
     assert_eq!(run.status, 1);
     assert_eq!(
@@ -260,11 +279,9 @@ fn a_tool_artifact_of_the_wrong_world_is_refused() {
 
 #[test]
 fn a_driver_artifact_replaces_the_builtin_driver() {
-    let manifest = format!(
-        "name: d\nversion: \"0.1.0\"\nartifacts:\n  - name: my-driver\n    runtime: driver\n    source: {}\ninference:\n  driver:\n    artifact: my-driver\n    config:\n      turns:\n        - text: from the artifact driver\n  endpoint: https://models.invalid/v1\n  model: m\nlifecycle:\n  task_acceptance: none\n",
-        guest("mur_driver_scripted").display()
-    );
-    let capsule = Capsule::new("driverartifact", &manifest, "");
+    let inference = "  driver:\n    artifact: my-driver\n    config:\n      turns:\n        - text: from the artifact driver\n  endpoint: https://models.invalid/v1\n  model: m\n";
+    let source = guest("mur_driver_scripted").display().to_string();
+    let capsule = one_artifact("driverartifact", "my-driver", "driver", &source, inference);
     let run = capsule.run(&["--task", "x"]);
     run.assert_ok();
     let s = run.session();
@@ -277,11 +294,8 @@ fn a_driver_artifact_replaces_the_builtin_driver() {
 
 #[test]
 fn hook_artifacts_are_refused_until_hooks_are_served() {
-    let manifest = format!(
-        "name: h\nversion: \"0.1.0\"\nartifacts:\n  - name: gate\n    runtime: hook\n    source: {}\ninference:\n  driver: scripted\n  script: ./script.yaml\n  model: m\nlifecycle:\n  task_acceptance: none\n",
-        guest("mur_tool_probe").display()
-    );
-    let capsule = Capsule::new("hook", &manifest, "turns: []\n");
+    let source = guest("mur_tool_probe").display().to_string();
+    let capsule = one_artifact("hook", "gate", "hook", &source, SCRIPTED);
     let run = capsule.run(&["--task", "x"]);
     assert_eq!(run.status, 1);
     assert!(

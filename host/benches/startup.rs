@@ -25,11 +25,10 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// One `mur run` of the hello capsule; returns its wall time and the workdir.
-fn run(cache: &Path, workdir: &Path) -> Duration {
-    let started = Instant::now();
-    let status = Command::new(env!("CARGO_BIN_EXE_mur"))
-        .current_dir(repo())
+/// `mur run` of the hello capsule, with its component cache and workdir.
+fn hello(cache: &Path, workdir: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mur"));
+    cmd.current_dir(repo())
         .env("MUR_CACHE_DIR", cache)
         .args([
             "run",
@@ -41,7 +40,14 @@ fn run(cache: &Path, workdir: &Path) -> Duration {
             "bench",
         ])
         .arg("--workdir")
-        .arg(workdir)
+        .arg(workdir);
+    cmd
+}
+
+/// One `mur run` of the hello capsule, to exit; returns its wall time.
+fn run(cache: &Path, workdir: &Path) -> Duration {
+    let started = Instant::now();
+    let status = hello(cache, workdir)
         .stdout(Stdio::null())
         .status()
         .unwrap();
@@ -78,27 +84,13 @@ fn instantiation_micros(workdir: &Path, what: &str) -> Vec<u64> {
 /// Resident memory of a capsule idling between tasks (queue + sleep).
 fn idle_rss_kib(cache: &Path) -> u64 {
     let workdir = scratch("idle");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mur"))
-        .current_dir(repo())
-        .env("MUR_CACHE_DIR", cache)
-        .args([
-            "run",
-            "--manifest",
-            "examples/hello/murmur.yaml",
-            "--port",
-            "0",
-            "--json",
-        ])
+    let mut child = hello(cache, &workdir)
         .args([
             "--lifecycle-task-acceptance",
             "queue",
             "--lifecycle-after-task",
             "sleep",
-            "--task",
-            "bench",
         ])
-        .arg("--workdir")
-        .arg(&workdir)
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
