@@ -15,6 +15,8 @@ const TARGET: &str = "wasm32-wasip2";
 const GUESTS: &[(&str, &str)] = &[
     ("mur-session-loop", "guest-session-loop"),
     ("mur-driver-scripted", "guest-drivers/scripted"),
+    ("mur-driver-openai", "guest-drivers/openai"),
+    ("mur-driver-anthropic", "guest-drivers/anthropic"),
     ("mur-loop-oneshot", "components/loop-oneshot"),
     ("mur-loop-future", "components/loop-future"),
     ("mur-tool-wordcount", "components/tool-wordcount"),
@@ -34,6 +36,16 @@ fn main() {
     println!(
         "cargo:rerun-if-changed={}",
         root.join("Cargo.lock").display()
+    );
+    // The guests' release profiles live in the workspace manifest.
+    println!(
+        "cargo:rerun-if-changed={}",
+        root.join("Cargo.toml").display()
+    );
+    // Shared by the built-in HTTP drivers.
+    println!(
+        "cargo:rerun-if-changed={}",
+        root.join("guest-drivers/kit").display()
     );
     for (_, dir) in GUESTS {
         println!(

@@ -374,6 +374,8 @@ inference:
   endpoint: https://models.invalid/v1
   model: m
 capabilities:
+  network:
+    allow: [https://models.invalid]
   env:
     allow: [MUR_TEST_GRANTED]
   limits:

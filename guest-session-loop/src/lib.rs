@@ -18,19 +18,32 @@ impl Guest for Component {
     // turns past the limit, so the loop cannot overrun it even if it tried.
     fn run(_config: Config) -> Result<(), String> {
         while let Some(task) = host::next_task() {
-            let outcome = run_task(&task.text);
+            let outcome = match history(&task.history) {
+                Ok(history) => run_task(history, &task.text),
+                Err(why) => TaskOutcome::Failed(why),
+            };
             host::finish_task(&outcome);
         }
         Ok(())
     }
 }
 
-fn run_task(text: &str) -> TaskOutcome {
-    // The conversation lives only in this task: every task starts afresh.
-    let mut messages: Vec<Value> = vec![json!({
+/// The context's earlier conversation, which the host keeps (empty for a stateless one).
+fn history(json: &str) -> Result<Vec<Value>, String> {
+    match serde_json::from_str::<Value>(json) {
+        Ok(Value::Array(messages)) => Ok(messages),
+        Ok(_) => Err("the host's conversation history is JSON but not a list".into()),
+        Err(e) => Err(format!(
+            "the host's conversation history is not valid JSON: {e}"
+        )),
+    }
+}
+
+fn run_task(mut messages: Vec<Value>, text: &str) -> TaskOutcome {
+    messages.push(json!({
         "role": "user",
         "content": [{"type": "text", "text": text}],
-    })];
+    }));
     loop {
         let messages_json = match serde_json::to_string(&messages) {
             Ok(s) => s,

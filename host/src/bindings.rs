@@ -15,6 +15,12 @@ pub mod driver {
         path: ["../wit/text", "../wit/driver"],
         imports: { default: async | trappable },
         exports: { default: async },
+        // wasi:http is served by wasmtime-wasi-http, not by bindings of our own.
+        with: {
+            "wasi:http": wasmtime_wasi_http::p2::bindings::http,
+            "wasi:io": wasmtime_wasi::p2::bindings::io,
+            "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
+        },
     });
 }
 

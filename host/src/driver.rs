@@ -1,22 +1,36 @@
 //! The inference driver component: instantiated once per session, re-instantiated
 //! after a trap, and called once per inference turn.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use wasmtime::Store;
 use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::bindings::driver::exports::murmur::driver::inference::Settings;
 use crate::bindings::driver::{Driver as Bindings, DriverPre, murmur::text::chunks};
 use crate::engine::{self, Engine};
 use crate::error::Error;
+use crate::outbound::{Event, Outbound, Policy};
 use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
 use crate::wire::Wire;
 
 pub struct DriverState {
     sandbox: Sandbox,
     wire: Arc<Wire>,
+    http: WasiHttpCtx,
+    outbound: Outbound,
+}
+
+impl WasiHttpView for DriverState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            hooks: &mut self.outbound,
+            table: self.sandbox.table(),
+            ctx: &mut self.http,
+        }
+    }
 }
 
 impl Sandboxed for DriverState {
@@ -33,6 +47,9 @@ pub struct DriverComponent {
     env: Vec<(String, String)>,
     memory_bytes: u64,
     deadline: Duration,
+    network: Arc<Policy>,
+    /// What the driver's requests ran into, until the session writes it to the trace.
+    events: Arc<Mutex<Vec<Event>>>,
     pub label: String,
 }
 
@@ -40,6 +57,7 @@ pub struct DriverLimits {
     pub env: Vec<(String, String)>,
     pub memory_bytes: u64,
     pub deadline: Duration,
+    pub network: Policy,
 }
 
 impl DriverComponent {
@@ -53,6 +71,8 @@ impl DriverComponent {
         engine::check_world(engine, component, &engine::DRIVER, &label)?;
         let mut linker = Linker::<DriverState>::new(engine.wasmtime());
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link_error(&label))?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+            .map_err(link_error(&label))?;
         chunks::add_to_linker::<_, HasSelf<Arc<Wire>>>(&mut linker, |s| &mut s.wire)
             .map_err(link_error(&label))?;
         let pre = linker
@@ -65,6 +85,8 @@ impl DriverComponent {
             env: limits.env,
             memory_bytes: limits.memory_bytes,
             deadline: limits.deadline,
+            network: Arc::new(limits.network),
+            events: Arc::default(),
             label,
         })
     }
@@ -79,7 +101,13 @@ impl DriverComponent {
             deadline: self.deadline,
         })
         .map_err(|e| e.message)?;
-        let mut store = Store::new(self.pre.engine(), DriverState { sandbox, wire });
+        let state = DriverState {
+            sandbox,
+            wire,
+            http: WasiHttpCtx::new(),
+            outbound: Outbound::new(self.network.clone(), self.events.clone()),
+        };
+        let mut store = Store::new(self.pre.engine(), state);
         sandbox::limit(&mut store);
         let bindings = self
             .pre
@@ -93,6 +121,11 @@ impl DriverComponent {
             .map_err(|e| trap_text(&e))?
             .map_err(|e| format!("{} refused its configuration: {e}", self.label))?;
         Ok(Driver { store, bindings })
+    }
+
+    /// What the driver's requests ran into since the last call, oldest first.
+    pub fn take_events(&self) -> Vec<Event> {
+        std::mem::take(&mut *self.events.lock().unwrap_or_else(|p| p.into_inner()))
     }
 }
 
@@ -114,8 +147,9 @@ impl Driver {
 
 fn link_error(label: &str) -> impl Fn(wasmtime::Error) -> Error + '_ {
     move |e| {
-        Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}"))
-            .hint("a driver may import only WASI 0.2 and murmur:text/chunks@0.1.0")
+        Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}")).hint(
+            "a driver may import only WASI 0.2 (wasi:http included) and murmur:text/chunks@0.1.0",
+        )
     }
 }
 

@@ -26,9 +26,10 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "error[{}]: {}", self.code, self.message)?;
+        let message = crate::secret::scrub(&self.message);
+        write!(f, "error[{}]: {message}", self.code)?;
         if let Some(hint) = &self.hint {
-            write!(f, "\n  hint: {hint}")?;
+            write!(f, "\n  hint: {}", crate::secret::scrub(hint))?;
         }
         Ok(())
     }

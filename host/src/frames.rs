@@ -22,6 +22,7 @@ impl Frame {
     fn new(id: Option<u64>, event: &str, data: &Value) -> Self {
         // serde_json never emits a raw newline, so `data` is always exactly one line.
         let data = data.to_string();
+        let data = crate::secret::scrub(&data);
         let text = match id {
             Some(id) => format!("id: {id}\nevent: {event}\ndata: {data}\n\n"),
             None => format!("event: {event}\ndata: {data}\n\n"),

@@ -14,10 +14,13 @@ use std::collections::HashMap;
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::Value as Json;
 use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::{Marker, ScanError, TScalarStyle};
+
+pub use crate::outbound::{Retry, Timeouts};
 
 /// A parsed manifest plus the warnings (unknown keys) met on the way.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,6 +107,12 @@ pub struct Inference {
     /// From `system_prompt` (trimmed) or `system_prompt_file` (verbatim).
     pub system_prompt: Option<String>,
     pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    /// Ask the model server to stream its answer (default true): text reaches the wire
+    /// as it is generated.
+    pub stream: bool,
+    pub retry: Retry,
+    pub timeouts: Timeouts,
     pub compaction: Compaction,
 }
 
@@ -1398,6 +1407,7 @@ fn inference(cx: &mut Cx, top: &Section, artifacts: &[Artifact]) -> Result<Infer
         |v| (0.0..=2.0).contains(&v),
         "a number from 0 to 2",
     )?;
+    let top_p = sec.opt_fraction(cx, "top_p")?;
     let inference = Inference {
         transport,
         endpoint: endpoint(cx, &sec, &driver, transport)?,
@@ -1407,10 +1417,13 @@ fn inference(cx: &mut Cx, top: &Section, artifacts: &[Artifact]) -> Result<Infer
         max_tokens: sec.opt_u32(cx, "max_tokens", 1)?.unwrap_or(8192),
         system_prompt: system_prompt(cx, &sec)?,
         temperature,
+        top_p,
+        stream: sec.opt_bool(cx, "stream")?.unwrap_or(true),
+        retry: retry(cx, &sec)?,
+        timeouts: timeouts(cx, &sec)?,
         compaction: compaction(cx, &sec)?,
         driver,
     };
-    accepted_only(cx, &sec)?;
     Ok(inference)
 }
 
@@ -1420,18 +1433,32 @@ fn max_turns(cx: &Cx, sec: &Section) -> Result<u32> {
     Ok(turns.map_err(|e| e.hint(hint))?.unwrap_or(10))
 }
 
-/// Keys the runtime accepts but does not act on yet: only their types are checked.
-fn accepted_only(cx: &mut Cx, sec: &Section) -> Result<()> {
-    sec.opt_bool(cx, "stream")?;
-    sec.opt_fraction(cx, "top_p")?;
+/// `inference.retry`: how often and how patiently 429, 5xx and refused connections
+/// are retried.
+fn retry(cx: &mut Cx, sec: &Section) -> Result<Retry> {
     let retry = sec.sub(cx, "retry")?;
-    retry.opt_u32(cx, "max_attempts", 1)?;
-    retry.opt_uint(cx, "initial_backoff_ms", 0, u64::MAX)?;
-    retry.opt_uint(cx, "max_backoff_ms", 0, u64::MAX)?;
+    let default = Retry::default();
+    let ms = |v: Option<u64>, d: Duration| v.map_or(d, Duration::from_millis);
+    let max_attempts = retry.opt_u32(cx, "max_attempts", 1)?;
+    let initial = retry.opt_uint(cx, "initial_backoff_ms", 0, 3_600_000)?;
+    let max = retry.opt_uint(cx, "max_backoff_ms", 0, 3_600_000)?;
+    Ok(Retry {
+        max_attempts: max_attempts.unwrap_or(default.max_attempts).min(100),
+        initial_backoff: ms(initial, default.initial_backoff),
+        max_backoff: ms(max, default.max_backoff),
+    })
+}
+
+fn timeouts(cx: &mut Cx, sec: &Section) -> Result<Timeouts> {
     let timeouts = sec.sub(cx, "timeouts")?;
-    timeouts.opt_uint(cx, "connect_secs", 1, u64::MAX)?;
-    timeouts.opt_uint(cx, "read_secs", 1, u64::MAX)?;
-    Ok(())
+    let default = Timeouts::default();
+    let secs = |v: Option<u64>, d: Duration| v.map_or(d, Duration::from_secs);
+    let connect = timeouts.opt_uint(cx, "connect_secs", 1, 86_400)?;
+    let read = timeouts.opt_uint(cx, "read_secs", 1, 86_400)?;
+    Ok(Timeouts {
+        connect: secs(connect, default.connect),
+        read: secs(read, default.read),
+    })
 }
 
 fn driver(cx: &mut Cx, sec: &Section, artifacts: &[Artifact]) -> Result<DriverRef> {
@@ -1592,6 +1619,7 @@ fn endpoint(
         }
         return Ok(None);
     };
+    let url = substitute(cx, &url, line, "inference.endpoint")?;
     check_endpoint(&url).map_err(|why| {
         let hint = "use an https:// URL; plain http:// is allowed only to localhost, 127.x.x.x \
                     or [::1]";
@@ -1645,8 +1673,8 @@ fn is_loopback(host: &str) -> bool {
 }
 
 fn model(cx: &Cx, sec: &Section, driver: &DriverRef) -> Result<String> {
-    if let Some((model, _)) = sec.opt_str(cx, "model")? {
-        return Ok(model);
+    if let Some((model, line)) = sec.opt_str(cx, "model")? {
+        return substitute(cx, &model, line, "inference.model");
     }
     match driver {
         DriverRef::Builtin { name, .. } if name == "scripted" => Ok("scripted".to_string()),
@@ -1672,16 +1700,21 @@ fn api_key(cx: &Cx, sec: &Section) -> Result<Option<String>> {
     let Some((value, line)) = sec.opt_str(cx, "api_key")? else {
         return Ok(None);
     };
-    let Some(var) = env_reference(&value) else {
-        return Ok(Some(value));
+    substitute(cx, &value, line, "inference.api_key").map(Some)
+}
+
+/// A whole-value `${NAME}` replaced by that environment variable, which must be set;
+/// anything else as written.
+fn substitute(cx: &Cx, value: &str, line: usize, key: &str) -> Result<String> {
+    let Some(var) = env_reference(value) else {
+        return Ok(value.to_string());
     };
     match (cx.env)(var) {
-        Some(resolved) => Ok(Some(resolved)),
+        Some(resolved) => Ok(resolved),
         None => {
             let why = format!("environment variable {var} is not set");
-            let hint =
-                format!("export {var}=... before running mur, or put it in the workspace .env");
-            Err(cx.invalid(line, "inference.api_key", why).hint(hint))
+            let hint = format!("export {var}=... in the environment mur runs in");
+            Err(cx.invalid(line, key, why).hint(hint))
         }
     }
 }
@@ -1829,7 +1862,13 @@ fn capabilities(cx: &mut Cx, top: &Section) -> Result<Capabilities> {
 fn net_rules(cx: &Cx, net: &Section) -> Result<Vec<NetRule>> {
     let items = net.opt_list(cx, "allow")?.unwrap_or_default();
     let rule = |item: &Field| {
-        let text = item.string(cx)?;
+        let written = item.string(cx)?;
+        let mut text = substitute(cx, &written, item.line, &item.path)?;
+        if text != written {
+            // `${OPENAI_BASE_URL}` is usually the endpoint itself: one variable names the
+            // server for both keys, and only its scheme, host and port count here.
+            text = without_path(&text).to_string();
+        }
         parse_net_rule(&text).map_err(|why| {
             let why = format!("'{}': {why}", show(&text));
             let hint = "use host, host:port or http(s)://host[:port], e.g. \
@@ -1839,6 +1878,15 @@ fn net_rules(cx: &Cx, net: &Section) -> Result<Vec<NetRule>> {
         })
     };
     items.iter().map(rule).collect()
+}
+
+/// `scheme://host[:port]` of a URL, or the text up to its first `/`.
+fn without_path(url: &str) -> &str {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    match url[start..].find(['/', '?', '#']) {
+        Some(end) => &url[..start + end],
+        None => url,
+    }
 }
 
 fn parse_net_rule(entry: &str) -> std::result::Result<NetRule, String> {
@@ -2047,7 +2095,12 @@ mod tests {
     }
 
     fn test_env(name: &str) -> Option<String> {
-        (name == "LOCAL_MODEL_KEY").then(|| "sk-local".to_string())
+        match name {
+            "LOCAL_MODEL_KEY" => Some("sk-local".to_string()),
+            "MODEL_URL" => Some("http://127.0.0.1:11434/v1".to_string()),
+            "MODEL_NAME" => Some("qwen2.5-coder".to_string()),
+            _ => None,
+        }
     }
 
     /// Lines 1-5; whatever a test appends starts at line 6.
@@ -2450,6 +2503,43 @@ lifecycle:
     }
 
     #[test]
+    fn retry_timeouts_and_stream_are_read() {
+        let s = Scratch::new();
+        let m = s.ok(&base(""));
+        let inf = &m.manifest.inference;
+        assert_eq!(
+            (inf.retry, inf.timeouts),
+            (Retry::default(), Timeouts::default())
+        );
+        assert!(inf.stream);
+        let m = s.ok(&base(
+            "  stream: false\n  retry:\n    max_attempts: 5\n    initial_backoff_ms: 0\n    \
+             max_backoff_ms: 2000\n  timeouts: {connect_secs: 3, read_secs: 45}\n",
+        ));
+        let inf = &m.manifest.inference;
+        assert!(!inf.stream);
+        assert_eq!(
+            inf.retry,
+            Retry {
+                max_attempts: 5,
+                initial_backoff: Duration::ZERO,
+                max_backoff: Duration::from_secs(2),
+            }
+        );
+        assert_eq!(
+            inf.timeouts,
+            Timeouts {
+                connect: Duration::from_secs(3),
+                read: Duration::from_secs(45),
+            }
+        );
+        let e = s.err(&base("  retry: {max_attempts: 0}\n"));
+        assert!(e.message.contains("'inference.retry.max_attempts'"), "{e}");
+        let e = s.err(&base("  timeouts: {read_secs: 0}\n"));
+        assert!(e.message.contains("'inference.timeouts.read_secs'"), "{e}");
+    }
+
+    #[test]
     fn seed_fractions_outside_zero_to_one_rejected() {
         let s = Scratch::new();
         let e = s.err(&base("context:\n  seed_budget: 1.5\n"));
@@ -2597,7 +2687,7 @@ lifecycle:
         let e = s.err(&base("  api_key: ${MISSING_KEY}\n"));
         let want = "error[E-MAN-003]: murmur.yaml:6: invalid inference config for \
                     'inference.api_key': environment variable MISSING_KEY is not set\n  hint: \
-                    export MISSING_KEY=... before running mur, or put it in the workspace .env";
+                    export MISSING_KEY=... in the environment mur runs in";
         assert_eq!(text(&e), want);
         for literal in [
             "${lower}",
@@ -2609,6 +2699,32 @@ lifecycle:
             let m = s.ok(&base(&format!("  api_key: \"{literal}\"\n"))).manifest;
             assert_eq!(m.inference.api_key.as_deref(), Some(literal));
         }
+    }
+
+    #[test]
+    fn env_names_the_model_server_for_endpoint_model_and_allow_list() {
+        let s = Scratch::new();
+        let yaml = "name: t\nversion: \"1\"\ninference:\n  driver: openai\n  \
+                    endpoint: ${MODEL_URL}\n  model: ${MODEL_NAME}\ncapabilities:\n  \
+                    network:\n    allow: [\"${MODEL_URL}\"]\n";
+        let m = s.ok(yaml).manifest;
+        assert_eq!(
+            m.inference.endpoint.as_deref(),
+            Some("http://127.0.0.1:11434/v1")
+        );
+        assert_eq!(m.inference.model, "qwen2.5-coder");
+        let rule = NetRule {
+            scheme: Some("http".into()),
+            host: "127.0.0.1".into(),
+            port: Some(11434),
+        };
+        assert_eq!(m.capabilities.network_allow, vec![rule]);
+        let e = s.err(&yaml.replace("${MODEL_NAME}", "${NO_SUCH_MODEL}"));
+        assert!(
+            e.message
+                .ends_with("'inference.model': environment variable NO_SUCH_MODEL is not set"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -68,6 +68,12 @@ impl Sandbox {
         })
     }
 
+    /// The resource table, shared by WASI and wasi:http (their handles mix: a response
+    /// body is a WASI stream).
+    pub fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
+    }
+
     pub fn view(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
             ctx: &mut self.wasi,

@@ -2,6 +2,7 @@
 //! host. The loop decides what happens next; the host counts turns, dispatches tools,
 //! writes frames, the trace and the result, and enforces the limits.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -22,6 +23,7 @@ use crate::driver::{Driver, DriverComponent, trap_text};
 use crate::engine::{self, Engine};
 use crate::error::Error;
 use crate::frames::{Artifact, State};
+use crate::outbound::Event;
 use crate::queue::{Lane, Pending, Queue};
 use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
 use crate::tools::{Dispatched, Reach, Tools};
@@ -51,6 +53,9 @@ pub struct Capsule {
     pub session_event: String,
     pub finished: Mutex<Vec<Finished>>,
     pub running: RunningTask,
+    /// `lifecycle.conversation: threaded`: each context's conversation so far, by
+    /// context id, handed to the next task of that context.
+    pub threads: Option<Mutex<HashMap<String, Vec<Value>>>>,
 }
 
 /// Why `tasks/cancel` could not cancel a task.
@@ -105,6 +110,8 @@ struct Running {
     counts: Totals,
     /// The trace line of the latest inference turn: parent of its tool calls.
     turn_event: Option<String>,
+    /// Under a threaded conversation: the latest request's messages and the reply to it.
+    conversation: Option<Vec<Value>>,
 }
 
 pub struct LoopState {
@@ -160,6 +167,7 @@ impl Host for LoopState {
                 // fresh one); the ids stay in step as if the call had returned.
                 () = capsule.running.canceled() => {
                     capsule.wire.after_inference();
+                    self.trace_outbound()?;
                     canceled
                 }
             }
@@ -238,6 +246,7 @@ impl LoopState {
             context_id: task.context_id.clone(),
             origin: task.origin.clone(),
             text: task.text.clone(),
+            history: capsule.history(&task.context_id),
         };
         self.running = Some(Running {
             task,
@@ -245,6 +254,7 @@ impl LoopState {
             started: Instant::now(),
             counts: Totals::default(),
             turn_event: None,
+            conversation: None,
         });
         Ok(handed)
     }
@@ -280,6 +290,7 @@ impl LoopState {
             }
         };
         capsule.wire.before_inference();
+        let started = Instant::now();
         let called = match driver {
             Ok(mut driver) => {
                 let called = driver.infer(&body).await;
@@ -292,24 +303,82 @@ impl LoopState {
             Err(why) => Err(why),
         };
         capsule.wire.after_inference();
+        self.trace_outbound()?;
 
+        let mut call = Call {
+            turn,
+            duration_ms: started.elapsed().as_millis() as u64,
+            input_estimate: estimate_tokens(&body),
+            output_estimate: 0,
+            reported: serde_json::Map::new(),
+        };
         let result = match called {
             Err(why) => Err(InferenceError::Invocation(why)),
             Ok(Err(e)) => Err(InferenceError::Failed(e)),
-            Ok(Ok(raw)) => parse_reply(&raw, &body),
+            Ok(Ok(raw)) => {
+                call.output_estimate = estimate_tokens(&raw);
+                parse_reply(&raw, &body).map(|(reply, reported)| {
+                    call.reported = reported;
+                    reply
+                })
+            }
         };
-        self.trace_turn(turn, &body, &result)?;
+        if let (Ok(reply), Some(_)) = (&result, &capsule.threads) {
+            self.running("infer")?.conversation = conversation(&request, reply);
+        }
+        self.trace_turn(&call, &result)?;
         Ok(result)
     }
 
+    /// What the driver's requests ran into (refusals, retries), under the task, before
+    /// the turn's own line.
+    fn trace_outbound(&mut self) -> wasmtime::Result<()> {
+        let capsule = self.capsule.clone();
+        let running = self.running("infer")?;
+        let place = Place {
+            parent: Some(&running.event_id),
+            task: Some(&running.task.id),
+        };
+        for event in capsule.driver.take_events() {
+            let (kind, fields) = match event {
+                Event::Denied { origin } => (
+                    "http_denied",
+                    json!({"origin": origin, "reason": "not in capabilities.network.allow"}),
+                ),
+                Event::Retry {
+                    url,
+                    attempt,
+                    cause,
+                    delay,
+                } => (
+                    "http_retry",
+                    json!({
+                        "url": url,
+                        "attempt": attempt,
+                        "cause": cause,
+                        "delay_ms": delay.as_millis() as u64,
+                    }),
+                ),
+            };
+            capsule
+                .trace
+                .write(kind, place, fields)
+                .map_err(trace_failed)?;
+        }
+        Ok(())
+    }
+
+    /// The turn's `inference` line. Its `input_tokens`/`output_tokens` are the host's
+    /// estimates (as upstream's are); what the provider reported is beside them as
+    /// `input_tokens_actual`, `output_tokens_actual`, `cached_tokens`, ...
     fn trace_turn(
         &mut self,
-        turn: u64,
-        body: &str,
+        call: &Call,
         result: &Result<InferenceReply, InferenceError>,
     ) -> wasmtime::Result<()> {
         let capsule = self.capsule.clone();
         let running = self.running("infer")?;
+        let turn = call.turn;
         let mut fields = json!({"turn": turn});
         match result {
             Ok(reply) => {
@@ -325,12 +394,21 @@ impl LoopState {
                 };
                 fields = json!({
                     "turn": turn,
-                    "input_tokens": reply.usage.input_tokens,
-                    "output_tokens": reply.usage.output_tokens,
+                    "input_tokens": call.input_estimate,
+                    "output_tokens": call.output_estimate,
                     "decision": decision,
                     "tool_name": tool,
                     "stop_reason": stop_reason_str(reply.stop_reason),
+                    "duration_ms": call.duration_ms,
                 });
+                for (key, value) in &call.reported {
+                    let key = match key.as_str() {
+                        "input_tokens" => "input_tokens_actual",
+                        "output_tokens" => "output_tokens_actual",
+                        other => other,
+                    };
+                    fields[key] = value.clone();
+                }
             }
             Err(e) => {
                 let (code, text) = match e {
@@ -339,8 +417,9 @@ impl LoopState {
                     InferenceError::Malformed(t) => ("malformed_response", t.clone()),
                     InferenceError::TurnsExhausted(_) => return Ok(()),
                 };
-                fields["input_tokens"] = estimate_tokens(body).into();
+                fields["input_tokens"] = call.input_estimate.into();
                 fields["output_tokens"] = 0.into();
+                fields["duration_ms"] = call.duration_ms.into();
                 fields["error_code"] = code.into();
                 fields["error"] = text.into();
             }
@@ -490,6 +569,10 @@ impl LoopState {
             Ending::of(outcome, capsule.max_turns)
         };
         capsule.running.end();
+        if end.state == State::Completed {
+            capsule.remember(&running.task.context_id, running.conversation.clone());
+        }
+        let end = end.scrubbed();
         if let Err(e) = std::fs::write(capsule.workdir.result_txt(), &end.result) {
             capsule
                 .workdir
@@ -577,6 +660,15 @@ impl Ending {
         }
     }
 
+    /// The API key never reaches the result file, the wire or the launcher's answer.
+    fn scrubbed(self) -> Self {
+        Ending {
+            message: crate::secret::scrub(&self.message).into_owned(),
+            result: crate::secret::scrub(&self.result).into_owned(),
+            ..self
+        }
+    }
+
     fn canceled() -> Self {
         Ending {
             state: State::Canceled,
@@ -633,6 +725,31 @@ impl Capsule {
         self.running.cancel(None);
     }
 
+    /// The context's conversation so far, as the JSON array a loop puts before a task.
+    fn history(&self, context_id: &str) -> String {
+        let Some(threads) = &self.threads else {
+            return "[]".into();
+        };
+        let threads = threads.lock().unwrap_or_else(|p| p.into_inner());
+        match threads.get(context_id) {
+            Some(messages) => Value::Array(messages.clone()).to_string(),
+            None => "[]".into(),
+        }
+    }
+
+    /// A completed task's conversation becomes its context's history. A failed one
+    /// leaves the history as it was: it may end in a tool call nobody answered, which a
+    /// provider would refuse in the next request.
+    fn remember(&self, context_id: &str, conversation: Option<Vec<Value>>) {
+        let (Some(threads), Some(messages)) = (&self.threads, conversation) else {
+            return;
+        };
+        threads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(context_id.to_string(), messages);
+    }
+
     /// The request a driver receives, in upstream's neutral JSON shape.
     fn request(&self, request: &InferenceRequest) -> Result<String, String> {
         let messages: Value = serde_json::from_str(&request.messages)
@@ -669,8 +786,39 @@ fn estimate_tokens(text: &str) -> u64 {
     (text.len() as u64).div_ceil(4)
 }
 
-/// Reads a driver's reply, in the shapes of `shared/reference/drivers.md`.
-fn parse_reply(raw: &str, request: &str) -> Result<InferenceReply, InferenceError> {
+/// The messages of `request` followed by the reply's assistant message.
+fn conversation(request: &InferenceRequest, reply: &InferenceReply) -> Option<Vec<Value>> {
+    let Ok(Value::Array(mut messages)) = serde_json::from_str(&request.messages) else {
+        return None;
+    };
+    messages.push(serde_json::from_str(&reply.assistant_message).ok()?);
+    Some(messages)
+}
+
+/// One driver call, measured for its trace line.
+struct Call {
+    turn: u64,
+    duration_ms: u64,
+    input_estimate: u64,
+    output_estimate: u64,
+    /// The usage counts the provider reported (only the known keys, only numbers).
+    reported: serde_json::Map<String, Value>,
+}
+
+const USAGE_KEYS: &[&str] = &[
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "cache_write_tokens",
+    "thinking_tokens",
+];
+
+/// Reads a driver's reply, in the shapes of `shared/reference/drivers.md`, with the
+/// usage the provider reported.
+fn parse_reply(
+    raw: &str,
+    request: &str,
+) -> Result<(InferenceReply, serde_json::Map<String, Value>), InferenceError> {
     let reply: Value = serde_json::from_str(raw)
         .map_err(|e| InferenceError::Malformed(format!("failed to parse driver response: {e}")))?;
     let stop = reply.get("stop_reason").and_then(Value::as_str);
@@ -717,24 +865,27 @@ fn parse_reply(raw: &str, request: &str) -> Result<InferenceReply, InferenceErro
             "response stop_reason=tool_call but no tool_call blocks were present".into(),
         ));
     }
-    let reported = |key: &str| {
-        reply
-            .get("usage")
-            .and_then(|u| u.get(key))
-            .and_then(Value::as_u64)
-    };
+    let reported: serde_json::Map<String, Value> = USAGE_KEYS
+        .iter()
+        .filter_map(|key| {
+            let n = reply.get("usage")?.get(*key)?.as_u64()?;
+            Some((key.to_string(), n.into()))
+        })
+        .collect();
+    let count = |key: &str| reported.get(key).and_then(Value::as_u64);
     let usage = Usage {
-        input_tokens: reported("input_tokens").unwrap_or_else(|| estimate_tokens(request)),
-        output_tokens: reported("output_tokens").unwrap_or_else(|| estimate_tokens(raw)),
+        input_tokens: count("input_tokens").unwrap_or_else(|| estimate_tokens(request)),
+        output_tokens: count("output_tokens").unwrap_or_else(|| estimate_tokens(raw)),
     };
     let assistant = json!({"role": "assistant", "content": content});
-    Ok(InferenceReply {
+    let reply = InferenceReply {
         stop_reason,
         text,
         tool_calls,
         assistant_message: assistant.to_string(),
         usage,
-    })
+    };
+    Ok((reply, reported))
 }
 
 fn tool_call(block: &Value) -> Option<ToolCall> {

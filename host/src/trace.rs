@@ -64,7 +64,7 @@ impl Trace {
         if let Value::Object(fields) = fields {
             line.extend(fields);
         }
-        let mut text = Value::Object(line).to_string();
+        let mut text = crate::secret::scrub(&Value::Object(line).to_string()).into_owned();
         text.push('\n');
         let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
         file.write_all(text.as_bytes())?;

@@ -96,7 +96,7 @@ impl Workdir {
             .append(true)
             .open(self.bootstrap_log());
         if let Ok(mut file) = file {
-            let _ = writeln!(file, "{line}");
+            let _ = writeln!(file, "{}", crate::secret::scrub(line));
         }
     }
 }

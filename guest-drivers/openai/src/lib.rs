@@ -1,0 +1,68 @@
+//! The built-in `openai` driver: the Chat Completions API, as spoken by OpenAI and by
+//! most local model servers (vLLM, Ollama, llama.cpp, LM Studio).
+
+mod wire;
+
+use mur_driver_kit::exports::murmur::driver::inference::{Guest, Settings};
+use mur_driver_kit::neutral::{Reply, Request};
+use mur_driver_kit::setup::{Setup, Slot};
+use mur_driver_kit::{emit, http};
+
+/// Every error starts with this, so a reader knows which driver speaks.
+const NAME: &str = "openai";
+const DEFAULT_ENDPOINT: &str = "https://api.openai.com/v1";
+/// A whole answer bigger than this is not a chat answer.
+const MAX_ANSWER: usize = 32 * 1024 * 1024;
+
+static SETUP: Slot = Slot::new();
+
+struct Driver;
+
+impl Guest for Driver {
+    fn configure(settings: Settings) -> Result<(), String> {
+        let setup = Setup::new(settings, DEFAULT_ENDPOINT, wire::api_path)
+            .map_err(|e| format!("{NAME}: {e}"))?;
+        SETUP.set(setup);
+        Ok(())
+    }
+
+    fn infer(request: String) -> Result<String, String> {
+        let setup = SETUP
+            .get()
+            .ok_or_else(|| format!("{NAME}: infer was called before configure"))?;
+        infer(&setup, &request).map_err(|e| setup.redact(format!("{NAME}: {e}")))
+    }
+}
+
+fn infer(setup: &Setup, request: &str) -> Result<String, String> {
+    let request = Request::parse(request)?;
+    let body = wire::request_body(&request, setup.model(&request), &setup.config);
+    let authorization = setup.api_key.as_ref().map(|key| format!("Bearer {key}"));
+    let mut headers = vec![("content-type", "application/json")];
+    if let Some(authorization) = &authorization {
+        headers.push(("authorization", authorization));
+    }
+    if setup.config.stream {
+        headers.push(("accept", "text/event-stream"));
+    }
+    let response = setup.post_json(&headers, &body)?;
+    let reply = read_reply(setup, response)?;
+    Ok(reply.to_json())
+}
+
+/// Reads the answer, streamed or whole. A server that ignored `stream: true` answers
+/// with plain JSON, which is read as a whole answer.
+fn read_reply(setup: &Setup, mut response: http::Response) -> Result<Reply, String> {
+    let is_json = response
+        .content_type
+        .as_deref()
+        .is_some_and(|t| t.starts_with("application/json"));
+    if !setup.config.stream || is_json {
+        return wire::parse_reply(&response.read_to_end(MAX_ANSWER)?);
+    }
+    let mut stream = wire::Stream::default();
+    let end = response.read_events(|event| stream.on_event(event, &mut emit))?;
+    stream.finish(end, &setup.endpoint.display())
+}
+
+mur_driver_kit::export!(Driver);

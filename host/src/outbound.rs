@@ -1,0 +1,432 @@
+//! Outbound HTTP from driver components: the only way a driver reaches a model server.
+//! Every request is checked against `capabilities.network.allow` before a socket is
+//! opened; the manifest's timeouts bound it; 429 and 5xx answers and failed connections
+//! are retried with jittered backoff. What happened is recorded for the trace.
+
+use std::collections::hash_map::RandomState;
+use std::future::Future;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode, Uri};
+use http_body_util::{BodyExt, Full, Limited};
+use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
+
+use crate::manifest::NetRule;
+
+/// A request body larger than this is refused: a conversation is never this big, and
+/// the body is held in memory so that a retry can send it again.
+const MAX_REQUEST_BODY: usize = 64 * 1024 * 1024;
+
+/// What a capsule lets its driver do on the network.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub allow: Vec<NetRule>,
+    pub retry: Retry,
+    pub timeouts: Timeouts,
+}
+
+/// `inference.retry`: attempts in all (the first included) and the backoff bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retry {
+    pub max_attempts: u32,
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry {
+            max_attempts: 3,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(8),
+        }
+    }
+}
+
+/// `inference.timeouts`: `read` bounds the wait for the first byte and between bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    pub connect: Duration,
+    pub read: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(30),
+            read: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Something the trace should show about one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// Refused before any connection: not in `capabilities.network.allow`.
+    Denied { origin: String },
+    /// Attempt `attempt` failed with `cause`; the next starts after `delay`.
+    Retry {
+        url: String,
+        attempt: u32,
+        cause: String,
+        delay: Duration,
+    },
+}
+
+/// The `wasi:http` hooks of one driver instance. Events go to a log the session reads
+/// after each inference call, shared by every instance of the driver.
+pub struct Outbound {
+    policy: Arc<Policy>,
+    events: Arc<Mutex<Vec<Event>>>,
+}
+
+impl Outbound {
+    pub fn new(policy: Arc<Policy>, events: Arc<Mutex<Vec<Event>>>) -> Self {
+        Outbound { policy, events }
+    }
+}
+
+type Result<T> = std::result::Result<T, Error>;
+/// What reports the fate of a response body after its headers arrived.
+type Io = Box<dyn Future<Output = Result<()>> + Send>;
+type SendFuture = Box<dyn Future<Output = Result<(Response<WasiBody>, Io)>> + Send>;
+
+impl WasiHttpHooks for Outbound {
+    /// A driver writes its request in 4 KiB pieces; buffering a few lets it write the
+    /// whole body without waiting for the sender between pieces.
+    fn p2_outgoing_body_buffer_chunks(&mut self) -> usize {
+        16
+    }
+
+    fn send_request(
+        &mut self,
+        request: Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _response_errors: Io,
+    ) -> SendFuture {
+        let policy = self.policy.clone();
+        let events = self.events.clone();
+        Box::new(async move {
+            let target = Target::of(request.uri());
+            if !policy.allows(&target) {
+                record(
+                    &events,
+                    Event::Denied {
+                        origin: target.origin(),
+                    },
+                );
+                return Err(Error::HttpRequestDenied);
+            }
+            let options = policy.timeouts.bound(options);
+            send_with_retries(&policy.retry, request, options, &events).await
+        })
+    }
+}
+
+fn record(events: &Mutex<Vec<Event>>, event: Event) {
+    events.lock().unwrap_or_else(|p| p.into_inner()).push(event);
+}
+
+/// The scheme, host and port a request goes to, as the allow list speaks of them.
+#[derive(Debug, PartialEq, Eq)]
+struct Target {
+    scheme: String,
+    host: String,
+    port: u16,
+}
+
+impl Target {
+    fn of(uri: &Uri) -> Self {
+        let scheme = uri.scheme_str().unwrap_or("https").to_ascii_lowercase();
+        let port = uri
+            .port_u16()
+            .unwrap_or(if scheme == "http" { 80 } else { 443 });
+        Target {
+            host: uri.host().unwrap_or_default().to_ascii_lowercase(),
+            scheme,
+            port,
+        }
+    }
+
+    fn origin(&self) -> String {
+        format!("{}://{}:{}", self.scheme, self.host, self.port)
+    }
+}
+
+impl Policy {
+    /// An entry without a port allows the default port of its scheme (or, without a
+    /// scheme, of the request's), so `api.openai.com` means https on 443, not every port.
+    fn allows(&self, target: &Target) -> bool {
+        self.allow.iter().any(|rule| {
+            let scheme = rule.scheme.as_deref().unwrap_or(&target.scheme);
+            let default_port = if scheme == "http" { 80 } else { 443 };
+            rule.host == target.host
+                && scheme == target.scheme
+                && rule.port.unwrap_or(default_port) == target.port
+        })
+    }
+}
+
+/// Whether `url` is reachable under `rules`; `false` for what is not a URL.
+pub fn allowed(rules: &[NetRule], url: &str) -> bool {
+    let Ok(uri) = url.parse::<Uri>() else {
+        return false;
+    };
+    let policy = Policy {
+        allow: rules.to_vec(),
+        retry: Retry::default(),
+        timeouts: Timeouts::default(),
+    };
+    policy.allows(&Target::of(&uri))
+}
+
+/// `scheme://host:port` of a URL, as an allow-list entry would name it.
+pub fn origin_of(url: &str) -> Option<String> {
+    let uri = url.parse::<Uri>().ok()?;
+    uri.host()?;
+    Some(Target::of(&uri).origin())
+}
+
+impl Timeouts {
+    /// The driver may ask for shorter timeouts, never longer ones.
+    fn bound(&self, asked: Option<RequestOptions>) -> RequestOptions {
+        let asked = asked.unwrap_or_default();
+        let min =
+            |asked: Option<Duration>, limit: Duration| Some(asked.map_or(limit, |a| a.min(limit)));
+        RequestOptions {
+            connect_timeout: min(asked.connect_timeout, self.connect),
+            first_byte_timeout: min(asked.first_byte_timeout, self.read),
+            between_bytes_timeout: min(asked.between_bytes_timeout, self.read),
+        }
+    }
+}
+
+async fn send_with_retries(
+    retry: &Retry,
+    request: Request<WasiBody>,
+    options: RequestOptions,
+    events: &Mutex<Vec<Event>>,
+) -> Result<(Response<WasiBody>, Io)> {
+    let (parts, body) = request.into_parts();
+    let body = Limited::new(body, MAX_REQUEST_BODY)
+        .collect()
+        .await
+        .map_err(|e| match e.downcast::<Error>() {
+            Ok(e) => *e,
+            Err(_) => Error::HttpRequestBodySize(None),
+        })?
+        .to_bytes();
+    let url = without_query(&parts.uri);
+    let mut attempt = 1;
+    loop {
+        let request = rebuild(&parts, body.clone())?;
+        let sent = wasmtime_wasi_http::default_send_request(request, Some(options)).await;
+        let (cause, retry_after) = match &sent {
+            Ok((response, _)) => (retryable_status(response.status()), retry_after(response)),
+            Err(e) => (retryable_error(e), None),
+        };
+        match cause {
+            Some(cause) if attempt < retry.max_attempts => {
+                let delay = retry.delay(attempt, retry_after);
+                record(
+                    events,
+                    Event::Retry {
+                        url: url.clone(),
+                        attempt,
+                        cause,
+                        delay,
+                    },
+                );
+                drop(sent);
+                tokio::time::sleep(delay).await;
+                attempt += 1;
+            }
+            _ => {
+                let (response, io) = sent?;
+                return Ok((response.map(BodyExt::boxed_unsync), Box::new(io) as Io));
+            }
+        }
+    }
+}
+
+/// A fresh copy of the request for one attempt.
+fn rebuild(parts: &http::request::Parts, body: Bytes) -> Result<Request<WasiBody>> {
+    let mut builder = Request::builder()
+        .method(parts.method.clone())
+        .uri(parts.uri.clone())
+        .version(parts.version);
+    for (name, value) in &parts.headers {
+        builder = builder.header(name, value);
+    }
+    let body = Full::new(body)
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    builder
+        .body(body)
+        .map_err(|e| Error::InternalError(Some(e.to_string())))
+}
+
+/// The URL for the trace: no query string, which may carry a key.
+fn without_query(uri: &Uri) -> String {
+    let target = Target::of(uri);
+    format!("{}{}", target.origin(), uri.path())
+}
+
+fn retryable_status(status: StatusCode) -> Option<String> {
+    (status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error())
+        .then(|| format!("HTTP {}", status.as_u16()))
+}
+
+/// Failures before any byte of a response: the request never reached the model, so
+/// sending it again cannot do anything twice.
+fn retryable_error(e: &Error) -> Option<String> {
+    match e {
+        Error::Connect(_)
+        | Error::ConnectionRefused
+        | Error::ConnectionTimeout
+        | Error::DestinationUnavailable
+        | Error::DnsTimeout => Some(e.to_string()),
+        _ => None,
+    }
+}
+
+/// `Retry-After` in seconds (the HTTP-date form is rare from model APIs and ignored).
+fn retry_after<B>(response: &Response<B>) -> Option<Duration> {
+    let value = response.headers().get(http::header::RETRY_AFTER)?;
+    let secs = value.to_str().ok()?.trim().parse::<u64>().ok()?;
+    Some(Duration::from_secs(secs))
+}
+
+impl Retry {
+    /// Full jitter: a random delay up to the exponential bound, so clients that failed
+    /// together do not come back together. A server's `Retry-After` is honoured up to
+    /// `max_backoff`.
+    fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        let exp = self
+            .initial_backoff
+            .saturating_mul(1u32 << attempt.saturating_sub(1).min(20));
+        let bound = exp.min(self.max_backoff);
+        let jittered = bound.mul_f64(random_unit());
+        match retry_after {
+            Some(wait) => wait.min(self.max_backoff).max(jittered),
+            None => jittered,
+        }
+    }
+}
+
+/// A number in [0, 1) from the standard library's per-process random hasher keys.
+fn random_unit() -> f64 {
+    let bits = RandomState::new().build_hasher().finish();
+    (bits >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(scheme: Option<&str>, host: &str, port: Option<u16>) -> NetRule {
+        NetRule {
+            scheme: scheme.map(str::to_string),
+            host: host.to_string(),
+            port,
+        }
+    }
+
+    fn allows(rules: Vec<NetRule>, url: &str) -> bool {
+        let policy = Policy {
+            allow: rules,
+            retry: Retry::default(),
+            timeouts: Timeouts::default(),
+        };
+        let uri: Uri = url.parse().expect("test URL");
+        policy.allows(&Target::of(&uri))
+    }
+
+    #[test]
+    fn entries_match_scheme_host_and_port() {
+        let exact = vec![rule(Some("http"), "127.0.0.1", Some(11434))];
+        assert!(allows(
+            exact.clone(),
+            "http://127.0.0.1:11434/v1/chat/completions"
+        ));
+        assert!(!allows(exact.clone(), "https://127.0.0.1:11434/"));
+        assert!(!allows(exact.clone(), "http://127.0.0.1:11435/"));
+        assert!(!allows(exact, "http://127.0.0.2:11434/"));
+    }
+
+    #[test]
+    fn an_entry_without_a_port_means_the_default_port() {
+        let host = vec![rule(None, "api.openai.com", None)];
+        assert!(allows(
+            host.clone(),
+            "https://api.openai.com/v1/chat/completions"
+        ));
+        assert!(allows(host.clone(), "http://api.openai.com/"));
+        assert!(!allows(host, "https://api.openai.com:8443/"));
+        let https = vec![rule(Some("https"), "api.anthropic.com", None)];
+        assert!(allows(
+            https.clone(),
+            "https://API.anthropic.com/v1/messages"
+        ));
+        assert!(!allows(https, "http://api.anthropic.com/"));
+    }
+
+    #[test]
+    fn an_empty_list_allows_nothing() {
+        assert!(!allows(Vec::new(), "https://api.openai.com/"));
+    }
+
+    #[test]
+    fn ipv6_hosts_keep_their_brackets() {
+        let v6 = vec![rule(Some("http"), "[::1]", Some(8080))];
+        assert!(allows(v6, "http://[::1]:8080/"));
+    }
+
+    #[test]
+    fn backoff_is_bounded_and_honours_retry_after() {
+        let retry = Retry {
+            max_attempts: 5,
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(300),
+        };
+        for attempt in 1..=6 {
+            let bound = Duration::from_millis(100 * (1 << (attempt - 1))).min(retry.max_backoff);
+            assert!(retry.delay(attempt, None) <= bound);
+        }
+        let waited = retry.delay(1, Some(Duration::from_secs(60)));
+        assert_eq!(waited, Duration::from_millis(300));
+        let zero = Retry {
+            initial_backoff: Duration::ZERO,
+            ..retry
+        };
+        assert_eq!(zero.delay(3, None), Duration::ZERO);
+    }
+
+    #[test]
+    fn timeouts_are_never_longer_than_the_manifest_allows() {
+        let limits = Timeouts {
+            connect: Duration::from_secs(5),
+            read: Duration::from_secs(60),
+        };
+        let asked = RequestOptions {
+            connect_timeout: Some(Duration::from_secs(1)),
+            first_byte_timeout: Some(Duration::from_secs(600)),
+            between_bytes_timeout: None,
+        };
+        let bound = limits.bound(Some(asked));
+        assert_eq!(bound.connect_timeout, Some(Duration::from_secs(1)));
+        assert_eq!(bound.first_byte_timeout, Some(Duration::from_secs(60)));
+        assert_eq!(bound.between_bytes_timeout, Some(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn the_traced_url_drops_the_query() {
+        let uri: Uri = "https://api.example.com/v1/x?key=secret"
+            .parse()
+            .expect("test URL");
+        assert_eq!(without_query(&uri), "https://api.example.com:443/v1/x");
+    }
+}
