@@ -1,0 +1,1395 @@
+//! The built-in `openai` and `anthropic` drivers end to end: the real `mur` binary talks
+//! to a loopback mock of each provider's API (`common::mock_model`) over real HTTP on
+//! 127.0.0.1. Each test scripts the model's replies, then checks what a user sees — the
+//! answer in `out/result.txt`, the trace, the frames of `message/stream`, the exit status
+//! — and what the provider was sent. No test reaches beyond 127.0.0.1.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::mock_model::{MockModel, Reply, anthropic, crlf, openai, split_awkwardly};
+use common::*;
+use serde_json::{Value, json};
+
+/// The API key the capsules read from `${MOCK_API_KEY}`; it must show up nowhere but in
+/// the requests to the mock.
+const KEY: &str = "sk-test-SECRET-4f9a";
+const JSON_CT: (&str, &str) = ("content-type", "application/json");
+/// The bound on one capsule run: what happens here takes a second or two.
+const WAIT: Duration = Duration::from_secs(60);
+/// A small pause between awkwardly cut pieces, so they arrive as separate reads.
+const TRICKLE: Duration = Duration::from_millis(2);
+const TASK: &str = "What is six times seven?";
+
+/// The result of `echo hello from the model` as the model receives it.
+const ECHO_RESULT: &str = "<untrusted-content source=tool:echo>\n$ echo hello from the model\nExit code: 0\nStdout:\nhello from the model\n\nStderr:\n\n</untrusted-content>";
+
+// ---------------------------------------------------------------------------------
+// Capsules.
+
+/// A capsule whose inference goes to a mock model server.
+struct Setup {
+    driver: &'static str,
+    endpoint: String,
+    /// The `capabilities.network.allow` entries; `None` leaves out `network` entirely.
+    allow: Option<Vec<String>>,
+    stream: bool,
+    lifecycle: &'static str,
+    /// `inference.timeouts.read_secs`: generous, so a loaded machine does not trip it.
+    read_secs: u64,
+}
+
+const ONE_TASK: &str = "lifecycle:\n  task_acceptance: none\n";
+const OVER_HTTP: &str = "";
+const THREADED: &str =
+    "lifecycle:\n  conversation: threaded\n  task_acceptance: queue\n  after_task: sleep\n";
+
+impl Setup {
+    fn openai(mock: &MockModel) -> Setup {
+        Setup {
+            driver: "openai",
+            endpoint: format!("{}/v1", mock.origin()),
+            allow: Some(vec![mock.origin()]),
+            stream: true,
+            lifecycle: ONE_TASK,
+            read_secs: 10,
+        }
+    }
+
+    fn anthropic(mock: &MockModel) -> Setup {
+        Setup {
+            driver: "anthropic",
+            endpoint: mock.origin(),
+            allow: Some(vec![mock.origin()]),
+            stream: true,
+            lifecycle: ONE_TASK,
+            read_secs: 10,
+        }
+    }
+
+    fn stream(mut self, on: bool) -> Setup {
+        self.stream = on;
+        self
+    }
+
+    fn lifecycle(mut self, lifecycle: &'static str) -> Setup {
+        self.lifecycle = lifecycle;
+        self
+    }
+
+    fn read_secs(mut self, secs: u64) -> Setup {
+        self.read_secs = secs;
+        self
+    }
+
+    fn allow(mut self, allow: Option<Vec<String>>) -> Setup {
+        self.allow = allow;
+        self
+    }
+
+    fn manifest(&self) -> String {
+        let network = match &self.allow {
+            None => String::new(),
+            Some(entries) => {
+                let items: String = entries.iter().map(|e| format!("      - {e}\n")).collect();
+                format!("  network:\n    allow:\n{items}")
+            }
+        };
+        let mut m = String::new();
+        m.push_str("name: drv\nversion: \"0.1.0\"\n");
+        m.push_str("capabilities:\n");
+        m.push_str(&network);
+        m.push_str("  shell:\n    allow: [echo]\n");
+        m.push_str("inference:\n");
+        m.push_str(&format!("  driver: {}\n", self.driver));
+        m.push_str(&format!("  endpoint: {}\n", self.endpoint));
+        m.push_str("  model: test-model\n");
+        m.push_str("  api_key: ${MOCK_API_KEY}\n");
+        m.push_str(&format!("  stream: {}\n", self.stream));
+        m.push_str("  max_tokens: 256\n");
+        m.push_str("  system_prompt: You are terse.\n");
+        m.push_str("  retry: {max_attempts: 3, initial_backoff_ms: 10, max_backoff_ms: 50}\n");
+        m.push_str(&format!(
+            "  timeouts: {{connect_secs: 5, read_secs: {}}}\n",
+            self.read_secs
+        ));
+        m.push_str(self.lifecycle);
+        m
+    }
+
+    fn capsule(&self, name: &str) -> Capsule {
+        Capsule::new(name, &self.manifest(), "")
+    }
+}
+
+const ENV: &[(&str, &str)] = &[("MOCK_API_KEY", KEY)];
+
+/// A capsule run to its end on a launch task.
+struct Done {
+    session: Session,
+    run: Run,
+    /// The `--json` launch line (`Run::stdout` holds what came after it).
+    launch: String,
+}
+
+impl Done {
+    fn result(&self) -> String {
+        self.session.read("out/result.txt")
+    }
+
+    fn assert_ok(&self) -> &Self {
+        assert_eq!(
+            self.run.status,
+            0,
+            "mur failed; result.txt: {:?}\nstderr:\n{}",
+            std::fs::read_to_string(self.session.workdir.join("out/result.txt")),
+            self.run.stderr
+        );
+        self
+    }
+
+    /// Exit status 1 and the task-did-not-complete error.
+    fn assert_failed(&self) -> &Self {
+        assert_eq!(
+            self.run.status, 1,
+            "mur should fail; stdout:\n{}\nstderr:\n{}",
+            self.run.stdout, self.run.stderr
+        );
+        assert!(
+            self.run
+                .stderr
+                .contains("error[E-RUN-040]: the task did not complete"),
+            "{}",
+            self.run.stderr
+        );
+        self
+    }
+}
+
+fn run_task(capsule: &Capsule, task: &str) -> Done {
+    let running = capsule.spawn_env(&["--task", task], ENV);
+    let session = running.session();
+    let launch = running.launch.to_string();
+    let run = running.wait(WAIT);
+    Done {
+        session,
+        run,
+        launch,
+    }
+}
+
+/// A task sent over `message/stream` to a `single` capsule, read to the end.
+struct Streamed {
+    done: Done,
+    /// The event stream's body, as received.
+    body: String,
+    frames: Vec<(Option<u64>, String, Value)>,
+}
+
+fn stream_task(capsule: &Capsule, text: &str) -> Streamed {
+    let running = capsule.spawn_env(&[], ENV);
+    let session = running.session();
+    let launch = running.launch.to_string();
+    let raw = read_to_close(post(
+        &running.address,
+        &[JSON_CT],
+        &message_stream_body(text),
+    ));
+    let body = raw
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no HTTP head: {raw:?}"))
+        .1
+        .to_string();
+    let frames = frames(&body);
+    let run = running.wait(WAIT);
+    Streamed {
+        done: Done {
+            session,
+            run,
+            launch,
+        },
+        body,
+        frames,
+    }
+}
+
+/// `(id, what)` for each frame: the event, a status's state, a text's finality.
+fn labels(frames: &[(Option<u64>, String, Value)]) -> Vec<(Option<u64>, String)> {
+    frames
+        .iter()
+        .map(|(id, event, data)| {
+            let what = match event.as_str() {
+                "status" => format!("status:{}", data["status"]["state"].as_str().unwrap_or("")),
+                "text" if data["final"] == true => "text:final".to_string(),
+                other => other.to_string(),
+            };
+            (*id, what)
+        })
+        .collect()
+}
+
+fn l(id: u64, what: &str) -> (Option<u64>, String) {
+    (Some(id), what.to_string())
+}
+
+/// The `text` of each non-final frame of `event`, in order.
+fn pieces(frames: &[(Option<u64>, String, Value)], event: &str) -> Vec<String> {
+    frames
+        .iter()
+        .filter(|(_, e, d)| e == event && d["final"] == false)
+        .map(|(_, _, d)| d["text"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// A JSON-RPC call answered with plain JSON.
+fn rpc(address: &str, body: &Value) -> Value {
+    let raw = read_to_close(post(address, &[JSON_CT], &body.to_string()));
+    let (_, body) = raw
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no HTTP head: {raw:?}"));
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body:?}"))
+}
+
+// ---------------------------------------------------------------------------------
+// Reading what the provider was sent.
+
+/// The text of a message's `content`: a string, or the `text` of its blocks.
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| match b {
+                Value::String(s) => Some(s.clone()),
+                _ if b["type"] == "text" || b.get("type").is_none() => {
+                    b["text"].as_str().map(str::to_string)
+                }
+                _ => None,
+            })
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+fn messages(body: &Value) -> Vec<Value> {
+    body["messages"]
+        .as_array()
+        .unwrap_or_else(|| panic!("the request has no messages list: {body}"))
+        .clone()
+}
+
+/// The tool named `name` in the request's `tools`, by `find`.
+fn tool_named<'a>(body: &'a Value, name: &str, find: impl Fn(&Value) -> &Value) -> &'a Value {
+    let tools = body["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("the request offers no tools list: {body}"));
+    tools
+        .iter()
+        .find(|t| find(t)["name"] == name)
+        .unwrap_or_else(|| panic!("no tool {name:?} among {}", body["tools"]))
+}
+
+fn echo_schema() -> Value {
+    json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]})
+}
+
+fn assert_openai_request(r: &common::mock_model::Recorded) {
+    assert_eq!(
+        (r.method.as_str(), r.path.as_str()),
+        ("POST", "/v1/chat/completions")
+    );
+    assert_eq!(
+        r.header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    assert!(
+        r.header("content-type")
+            .is_some_and(|v| v.starts_with("application/json")),
+        "{:?}",
+        r.headers
+    );
+}
+
+fn assert_anthropic_request(r: &common::mock_model::Recorded) {
+    assert_eq!(
+        (r.method.as_str(), r.path.as_str()),
+        ("POST", "/v1/messages")
+    );
+    assert_eq!(r.header("x-api-key"), Some(KEY));
+    assert_eq!(r.header("anthropic-version"), Some("2023-06-01"));
+    assert!(
+        r.header("content-type")
+            .is_some_and(|v| v.starts_with("application/json")),
+        "{:?}",
+        r.headers
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// Secrets.
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Every file under `dir` (the capsule directory, workdir included), checked for the key.
+fn assert_no_key_under(dir: &Path) -> usize {
+    let mut checked = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap_or_default();
+                assert!(
+                    !contains(&bytes, KEY.as_bytes()),
+                    "the API key is written in {}:\n{}",
+                    path.display(),
+                    String::from_utf8_lossy(&bytes)
+                );
+                checked += 1;
+            }
+        }
+    }
+    checked
+}
+
+fn assert_no_key_in_output(done: &Done) {
+    for (what, text) in [
+        ("the launch line", &done.launch),
+        ("stdout", &done.run.stdout),
+        ("stderr", &done.run.stderr),
+    ] {
+        assert!(
+            !text.contains(KEY),
+            "the API key is in mur's {what}:\n{text}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Trace.
+
+fn inference_lines(s: &Session) -> Vec<Value> {
+    s.events("inference")
+}
+
+/// The usage the provider reported, as an `inference` line records it beside the
+/// host's own estimates (`input_tokens`, `output_tokens`).
+fn provider_usage(turn: &Value) -> (Option<u64>, Option<u64>) {
+    (
+        turn["input_tokens_actual"].as_u64(),
+        turn["output_tokens_actual"].as_u64(),
+    )
+}
+
+/// The `http_retry` lines, checked for the url and a delay within `max_backoff_ms`.
+fn retries(s: &Session, url: &str) -> Vec<(u64, String)> {
+    s.events("http_retry")
+        .iter()
+        .map(|e| {
+            assert_eq!(e["url"], url, "{e}");
+            let delay = e["delay_ms"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("delay_ms: {e}"));
+            assert!(delay <= 50, "the delay is bounded by max_backoff_ms: {e}");
+            (
+                e["attempt"]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("attempt: {e}")),
+                e["cause"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+// =================================================================================
+// OpenAI.
+
+/// A plain JSON answer: the request's shape (endpoint, bearer key, model, max_tokens,
+/// system then user, the shell tool as a function), the answer in `result.txt`, and
+/// the provider's usage and stop reason on the trace's `inference` line.
+#[test]
+fn openai_json_answer_request_shape_and_usage() {
+    let mock = MockModel::with(vec![Reply::json(
+        200,
+        openai::completion(Some("The answer is 42."), &[], "stop", (31, 7)),
+    )]);
+    let capsule = Setup::openai(&mock).stream(false).capsule("oa-json");
+    let done = run_task(&capsule, TASK);
+    done.assert_ok();
+    assert_eq!(done.result(), "The answer is 42.");
+
+    assert_eq!(mock.requests().len(), 1);
+    let r = mock.request(0);
+    assert_openai_request(&r);
+    let body = r.json();
+    assert_eq!(body["model"], "test-model");
+    assert_eq!(body["max_tokens"], 256);
+    assert_ne!(
+        body["stream"], true,
+        "stream: false in the manifest: {body}"
+    );
+    assert!(
+        body.get("stream_options").is_none(),
+        "stream_options is only allowed when streaming: {body}"
+    );
+    let msgs = messages(&body);
+    assert_eq!(msgs.len(), 2, "{body}");
+    assert_eq!(msgs[0]["role"], "system");
+    assert!(
+        text_of(&msgs[0]["content"]).contains("You are terse."),
+        "{}",
+        msgs[0]
+    );
+    assert_eq!(msgs[1]["role"], "user");
+    assert_eq!(text_of(&msgs[1]["content"]), TASK);
+    let echo = tool_named(&body, "echo", |t| &t["function"]);
+    assert_eq!(echo["type"], "function", "{echo}");
+    assert_eq!(echo["function"]["parameters"], echo_schema());
+    assert!(
+        echo["function"]["description"]
+            .as_str()
+            .is_some_and(|d| !d.is_empty()),
+        "{echo}"
+    );
+
+    let turns = inference_lines(&done.session);
+    assert_eq!(turns.len(), 1);
+    assert_eq!(turns[0]["stop_reason"], "end_turn");
+    assert_eq!(
+        provider_usage(&turns[0]),
+        (Some(31), Some(7)),
+        "{}",
+        turns[0]
+    );
+}
+
+/// Streaming over `message/stream`: each delta is a `text` frame numbered in the task's
+/// run, then `text` `""` `final:true`, then `completed` with the whole answer; the request
+/// asks for a stream with usage, and the usage chunk reaches the trace.
+#[test]
+fn openai_streamed_deltas_become_text_frames() {
+    let stream = openai::Stream::new()
+        .text("The ")
+        .text("answer ")
+        .text("is 42.")
+        .finish("stop")
+        .usage(40, 9)
+        .done();
+    let mock = MockModel::with(vec![Reply::sse(stream.events())]);
+    let capsule = Setup::openai(&mock)
+        .lifecycle(OVER_HTTP)
+        .capsule("oa-stream");
+    let s = stream_task(&capsule, TASK);
+    s.done.assert_ok();
+    assert_eq!(
+        labels(&s.frames),
+        [
+            l(0, "status:working"),
+            l(1, "text"),
+            l(2, "text"),
+            l(3, "text"),
+            l(4, "text:final"),
+            l(5, "status:completed"),
+        ]
+    );
+    let task = s.frames[0].2["id"].as_str().expect("a task id");
+    let texts: Vec<&Value> = s.frames[1..5].iter().map(|f| &f.2).collect();
+    assert_eq!(
+        texts,
+        [
+            &json!({"id": task, "text": "The ", "final": false}),
+            &json!({"id": task, "text": "answer ", "final": false}),
+            &json!({"id": task, "text": "is 42.", "final": false}),
+            &json!({"id": task, "text": "", "final": true}),
+        ]
+    );
+    assert_eq!(s.frames[5].2["status"]["response"], "The answer is 42.");
+    assert_eq!(s.done.result(), "The answer is 42.");
+
+    let body = mock.request(0).json();
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["stream_options"]["include_usage"], true, "{body}");
+    let turn = &inference_lines(&s.done.session)[0];
+    assert_eq!(turn["stop_reason"], "end_turn");
+    assert_eq!(provider_usage(turn), (Some(40), Some(9)), "{turn}");
+}
+
+const MULTIBYTE: [&str; 4] = ["Grüße, ", "世界", " 🎉 — ", "fertig."];
+
+fn multibyte_stream() -> openai::Stream {
+    MULTIBYTE
+        .iter()
+        .fold(openai::Stream::new(), |s, p| s.text(p))
+        .finish("stop")
+        .usage(12, 8)
+        .done()
+}
+
+/// A stream cut everywhere a careless reader breaks (mid-line, mid-field, inside
+/// multi-byte characters, between the two newlines ending an event): the frames carry
+/// exactly the deltas, with no replacement characters.
+#[test]
+fn openai_stream_cut_at_awkward_places_reads_whole() {
+    let pieces = split_awkwardly(&multibyte_stream().bytes());
+    assert!(pieces.len() > 100, "cut finely: {}", pieces.len());
+    let mock = MockModel::with(vec![Reply::sse(pieces).with_delay(TRICKLE)]);
+    let capsule = Setup::openai(&mock)
+        .lifecycle(OVER_HTTP)
+        .capsule("oa-awkward");
+    let s = stream_task(&capsule, TASK);
+    s.done.assert_ok();
+    assert_eq!(pieces_of(&s), MULTIBYTE);
+    assert_eq!(s.done.result(), MULTIBYTE.concat());
+    assert!(!s.body.contains('\u{FFFD}'), "{}", s.body);
+}
+
+fn pieces_of(s: &Streamed) -> Vec<String> {
+    pieces(&s.frames, "text")
+}
+
+/// `\r\n` line endings (allowed by the event-stream format), cut between `\r` and `\n`:
+/// the answer and the usage chunk still read whole.
+#[test]
+fn openai_stream_with_crlf_line_endings() {
+    let pieces = split_awkwardly(&crlf(&multibyte_stream().bytes()));
+    let mock = MockModel::with(vec![Reply::sse(pieces).with_delay(TRICKLE)]);
+    let capsule = Setup::openai(&mock).capsule("oa-crlf");
+    let done = run_task(&capsule, TASK);
+    done.assert_ok();
+    assert_eq!(done.result(), MULTIBYTE.concat());
+    let turn = &inference_lines(&done.session)[0];
+    assert_eq!(provider_usage(turn), (Some(12), Some(8)), "{turn}");
+}
+
+/// A tool call round trip without streaming: the host runs the tool the model named,
+/// and the next request carries the assistant's `tool_calls` and a `tool` message with
+/// the same id and the tool's exact result.
+#[test]
+fn openai_tool_call_round_trip() {
+    let call = openai::tool_call("call_Xy12", "echo", r#"{"command":"hello from the model"}"#);
+    let mock = MockModel::with(vec![
+        Reply::json(
+            200,
+            openai::completion(None, &[call], "tool_calls", (50, 12)),
+        ),
+        Reply::json(
+            200,
+            openai::completion(Some("It said hello."), &[], "stop", (80, 5)),
+        ),
+    ]);
+    let capsule = Setup::openai(&mock).stream(false).capsule("oa-tool");
+    let done = run_task(&capsule, "Say hello through echo.");
+    done.assert_ok();
+    assert_eq!(done.result(), "It said hello.");
+
+    let calls = done.session.events("tool_call");
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0]["tool_name"], "echo");
+    assert_eq!(calls[0]["tool_call_id"], "call_Xy12");
+    assert_eq!(
+        calls[0]["input"],
+        json!({"command": "hello from the model"})
+    );
+    assert_eq!(calls[0]["status"], "ok");
+    let turns = inference_lines(&done.session);
+    assert_eq!(turns[0]["stop_reason"], "tool_call");
+    assert_eq!(turns[1]["stop_reason"], "end_turn");
+
+    assert_eq!(mock.requests().len(), 2);
+    let body = mock.request(1).json();
+    let msgs = messages(&body);
+    assert_eq!(
+        msgs.iter().map(|m| m["role"].clone()).collect::<Vec<_>>(),
+        ["system", "user", "assistant", "tool"],
+        "{body}"
+    );
+    let asked = &msgs[2]["tool_calls"];
+    assert_eq!(asked.as_array().map(Vec::len), Some(1), "{}", msgs[2]);
+    assert_eq!(asked[0]["id"], "call_Xy12");
+    assert_eq!(asked[0]["type"], "function");
+    assert_eq!(asked[0]["function"]["name"], "echo");
+    let args: Value = serde_json::from_str(
+        asked[0]["function"]["arguments"]
+            .as_str()
+            .unwrap_or_else(|| panic!("arguments are a JSON string: {}", asked[0])),
+    )
+    .expect("arguments parse");
+    assert_eq!(args, json!({"command": "hello from the model"}));
+    assert_eq!(msgs[3]["tool_call_id"], "call_Xy12");
+    assert_eq!(text_of(&msgs[3]["content"]), ECHO_RESULT);
+}
+
+/// Two tool calls whose arguments stream in pieces, by index: both run in order with
+/// their whole input, and the next request pairs each result with its call's id.
+#[test]
+fn openai_streamed_tool_call_arguments_are_joined_by_index() {
+    let first = openai::Stream::new()
+        .text("Running both.")
+        .tool_call(0, "call_A", "echo")
+        .tool_args(0, "{\"comm")
+        .tool_args(0, "and\": \"fir")
+        .tool_args(0, "st\"}")
+        .tool_call(1, "call_B", "echo")
+        .tool_args(1, "{\"command\"")
+        .tool_args(1, ": \"sec")
+        .tool_args(1, "ond\"}")
+        .finish("tool_calls")
+        .usage(60, 20)
+        .done();
+    let second = openai::Stream::new()
+        .text("Both ran.")
+        .finish("stop")
+        .usage(99, 3)
+        .done();
+    let mock = MockModel::with(vec![
+        Reply::sse(first.events()),
+        Reply::sse(second.events()),
+    ]);
+    let capsule = Setup::openai(&mock).capsule("oa-tool-stream");
+    let done = run_task(&capsule, "Echo first, then second.");
+    done.assert_ok();
+    assert_eq!(done.result(), "Both ran.");
+
+    let calls: Vec<(Value, Value)> = done
+        .session
+        .events("tool_call")
+        .iter()
+        .map(|c| (c["tool_call_id"].clone(), c["input"].clone()))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            (json!("call_A"), json!({"command": "first"})),
+            (json!("call_B"), json!({"command": "second"})),
+        ]
+    );
+    let turn = &inference_lines(&done.session)[0];
+    assert_eq!(turn["stop_reason"], "tool_call");
+    assert_eq!(provider_usage(turn), (Some(60), Some(20)));
+
+    let body = mock.request(1).json();
+    let msgs = messages(&body);
+    assert_eq!(
+        msgs.iter().map(|m| m["role"].clone()).collect::<Vec<_>>(),
+        ["system", "user", "assistant", "tool", "tool"],
+        "{body}"
+    );
+    assert_eq!(text_of(&msgs[2]["content"]), "Running both.");
+    let asked: Vec<(Value, Value)> = msgs[2]["tool_calls"]
+        .as_array()
+        .expect("tool_calls")
+        .iter()
+        .map(|c| {
+            let args = c["function"]["arguments"].as_str().expect("a JSON string");
+            (
+                c["id"].clone(),
+                serde_json::from_str(args).expect("arguments parse"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            (json!("call_A"), json!({"command": "first"})),
+            (json!("call_B"), json!({"command": "second"})),
+        ]
+    );
+    assert_eq!(msgs[3]["tool_call_id"], "call_A");
+    assert!(
+        text_of(&msgs[3]["content"]).contains("Stdout:\nfirst\n"),
+        "{}",
+        msgs[3]
+    );
+    assert_eq!(msgs[4]["tool_call_id"], "call_B");
+    assert!(
+        text_of(&msgs[4]["content"]).contains("Stdout:\nsecond\n"),
+        "{}",
+        msgs[4]
+    );
+}
+
+/// `finish_reason: length` is `max_tokens` on the trace, and the task completes with
+/// the partial answer.
+#[test]
+fn openai_length_finish_is_max_tokens_and_completes() {
+    let stream = openai::Stream::new()
+        .text("This answer is ")
+        .text("cut")
+        .finish("length")
+        .usage(10, 256)
+        .done();
+    let mock = MockModel::with(vec![Reply::sse(stream.events())]);
+    let capsule = Setup::openai(&mock).capsule("oa-length");
+    let done = run_task(&capsule, TASK);
+    done.assert_ok();
+    assert!(
+        done.result().starts_with("This answer is cut"),
+        "{:?}",
+        done.result()
+    );
+    let turn = &inference_lines(&done.session)[0];
+    assert_eq!(turn["stop_reason"], "max_tokens", "{turn}");
+    assert_eq!(done.session.events("task_end")[0]["exit_status"], "ok");
+}
+
+/// HTTP 500 then success: retried once by the host, traced as one `http_retry`, and the
+/// same request was sent twice.
+#[test]
+fn openai_http_500_is_retried_then_succeeds() {
+    let mock = MockModel::with(vec![
+        Reply::json(
+            500,
+            openai::error(
+                "The server had an error while processing your request. Sorry about that!",
+                "server_error",
+                None,
+            ),
+        ),
+        Reply::json(
+            200,
+            openai::completion(Some("Recovered."), &[], "stop", (5, 2)),
+        ),
+    ]);
+    let capsule = Setup::openai(&mock).stream(false).capsule("oa-500");
+    let done = run_task(&capsule, TASK);
+    done.assert_ok();
+    assert_eq!(done.result(), "Recovered.");
+    let sent = mock.requests();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(
+        sent[0].json(),
+        sent[1].json(),
+        "a retry resends the request"
+    );
+    let url = format!("{}/v1/chat/completions", mock.origin());
+    assert_eq!(retries(&done.session, &url), [(1, "HTTP 500".to_string())]);
+}
+
+/// HTTP 429 with `retry-after: 0`: retried once, then the streamed answer.
+#[test]
+fn openai_http_429_with_retry_after_is_retried() {
+    let stream = openai::Stream::new()
+        .text("After the wait.")
+        .finish("stop")
+        .usage(5, 4)
+        .done();
+    let mock = MockModel::with(vec![
+        Reply::json(
+            429,
+            openai::error(
+                "Rate limit reached for test-model on requests per min (RPM): Limit 3, Used 3, Requested 1.",
+                "requests",
+                Some("rate_limit_exceeded"),
+            ),
+        )
+        .with_header("retry-after", "0"),
+        Reply::sse(stream.events()),
+    ]);
+    let capsule = Setup::openai(&mock).capsule("oa-429");
+    let done = run_task(&capsule, TASK);
+    done.assert_ok();
+    assert_eq!(done.result(), "After the wait.");
+    assert_eq!(mock.requests().len(), 2);
+    let url = format!("{}/v1/chat/completions", mock.origin());
+    assert_eq!(retries(&done.session, &url), [(1, "HTTP 429".to_string())]);
+}
+
+/// HTTP 401 is not retried; the task fails naming the status, the URL and the
+/// provider's message — with the key the provider echoed back redacted everywhere:
+/// files, output, frames.
+#[test]
+fn openai_http_401_fails_at_once_and_the_echoed_key_is_redacted() {
+    let message = format!(
+        "Incorrect API key provided: {KEY}. You can find your API key at https://platform.openai.com/account/api-keys."
+    );
+    let mock = MockModel::with(vec![
+        Reply::json(
+            401,
+            openai::error(&message, "invalid_request_error", Some("invalid_api_key")),
+        ),
+        // Never asked for: a 401 is not retried.
+        Reply::json(200, openai::completion(Some("no"), &[], "stop", (1, 1))),
+    ]);
+    let capsule = Setup::openai(&mock).lifecycle(OVER_HTTP).capsule("oa-401");
+    let s = stream_task(&capsule, TASK);
+    s.done.assert_failed();
+    assert_eq!(mock.requests().len(), 1, "no retry after 401");
+    assert_eq!(mock.unused(), 1);
+
+    let result = s.done.result();
+    let prefix = format!(
+        "error: openai: HTTP 401 from {}/v1/chat/completions: ",
+        mock.origin()
+    );
+    assert!(result.starts_with(&prefix), "{result:?}");
+    assert!(
+        result.contains("Incorrect API key provided: "),
+        "the provider's message is kept: {result:?}"
+    );
+    assert!(!result.contains(KEY), "{result:?}");
+    let last = s.frames.last().expect("frames");
+    assert_eq!(
+        (
+            last.1.as_str(),
+            &last.2["status"]["state"],
+            &last.2["final"]
+        ),
+        ("status", &json!("failed"), &json!(true)),
+        "{:?}",
+        labels(&s.frames)
+    );
+    assert!(!s.body.contains(KEY), "the key is in a frame:\n{}", s.body);
+    assert_no_key_in_output(&s.done);
+    assert!(assert_no_key_under(&capsule.dir) >= 4);
+    assert!(
+        !s.done.session.events("inference").is_empty(),
+        "the failed turn is traced"
+    );
+}
+
+/// The connection drops in the middle of a stream: the task fails (no hang) with the
+/// driver's error, after the pieces that did arrive were streamed.
+#[test]
+fn openai_connection_dropped_mid_stream_fails_the_task() {
+    let stream = openai::Stream::new().text("Partial ").text("answer");
+    let mock = MockModel::with(vec![Reply::sse_then_drop(stream.events())]);
+    let capsule = Setup::openai(&mock).lifecycle(OVER_HTTP).capsule("oa-drop");
+    let s = stream_task(&capsule, TASK);
+    s.done.assert_failed();
+    let result = s.done.result();
+    assert!(result.starts_with("error: openai: "), "{result:?}");
+    assert_eq!(
+        s.frames.last().map(|f| f.2["status"]["state"].clone()),
+        Some(json!("failed")),
+        "{:?}",
+        labels(&s.frames)
+    );
+    assert_eq!(pieces_of(&s), ["Partial ", "answer"]);
+}
+
+/// A stream that stalls longer than `timeouts.read_secs` (2 s) fails the task instead of
+/// waiting: the rest of the answer would have come after 15 s.
+#[test]
+fn openai_stalled_stream_hits_the_read_timeout() {
+    let events = openai::Stream::new()
+        .text("Slow")
+        .text(" answer")
+        .finish("stop")
+        .usage(3, 2)
+        .done()
+        .events();
+    let (head, tail) = events.split_at(2);
+    let mock = MockModel::with(vec![
+        Reply::sse(vec![head.concat(), tail.concat()]).with_delay(Duration::from_secs(15)),
+    ]);
+    let capsule = Setup::openai(&mock).read_secs(2).capsule("oa-stall");
+    let done = run_task(&capsule, TASK);
+    done.assert_failed();
+    let result = done.result();
+    assert!(result.starts_with("error: openai: "), "{result:?}");
+    assert!(result.contains("timeout"), "the error says why: {result:?}");
+}
+
+/// Allow-listing: a model server whose origin is not in `capabilities.network.allow`
+/// (another port listed, or no network at all) is never contacted; the task fails
+/// naming the allow list, and the trace has `http_denied` with the origin.
+#[test]
+fn a_model_server_outside_the_allow_list_is_never_contacted() {
+    let other = MockModel::start();
+    for (driver, allow) in [("openai", Some(vec![other.origin()])), ("anthropic", None)] {
+        let mock = MockModel::with(vec![Reply::json(
+            200,
+            openai::completion(Some("should not be asked"), &[], "stop", (1, 1)),
+        )]);
+        let setup = match driver {
+            "openai" => Setup::openai(&mock),
+            _ => Setup::anthropic(&mock),
+        };
+        let capsule = setup.allow(allow).capsule(&format!("denied-{driver}"));
+        let done = run_task(&capsule, TASK);
+        done.assert_failed();
+        assert!(
+            mock.requests().is_empty(),
+            "{driver}: the mock was contacted: {:?}",
+            mock.requests()
+        );
+        let result = done.result();
+        assert!(result.starts_with("error: "), "{driver}: {result:?}");
+        assert!(
+            result.contains("capabilities.network.allow"),
+            "{driver}: {result:?}"
+        );
+        // Said at start-up too, naming the entry that would allow it.
+        let warning = format!(
+            "warning[W-CAP-001]: the model server {} is not in capabilities.network.allow",
+            mock.origin()
+        );
+        assert!(
+            done.run.stderr.starts_with(&warning),
+            "{driver}: {}",
+            done.run.stderr
+        );
+        assert!(
+            done.run
+                .stderr
+                .contains(&format!("hint: add '{}'", mock.origin()))
+        );
+        let denied = done.session.events("http_denied");
+        assert!(!denied.is_empty(), "{driver}: no http_denied line");
+        assert_eq!(
+            denied[0]["origin"],
+            mock.origin(),
+            "{driver}: {}",
+            denied[0]
+        );
+    }
+    assert!(other.requests().is_empty());
+}
+
+/// The key reaches the provider (as a bearer token) and nothing else: no file under the
+/// capsule directory, not mur's output, not a frame — through a streamed tool round trip.
+#[test]
+fn the_api_key_reaches_only_the_provider() {
+    let first = openai::Stream::new()
+        .tool_call(0, "call_K", "echo")
+        .tool_args(0, r#"{"command":"hello from the model"}"#)
+        .finish("tool_calls")
+        .usage(20, 10)
+        .done();
+    let second = openai::Stream::new()
+        .text("Done.")
+        .finish("stop")
+        .usage(30, 2)
+        .done();
+    let mock = MockModel::with(vec![
+        Reply::sse(first.events()),
+        Reply::sse(second.events()),
+    ]);
+    let capsule = Setup::openai(&mock).lifecycle(OVER_HTTP).capsule("oa-key");
+    let s = stream_task(&capsule, TASK);
+    s.done.assert_ok();
+    assert_eq!(s.done.result(), "Done.");
+    for r in mock.requests() {
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {KEY}").as_str())
+        );
+    }
+    assert!(!s.body.contains(KEY), "the key is in a frame:\n{}", s.body);
+    assert_no_key_in_output(&s.done);
+    let files = assert_no_key_under(&capsule.dir);
+    assert!(files >= 5, "only {files} files were checked");
+}
+
+/// `conversation: threaded`: a second task in the same context is sent the first task's
+/// exchange before its own text; a task in another context is not.
+#[test]
+fn threaded_context_carries_the_first_exchange_into_the_next_request() {
+    let answer = |text: &str| {
+        Reply::sse(
+            openai::Stream::new()
+                .text(text)
+                .finish("stop")
+                .usage(10, 3)
+                .done()
+                .events(),
+        )
+    };
+    let mock = MockModel::with(vec![
+        answer("Noted: PELICAN."),
+        answer("PELICAN."),
+        answer("I do not know."),
+    ]);
+    let capsule = Setup::openai(&mock)
+        .lifecycle(THREADED)
+        .capsule("oa-threaded");
+    let running = capsule.spawn_env(&[], ENV);
+    let a = running.address.clone();
+    let send = |n: u64, text: &str, ctx: &str| {
+        let body = json!({
+            "jsonrpc": "2.0", "id": n, "method": "message/stream",
+            "params": {"message": {
+                "messageId": format!("msg-{n}"), "role": "user", "contextId": ctx,
+                "parts": [{"text": text}]
+            }}
+        });
+        let raw = read_to_close(post(&a, &[JSON_CT], &body.to_string()));
+        let frames = frames(raw.split_once("\r\n\r\n").expect("a head").1);
+        let last = frames.last().expect("frames").2.clone();
+        assert_eq!(last["status"]["state"], "completed", "task {n}: {last}");
+        last["status"]["response"].clone()
+    };
+    assert_eq!(
+        send(1, "Remember the word PELICAN.", "ctx-drv-one"),
+        "Noted: PELICAN."
+    );
+    assert_eq!(send(2, "Which word?", "ctx-drv-one"), "PELICAN.");
+    assert_eq!(send(3, "Which word?", "ctx-drv-two"), "I do not know.");
+
+    let second = messages(&mock.request(1).json());
+    let roles_texts: Vec<(String, String)> = second
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap_or_default().to_string(),
+                text_of(&m["content"]),
+            )
+        })
+        .collect();
+    let at = |role: &str, text: &str| {
+        roles_texts
+            .iter()
+            .position(|(r, t)| r == role && t == text)
+            .unwrap_or_else(|| panic!("no {role} message {text:?} in {roles_texts:?}"))
+    };
+    let (q1, a1, q2) = (
+        at("user", "Remember the word PELICAN."),
+        at("assistant", "Noted: PELICAN."),
+        at("user", "Which word?"),
+    );
+    assert!(q1 < a1 && a1 < q2, "{roles_texts:?}");
+    assert_eq!(q2, roles_texts.len() - 1, "the new task comes last");
+    assert_eq!(roles_texts[0].0, "system");
+
+    let third = mock.request(2).json();
+    assert!(
+        !third.to_string().contains("PELICAN"),
+        "another context starts afresh: {third}"
+    );
+    let third = messages(&third);
+    assert_eq!(
+        text_of(&third.last().expect("messages")["content"]),
+        "Which word?"
+    );
+
+    let stopped = rpc(
+        &a,
+        &json!({"jsonrpc": "2.0", "id": 9, "method": "murmur/stop", "params": {}}),
+    );
+    assert!(stopped.get("result").is_some(), "{stopped}");
+    let run = running.wait(WAIT);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+}
+
+// =================================================================================
+// Anthropic.
+
+/// Streamed text over `message/stream`: the request's shape (`/v1/messages`,
+/// `x-api-key`, `anthropic-version`, `system` string, tools with `input_schema`), one
+/// `text` frame per delta (pings ignored), and usage from `message_start` and
+/// `message_delta` on the trace.
+#[test]
+fn anthropic_streamed_text_request_shape_and_usage() {
+    let stream = anthropic::Stream::new(25)
+        .ping()
+        .text_block(&["Hello", ", world", "!"])
+        .ping()
+        .message_delta("end_turn", 15)
+        .stop();
+    let mock = MockModel::with(vec![Reply::sse(stream.events())]);
+    let capsule = Setup::anthropic(&mock)
+        .lifecycle(OVER_HTTP)
+        .capsule("an-stream");
+    let s = stream_task(&capsule, TASK);
+    s.done.assert_ok();
+    assert_eq!(
+        labels(&s.frames),
+        [
+            l(0, "status:working"),
+            l(1, "text"),
+            l(2, "text"),
+            l(3, "text"),
+            l(4, "text:final"),
+            l(5, "status:completed"),
+        ]
+    );
+    assert_eq!(pieces_of(&s), ["Hello", ", world", "!"]);
+    assert_eq!(s.frames[5].2["status"]["response"], "Hello, world!");
+    assert_eq!(s.done.result(), "Hello, world!");
+
+    assert_eq!(mock.requests().len(), 1);
+    let r = mock.request(0);
+    assert_anthropic_request(&r);
+    let body = r.json();
+    assert_eq!(body["model"], "test-model");
+    assert_eq!(body["max_tokens"], 256);
+    assert_eq!(body["stream"], true);
+    let system = body["system"]
+        .as_str()
+        .unwrap_or_else(|| panic!("system is a string: {body}"));
+    assert!(system.contains("You are terse."), "{system}");
+    let msgs = messages(&body);
+    assert_eq!(msgs.len(), 1, "{body}");
+    assert_eq!(msgs[0]["role"], "user");
+    assert_eq!(text_of(&msgs[0]["content"]), TASK);
+    let echo = tool_named(&body, "echo", |t| t);
+    assert_eq!(echo["input_schema"], echo_schema(), "{echo}");
+    assert!(echo.get("parameters").is_none(), "{echo}");
+
+    let turn = &inference_lines(&s.done.session)[0];
+    assert_eq!(turn["stop_reason"], "end_turn");
+    assert_eq!(provider_usage(turn), (Some(25), Some(15)), "{turn}");
+}
+
+/// `thinking_delta`s become `thinking` frames, ahead of the text; the answer is the
+/// text alone.
+#[test]
+fn anthropic_thinking_deltas_become_thinking_frames() {
+    let stream = anthropic::Stream::new(30)
+        .thinking_block(&["Let me ", "think."], "sig-abc")
+        .text_block(&["Fine."])
+        .message_delta("end_turn", 12)
+        .stop();
+    let mock = MockModel::with(vec![Reply::sse(stream.events())]);
+    let capsule = Setup::anthropic(&mock)
+        .lifecycle(OVER_HTTP)
+        .capsule("an-thinking");
+    let s = stream_task(&capsule, TASK);
+    s.done.assert_ok();
+    assert_eq!(
+        labels(&s.frames),
+        [
+            l(0, "status:working"),
+            l(1, "thinking"),
+            l(2, "thinking"),
+            l(3, "text"),
+            l(4, "text:final"),
+            l(5, "status:completed"),
+        ]
+    );
+    assert_eq!(pieces(&s.frames, "thinking"), ["Let me ", "think."]);
+    assert_eq!(pieces_of(&s), ["Fine."]);
+    assert_eq!(s.done.result(), "Fine.");
+}
+
+/// A tool_use round trip with the input streamed as `input_json_delta` pieces (and the
+/// whole stream cut awkwardly): the tool runs with the whole input; the next request
+/// carries the assistant's thinking (with its signature), text and `tool_use`, then a
+/// user message with a `tool_result` for that id holding the tool's exact result.
+#[test]
+fn anthropic_tool_use_round_trip_with_streamed_input() {
+    let first = anthropic::Stream::new(40)
+        .thinking_block(&["Use echo."], "sig-1")
+        .text_block(&["Calling echo."])
+        .tool_use_block(
+            "toolu_01Abc",
+            "echo",
+            &["{\"comm", "and\": \"hello ", "from the model\"}"],
+        )
+        .message_delta("tool_use", 30)
+        .stop();
+    let second = anthropic::Stream::new(90)
+        .text_block(&["It said hello."])
+        .message_delta("end_turn", 6)
+        .stop();
+    let mock = MockModel::with(vec![
+        Reply::sse(split_awkwardly(&first.bytes())).with_delay(TRICKLE),
+        Reply::sse(second.events()),
+    ]);
+    let capsule = Setup::anthropic(&mock).capsule("an-tool");
+    let done = run_task(&capsule, "Say hello through echo.");
+    done.assert_ok();
+    assert_eq!(done.result(), "It said hello.");
+
+    let calls = done.session.events("tool_call");
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0]["tool_call_id"], "toolu_01Abc");
+    assert_eq!(
+        calls[0]["input"],
+        json!({"command": "hello from the model"})
+    );
+    let turn = &inference_lines(&done.session)[0];
+    assert_eq!(turn["stop_reason"], "tool_call");
+    assert_eq!(provider_usage(turn), (Some(40), Some(30)));
+
+    assert_eq!(mock.requests().len(), 2);
+    let r = mock.request(1);
+    assert_anthropic_request(&r);
+    let body = r.json();
+    let msgs = messages(&body);
+    assert_eq!(
+        msgs.iter().map(|m| m["role"].clone()).collect::<Vec<_>>(),
+        ["user", "assistant", "user"],
+        "{body}"
+    );
+    let blocks = msgs[1]["content"].as_array().expect("assistant blocks");
+    let kinds: Vec<&str> = blocks.iter().filter_map(|b| b["type"].as_str()).collect();
+    assert_eq!(kinds, ["thinking", "text", "tool_use"], "{}", msgs[1]);
+    assert_eq!(
+        blocks[0],
+        json!({"type": "thinking", "thinking": "Use echo.", "signature": "sig-1"})
+    );
+    assert_eq!(blocks[1]["text"], "Calling echo.");
+    assert_eq!(
+        blocks[2],
+        json!({"type": "tool_use", "id": "toolu_01Abc", "name": "echo",
+               "input": {"command": "hello from the model"}})
+    );
+    let results = msgs[2]["content"].as_array().expect("tool_result blocks");
+    assert_eq!(results.len(), 1, "{}", msgs[2]);
+    assert_eq!(results[0]["type"], "tool_result");
+    assert_eq!(results[0]["tool_use_id"], "toolu_01Abc");
+    assert_ne!(results[0]["is_error"], true);
+    assert_eq!(text_of(&results[0]["content"]), ECHO_RESULT);
+}
+
+/// Without streaming: a plain `message` whose `stop_reason` is `max_tokens` completes
+/// the task with its text and is `max_tokens` on the trace, with the provider's usage.
+#[test]
+fn anthropic_json_message_cut_at_max_tokens() {
+    let mock = MockModel::with(vec![Reply::json(
+        200,
+        anthropic::message(
+            vec![anthropic::text("A long answer that was cut")],
+            "max_tokens",
+            (20, 256),
+        ),
+    )]);
+    let capsule = Setup::anthropic(&mock).stream(false).capsule("an-json");
+    let done = run_task(&capsule, TASK);
+    done.assert_ok();
+    assert!(
+        done.result().starts_with("A long answer that was cut"),
+        "{:?}",
+        done.result()
+    );
+    let body = mock.request(0).json();
+    assert_ne!(body["stream"], true, "{body}");
+    let turn = &inference_lines(&done.session)[0];
+    assert_eq!(turn["stop_reason"], "max_tokens", "{turn}");
+    assert_eq!(provider_usage(turn), (Some(20), Some(256)));
+}
+
+/// 529 (overloaded) then 500, then success: two `http_retry` lines, three requests.
+#[test]
+fn anthropic_529_and_500_are_retried() {
+    let stream = anthropic::Stream::new(8)
+        .text_block(&["Third time lucky."])
+        .message_delta("end_turn", 4)
+        .stop();
+    let mock = MockModel::with(vec![
+        Reply::json(529, anthropic::error("overloaded_error", "Overloaded")),
+        Reply::json(500, anthropic::error("api_error", "Internal server error")),
+        Reply::sse(stream.events()),
+    ]);
+    let capsule = Setup::anthropic(&mock).capsule("an-retry");
+    let done = run_task(&capsule, TASK);
+    done.assert_ok();
+    assert_eq!(done.result(), "Third time lucky.");
+    assert_eq!(mock.requests().len(), 3);
+    let url = format!("{}/v1/messages", mock.origin());
+    assert_eq!(
+        retries(&done.session, &url),
+        [(1, "HTTP 529".to_string()), (2, "HTTP 500".to_string())]
+    );
+}
+
+/// An `error` event in the middle of a stream fails the task with the provider's
+/// message, after the text that did arrive was streamed.
+#[test]
+fn anthropic_error_event_mid_stream_fails_the_task() {
+    let stream = anthropic::Stream::new(10)
+        .text_block(&["Partial"])
+        .error("overloaded_error", "Overloaded");
+    let mock = MockModel::with(vec![Reply::sse(stream.events())]);
+    let capsule = Setup::anthropic(&mock)
+        .lifecycle(OVER_HTTP)
+        .capsule("an-error-event");
+    let s = stream_task(&capsule, TASK);
+    s.done.assert_failed();
+    let result = s.done.result();
+    assert!(result.starts_with("error: anthropic: "), "{result:?}");
+    assert!(result.contains("Overloaded"), "{result:?}");
+    assert_eq!(
+        s.frames.last().map(|f| f.2["status"]["state"].clone()),
+        Some(json!("failed")),
+        "{:?}",
+        labels(&s.frames)
+    );
+    assert_eq!(pieces_of(&s), ["Partial"]);
+}
+
+/// A 400 is not retried; the task fails naming the status, the URL and the message.
+#[test]
+fn anthropic_http_400_fails_naming_the_url_and_message() {
+    let message = "max_tokens: 256 > 128, which is the maximum allowed number of output tokens for test-model";
+    let mock = MockModel::with(vec![Reply::json(
+        400,
+        anthropic::error("invalid_request_error", message),
+    )]);
+    let capsule = Setup::anthropic(&mock).capsule("an-400");
+    let done = run_task(&capsule, TASK);
+    done.assert_failed();
+    assert_eq!(mock.requests().len(), 1);
+    let result = done.result();
+    let prefix = format!(
+        "error: anthropic: HTTP 400 from {}/v1/messages: ",
+        mock.origin()
+    );
+    assert!(result.starts_with(&prefix), "{result:?}");
+    assert!(result.contains(message), "{result:?}");
+    assert!(done.session.events("http_retry").is_empty());
+}
+
+// =================================================================================
+// The fixture itself.
+
+/// The mock answers in script order, records what it was sent, cuts a dropped stream
+/// short of its end, and answers 500 once the script is used up.
+#[test]
+fn the_mock_model_follows_its_script() {
+    use std::io::{Read, Write};
+    let mock = MockModel::with(vec![
+        Reply::json(429, json!({"a": 1})).with_header("retry-after", "0"),
+        Reply::sse(split_awkwardly("data: é\r\n\r\n".as_bytes())),
+        Reply::sse_then_drop(vec![b"data: x\n\n".to_vec()]),
+    ]);
+    let exchange = |body: &str| {
+        let mut socket = std::net::TcpStream::connect(("127.0.0.1", mock.port())).unwrap();
+        socket.set_read_timeout(Some(WAIT)).unwrap();
+        let request = format!(
+            "POST /v1/x?q=1 HTTP/1.1\r\nhost: x\r\nX-Api-Key: k\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        socket.write_all(request.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        let _ = socket.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    let first = exchange("{\"n\":1}");
+    assert!(first.starts_with("HTTP/1.1 429 "), "{first}");
+    assert!(first.contains("retry-after: 0\r\n"), "{first}");
+    assert!(first.ends_with("\r\n\r\n{\"a\":1}"), "{first}");
+    let second = exchange("{\"n\":2}");
+    assert!(
+        second.contains("content-type: text/event-stream\r\n"),
+        "{second}"
+    );
+    let body = second.split_once("\r\n\r\n").unwrap().1;
+    assert!(
+        body.ends_with("0\r\n\r\n"),
+        "a complete chunked body: {body:?}"
+    );
+    let third = exchange("{\"n\":3}");
+    assert!(third.contains("data: x\n\n"), "{third}");
+    assert!(!third.ends_with("0\r\n\r\n"), "cut short: {third:?}");
+    let fourth = exchange("{}");
+    assert!(fourth.starts_with("HTTP/1.1 500 "), "{fourth}");
+    assert!(
+        fourth.contains("no scripted reply left for request 4 (POST /v1/x?q=1)"),
+        "{fourth}"
+    );
+    let seen = mock.requests();
+    assert_eq!(seen.len(), 4);
+    assert_eq!(seen[1].json(), json!({"n": 2}));
+    assert_eq!(seen[0].header("x-api-key"), Some("k"));
+    assert_eq!(seen[0].path, "/v1/x?q=1");
+    let joined: Vec<u8> = split_awkwardly("data: é\r\n\r\n".as_bytes()).concat();
+    assert_eq!(joined, "data: é\r\n\r\n".as_bytes());
+}
