@@ -6,7 +6,7 @@ demo:
 
 # The whole test suite (what CI runs).
 test:
-    cargo test --locked
+    cargo test --workspace --locked
 
 # Only the end-to-end tests of `mur run`.
 e2e:
