@@ -22,6 +22,10 @@ const GUESTS: &[(&str, &str)] = &[
     ("mur-tool-wordcount", "components/tool-wordcount"),
     ("mur-tool-probe", "components/tool-probe"),
     ("mur-driver-probe", "components/driver-probe"),
+    ("mur-hook-gatekeeper", "components/hook-gatekeeper"),
+    ("mur-hook-memory", "components/hook-memory"),
+    ("mur-hook-deny-list", "components/hook-deny-list"),
+    ("mur-hook-recorder", "components/hook-recorder"),
 ];
 
 fn main() {
