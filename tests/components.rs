@@ -293,17 +293,15 @@ fn a_driver_artifact_replaces_the_builtin_driver() {
 }
 
 #[test]
-fn hook_artifacts_are_refused_until_hooks_are_served() {
+fn a_tool_component_declared_as_a_hook_is_refused_before_any_workdir() {
     let source = guest("mur_tool_probe").display().to_string();
     let capsule = one_artifact("hook", "gate", "hook", &source, SCRIPTED);
     let run = capsule.run(&["--task", "x"]);
-    assert_eq!(run.status, 1);
-    assert!(
-        run.stderr
-            .starts_with("error[E-RUN-006]: hook artifact 'gate' cannot run"),
-        "{}",
-        run.stderr
+    run.assert_error(
+        "error[E-RUN-031]: hook artifact 'gate' does not target the hook world: it is a tool \
+         component (exports murmur:tool/run@0.1.0)",
     );
+    assert!(!capsule.dir.join("workdir").exists());
 }
 
 #[test]

@@ -18,11 +18,24 @@ impl Guest for Component {
     // turns past the limit, so the loop cannot overrun it even if it tried.
     fn run(_config: Config) -> Result<(), String> {
         while let Some(task) = host::next_task() {
-            let outcome = match history(&task.history) {
-                Ok(history) => run_task(history, &task.text),
-                Err(why) => TaskOutcome::Failed(why),
+            let mut messages = match history(&task.history) {
+                Ok(history) => history,
+                Err(why) => {
+                    host::finish_task(&TaskOutcome::Failed(why));
+                    continue;
+                }
             };
-            host::finish_task(&outcome);
+            let mut text = task.text;
+            loop {
+                messages.push(user(&text));
+                let outcome = run_task(&mut messages);
+                // A reopened task goes on in the same conversation, the hook's feedback
+                // being the next thing the model reads.
+                match host::finish_task(&outcome) {
+                    Some(feedback) => text = feedback,
+                    None => break,
+                }
+            }
         }
         Ok(())
     }
@@ -39,11 +52,14 @@ fn history(json: &str) -> Result<Vec<Value>, String> {
     }
 }
 
-fn run_task(mut messages: Vec<Value>, text: &str) -> TaskOutcome {
-    messages.push(json!({
+fn user(text: &str) -> Value {
+    json!({
         "role": "user",
         "content": [{"type": "text", "text": text}],
-    }));
+    })
+}
+
+fn run_task(messages: &mut Vec<Value>) -> TaskOutcome {
     loop {
         let messages_json = match serde_json::to_string(&messages) {
             Ok(s) => s,
@@ -60,6 +76,13 @@ fn run_task(mut messages: Vec<Value>, text: &str) -> TaskOutcome {
             // Turn exhaustion arrives here too; the host words it, the loop just reports it.
             Err(e) => return TaskOutcome::InferenceFailed(e),
         };
+        if let Some(context) = &reply.context {
+            // A compaction hook replaced the conversation; it ends with this reply.
+            match history(context) {
+                Ok(compacted) => *messages = compacted,
+                Err(why) => return TaskOutcome::Failed(why),
+            }
+        }
         let assistant = match serde_json::from_str::<Value>(&reply.assistant_message) {
             Ok(v @ Value::Object(_)) => v,
             Ok(_) => {
@@ -74,7 +97,9 @@ fn run_task(mut messages: Vec<Value>, text: &str) -> TaskOutcome {
             }
         };
         // The provider needs to see its own tool calls before the results that answer them.
-        messages.push(assistant);
+        if reply.context.is_none() {
+            messages.push(assistant);
+        }
         match reply.stop_reason {
             StopReason::EndTurn | StopReason::MaxTokens => {
                 return TaskOutcome::Completed(reply.text);

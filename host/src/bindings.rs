@@ -33,3 +33,11 @@ pub mod tool {
         with: { "murmur:text/chunks": crate::bindings::driver::murmur::text::chunks },
     });
 }
+
+pub mod hook {
+    wasmtime::component::bindgen!({
+        world: "murmur:hook/hook",
+        path: ["../wit/hook"],
+        exports: { default: async },
+    });
+}

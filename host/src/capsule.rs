@@ -19,6 +19,7 @@ use crate::cli::RunArgs;
 use crate::driver::{DriverComponent, DriverLimits};
 use crate::engine::Engine;
 use crate::error::Error;
+use crate::hooks::{self, Hooks};
 use crate::ids;
 use crate::manifest::{self, Conversation, DriverRef, Manifest, Runtime};
 use crate::murmur_md;
@@ -26,7 +27,7 @@ use crate::outbound;
 use crate::queue::{Acceptance, AfterTask, Pending, Policy, Queue};
 use crate::secret;
 use crate::server;
-use crate::session::{Capsule, LoopComponent, LoopGrants, Totals};
+use crate::session::{Capsule, ContextPolicy, LoopComponent, LoopGrants, Totals};
 use crate::tools::{ToolGrants, Tools};
 use crate::trace::{Place, Trace};
 use crate::wire::Wire;
@@ -63,7 +64,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
 
     let (session_loop, staged) = staged;
     let loop_label = staged.loop_label.clone();
-    let capsule = open_session(&m, session_id, workdir, wire, staged, launch.as_deref())?;
+    let capsule = open_session(&m, session_id, workdir, wire, staged, launch.as_deref()).await?;
     murmur_md::write(&capsule, &m, &url, &loop_label);
     announce(&args, &m, &capsule, &url);
 
@@ -92,7 +93,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         .cloned();
     let exit_status = match (&ran, &last) {
         (Err(_), _) => "failed",
-        (Ok(()), Some(task)) if !task.completed => task.exit_status,
+        (Ok(()), Some(task)) if !task.completed => session_status(task.exit_status),
         _ => "ok",
     };
     if ran.is_ok() && !args.json {
@@ -101,6 +102,10 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         }
         println!("status:  {exit_status}");
     }
+    let duration_ms = started.elapsed().as_millis() as u64;
+    capsule
+        .session_end_hooks(&totals, exit_status, duration_ms)
+        .await;
     wind_down(&m, &capsule, ran.is_ok()).await;
     signals.abort();
     server.abort();
@@ -166,7 +171,7 @@ fn unreachable_endpoint(m: &Manifest) -> Option<String> {
 
 /// Staging succeeded: the workdir, the launch task, the skills, the trace's first line,
 /// and the capsule every part of the session shares.
-fn open_session(
+async fn open_session(
     m: &Manifest,
     session_id: String,
     workdir: Workdir,
@@ -179,8 +184,10 @@ fn open_session(
         driver,
         driver_label,
         tools,
+        hooks,
     } = staged;
     workdir.create()?;
+    stage_hooks(m, &hooks, &workdir).await;
     if let Some(text) = launch {
         write_file(&workdir.task_md(), text)?;
     }
@@ -192,6 +199,7 @@ fn open_session(
         )
     })?;
     let start = session_start(m, &tools, &loop_label, &driver_label);
+    let capabilities = start["capabilities"].clone();
     let session_event = trace
         .write("session_start", Place::default(), start)
         .map_err(|e| Error::new("E-RUN-007", format!("trace write failed: {e}")))?;
@@ -228,8 +236,74 @@ fn open_session(
         running: Default::default(),
         threads: (m.lifecycle.conversation == Conversation::Threaded)
             .then(|| Mutex::new(HashMap::new())),
+        hooks,
+        context: ContextPolicy {
+            window: m.context.max_tokens,
+            seed_budget: m.context.seed_budget,
+            seed_margin: m.context.seed_overflow_margin,
+            process_transport: m.inference.transport == manifest::Transport::Process,
+            compaction: m.inference.compaction.clone(),
+        },
+        max_task_reopens: m.lifecycle.max_task_reopens,
+        capabilities,
         workdir,
     }))
+}
+
+/// `on-stage`: before the session loop exists, with no trace yet; a hook may write
+/// tool manifests (`tools/<binary>/murmur.yaml`) for the shell binaries the capsule
+/// allows. What goes wrong goes to `logs/bootstrap.log`.
+async fn stage_hooks(m: &Manifest, hooks: &Hooks, workdir: &Workdir) {
+    use crate::manifest::Binding;
+    if !hooks.listens(Binding::Stage) {
+        return;
+    }
+    let event = hooks::Event::Stage(hooks::Stage {
+        shell_allow: m.capabilities.shell_allow.clone(),
+    });
+    for answer in hooks.fire(Binding::Stage, &event).await {
+        let files = match answer.verdict {
+            Ok(hooks::Verdict::WriteManifests(files))
+                if answer.policy == manifest::CommitPolicy::WriteManifests =>
+            {
+                files
+            }
+            Ok(hooks::Verdict::None) => continue,
+            Ok(other) => {
+                workdir.log(&format!(
+                    "hook '{}' answered {} at on-stage, which its commit_policy does not allow",
+                    answer.hook,
+                    hooks::arm_name(&other)
+                ));
+                continue;
+            }
+            Err(why) => {
+                workdir.log(&format!("hook '{}' failed at on-stage: {why}", answer.hook));
+                continue;
+            }
+        };
+        for file in files {
+            write_tool_manifest(m, workdir, &answer.hook, &file);
+        }
+    }
+}
+
+/// Only for a binary the capsule allows, and only inside `tools/`.
+fn write_tool_manifest(m: &Manifest, workdir: &Workdir, hook: &str, file: &hooks::ManifestFile) {
+    let name = &file.binary_name;
+    if !m.capabilities.shell_allow.contains(name) || name.contains(['/', '\\']) || name == ".." {
+        workdir.log(&format!(
+            "hook '{hook}' wrote a manifest for '{name}', which is not in capabilities.shell.allow; skipped"
+        ));
+        return;
+    }
+    let dir = workdir.tools_dir().join(name);
+    let written = std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::write(dir.join("murmur.yaml"), &file.content));
+    match written {
+        Ok(()) => workdir.log(&format!("hook '{hook}' wrote tools/{name}/murmur.yaml")),
+        Err(e) => workdir.log(&format!("could not write tools/{name}/murmur.yaml: {e}")),
+    }
 }
 
 /// After the session loop: a parked capsule serves until stopped; then every
@@ -282,6 +356,7 @@ struct Staged {
     driver: DriverComponent,
     driver_label: String,
     tools: Tools,
+    hooks: Hooks,
 }
 
 async fn stage(
@@ -315,17 +390,14 @@ async fn stage(
         let label = format!("tool artifact '{}'", artifact.name);
         sources.push((read_component(&artifact.source, &label)?, label));
     }
-    if let Some(hook) = m.artifacts.iter().find(|a| a.runtime == Runtime::Hook) {
-        return Err(Error::new(
-            "E-RUN-006",
-            format!(
-                "hook artifact '{}' cannot run: this mur does not fire hooks yet",
-                hook.name
-            ),
-        )
-        .hint(
-            "remove the hook from artifacts[] for now; hooks arrive with murmur:hook@0.1.0 support",
-        ));
+    let hook_artifacts: Vec<_> = m
+        .artifacts
+        .iter()
+        .filter(|a| a.runtime == Runtime::Hook)
+        .collect();
+    for artifact in &hook_artifacts {
+        let label = format!("hook artifact '{}'", artifact.name);
+        sources.push((read_component(&artifact.source, &label)?, label));
     }
     let mut compiled = engine.load_all(&sources).into_iter();
     let mut next = || {
@@ -373,11 +445,33 @@ async fn stage(
         let text = workdir.tools_dir().join(&skill.name).join("skill.md");
         tools.add_skill(&skill.name, text, skill_description(&skill.source));
     }
+    let mut staged_hooks = Vec::new();
+    for artifact in &hook_artifacts {
+        let Some(contract) = artifact.hook.clone() else {
+            continue;
+        };
+        staged_hooks.push(hooks::Staged {
+            name: artifact.name.clone(),
+            contract,
+            on_overflow: artifact.on_overflow,
+            component: next()?,
+        });
+    }
+    let hooks = Hooks::link(
+        engine,
+        staged_hooks,
+        &hooks::Places {
+            workdir: workdir.root.clone(),
+            logs_dir: workdir.logs_dir(),
+            memory_bytes: m.capabilities.memory_bytes,
+        },
+    )?;
     let staged = Staged {
         loop_label,
         driver,
         driver_label,
         tools,
+        hooks,
     };
     Ok((session_loop, staged))
 }
@@ -586,7 +680,7 @@ fn system_prompt(m: &Manifest, workdir: &Workdir) -> Option<String> {
             .capabilities
             .network_allow
             .iter()
-            .map(net_rule_text)
+            .map(murmur_md::net_rule)
             .collect();
         rules.join(", ")
     };
@@ -607,18 +701,6 @@ fn system_prompt(m: &Manifest, workdir: &Workdir) -> Option<String> {
         block.push_str(prompt);
     }
     Some(block)
-}
-
-/// An allow-list entry as the manifest would spell it.
-fn net_rule_text(rule: &manifest::NetRule) -> String {
-    let mut text = match &rule.scheme {
-        Some(scheme) => format!("{scheme}://{}", rule.host),
-        None => rule.host.clone(),
-    };
-    if let Some(port) = rule.port {
-        text.push_str(&format!(":{port}"));
-    }
-    text
 }
 
 fn session_start(
@@ -686,6 +768,15 @@ fn announce(args: &RunArgs, m: &Manifest, capsule: &Capsule, url: &str) {
 }
 
 /// The `session_end` line: the totals of every task.
+/// A session's exit status is one of upstream's session values; a task status beyond
+/// them (`reopen_budget_exhausted`) ends the session `failed`.
+fn session_status(task_status: &'static str) -> &'static str {
+    match task_status {
+        "ok" | "failed" | "max_turns_reached" | "canceled" | "deadline_reached" => task_status,
+        _ => "failed",
+    }
+}
+
 fn end_session(
     capsule: &Capsule,
     totals: Totals,

@@ -22,6 +22,11 @@ pub fn event() -> String {
     mint("evt_")
 }
 
+/// A message the host adds to a conversation (a seed); never sent to the provider.
+pub fn message() -> String {
+    mint("msg_")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -77,6 +77,103 @@ pub struct Artifact {
     pub capabilities: Option<Json>,
     /// Hooks only: what a full async queue does.
     pub on_overflow: OnOverflow,
+    /// Hooks only: where and how the hook runs and what it may commit.
+    pub hook: Option<HookContract>,
+}
+
+/// A hook's contract (`shared/reference/hooks.md`), written on its artifacts[] entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookContract {
+    /// `None`: every event except `on-stage`.
+    pub binding: Option<Binding>,
+    pub mode: ExecutionMode,
+    pub policy: CommitPolicy,
+    /// `capabilities.filesystem.scope` of the entry: the hook's only folder, relative to
+    /// the workdir. `None`: no filesystem.
+    pub scope: Option<String>,
+    /// `capabilities.limits.deadline_seconds` of the entry; 30 s when unset.
+    pub deadline_seconds: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where a hook is called; `as_str` gives upstream's `on-...` name.
+pub enum Binding {
+    Stage,
+    SessionStart,
+    TaskStart,
+    Inference,
+    ToolCall,
+    Shell,
+    Compaction,
+    TaskEnd,
+    SessionEnd,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecutionMode {
+    Blocking,
+    Async,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitPolicy {
+    None,
+    WriteManifests,
+    ReplaceContext,
+    ReopenTask,
+    SeedContext,
+    Deny,
+}
+
+const BINDINGS: &[(&str, Binding)] = &[
+    ("on-stage", Binding::Stage),
+    ("on-session-start", Binding::SessionStart),
+    ("on-task-start", Binding::TaskStart),
+    ("on-inference", Binding::Inference),
+    ("on-tool-call", Binding::ToolCall),
+    ("on-shell", Binding::Shell),
+    ("on-compaction", Binding::Compaction),
+    ("on-task-end", Binding::TaskEnd),
+    ("on-session-end", Binding::SessionEnd),
+];
+
+const POLICIES: &[(&str, CommitPolicy)] = &[
+    ("none", CommitPolicy::None),
+    ("write-manifests", CommitPolicy::WriteManifests),
+    ("replace-context", CommitPolicy::ReplaceContext),
+    ("reopen-task", CommitPolicy::ReopenTask),
+    ("seed-context", CommitPolicy::SeedContext),
+    ("deny", CommitPolicy::Deny),
+];
+
+impl Binding {
+    pub fn as_str(self) -> &'static str {
+        BINDINGS
+            .iter()
+            .find(|(_, b)| *b == self)
+            .map_or("", |(name, _)| name)
+    }
+}
+
+impl CommitPolicy {
+    pub fn as_str(self) -> &'static str {
+        POLICIES
+            .iter()
+            .find(|(_, p)| *p == self)
+            .map_or("", |(name, _)| name)
+    }
+
+    /// The binding a policy commits at; `None` for `none`.
+    fn binding(self) -> Option<Binding> {
+        match self {
+            CommitPolicy::None => None,
+            CommitPolicy::WriteManifests => Some(Binding::Stage),
+            CommitPolicy::ReplaceContext => Some(Binding::Compaction),
+            CommitPolicy::ReopenTask => Some(Binding::TaskEnd),
+            CommitPolicy::SeedContext => Some(Binding::TaskStart),
+            CommitPolicy::Deny => Some(Binding::ToolCall),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -766,7 +863,8 @@ const SCHEMA: &[(&str, &[&str])] = &[
     ("", &["name", "version", "artifacts", "inference", "context", "lifecycle", "capabilities",
            "network", "trace"]),
     ("artifacts[]", &["name", "version", "runtime", "source", "local_source", "capabilities",
-                      "description", "on_overflow"]),
+                      "description", "on_overflow", "binding", "execution_mode",
+                      "commit_policy"]),
     ("inference", &["transport", "endpoint", "model", "api_key", "driver", "script", "max_turns",
                     "max_tokens", "system_prompt", "system_prompt_file", "temperature", "top_p",
                     "stream", "compaction", "retry", "timeouts"]),
@@ -1316,16 +1414,114 @@ fn artifact(cx: &mut Cx, item: &Field) -> Result<Artifact> {
         Some(f) => return Err(f.expected(cx, "a mapping")),
         None => None,
     };
+    let hook = match runtime {
+        Runtime::Hook => Some(hook_contract(cx, &sec)?),
+        _ => {
+            no_hook_keys(cx, &sec, runtime)?;
+            None
+        }
+    };
     Ok(Artifact {
         version: sec.opt_str(cx, "version")?.map(|(v, _)| v),
         description: sec.opt_str(cx, "description")?.map(|(v, _)| v),
         on_overflow: on_overflow(cx, &sec, runtime)?,
+        hook,
         source: artifact_source(cx, &sec, &name, runtime)?,
         line: item.line,
         name,
         runtime,
         capabilities,
     })
+}
+
+const HOOK_KEYS: &[&str] = &["binding", "execution_mode", "commit_policy"];
+
+/// A hook's binding, mode and policy, checked against each other as upstream checks
+/// them, so a mismatch fails before anything is compiled.
+fn hook_contract(cx: &mut Cx, sec: &Section) -> Result<HookContract> {
+    let binding = sec.opt_enum(cx, "binding", BINDINGS)?;
+    let modes = [
+        ("blocking", ExecutionMode::Blocking),
+        ("async", ExecutionMode::Async),
+    ];
+    let mode = sec
+        .opt_enum(cx, "execution_mode", &modes)?
+        .unwrap_or(ExecutionMode::Blocking);
+    let policy = sec
+        .opt_enum(cx, "commit_policy", POLICIES)?
+        .unwrap_or(CommitPolicy::None);
+    let line = |key: &str| sec.field(key).map_or(sec.line.unwrap_or(0), |f| f.line);
+    let bad = |key: &str, why: String, hint: &str| {
+        cx.invalid(line(key), &join(&sec.path, key), why)
+            .hint(hint.to_string())
+    };
+    if mode == ExecutionMode::Async && policy != CommitPolicy::None {
+        return Err(bad(
+            "commit_policy",
+            format!("an async hook commits nothing, found '{}'", policy.as_str()),
+            "use 'execution_mode: blocking', or 'commit_policy: none'",
+        ));
+    }
+    if mode == ExecutionMode::Async && binding == Some(Binding::Stage) {
+        return Err(bad(
+            "execution_mode",
+            "on-stage hooks must be blocking".into(),
+            "use 'execution_mode: blocking'",
+        ));
+    }
+    policy_fits_binding(policy, binding).map_err(|(why, hint)| bad("commit_policy", why, &hint))?;
+    let caps = sec.sub(cx, "capabilities")?;
+    let fs = caps.sub(cx, "filesystem")?;
+    let limits = caps.sub(cx, "limits")?;
+    Ok(HookContract {
+        binding,
+        mode,
+        policy,
+        scope: scope(cx, &fs)?,
+        deadline_seconds: limits
+            .opt_uint(cx, "deadline_seconds", 1, 86_400)?
+            .unwrap_or(30),
+    })
+}
+
+/// The binding/policy table of `shared/reference/hooks.md`.
+fn policy_fits_binding(
+    policy: CommitPolicy,
+    binding: Option<Binding>,
+) -> std::result::Result<(), (String, String)> {
+    let Some(needs) = policy.binding() else {
+        return Ok(());
+    };
+    match binding {
+        None if policy == CommitPolicy::Deny => Err((
+            "'deny' needs an explicit binding".into(),
+            "set 'binding: on-tool-call' or 'binding: on-shell'".into(),
+        )),
+        None => Ok(()),
+        Some(Binding::Shell) if policy == CommitPolicy::Deny => Ok(()),
+        Some(b) if b == needs => Ok(()),
+        Some(b) => Err((
+            format!("'{}' cannot commit at {}", policy.as_str(), b.as_str()),
+            format!(
+                "'{}' belongs to binding {}; at {} use 'commit_policy: none'",
+                policy.as_str(),
+                needs.as_str(),
+                b.as_str()
+            ),
+        )),
+    }
+}
+
+fn no_hook_keys(cx: &Cx, sec: &Section, runtime: Runtime) -> Result<()> {
+    for key in HOOK_KEYS {
+        if let Some(field) = sec.field(key) {
+            let why = format!("only hooks have a {key}; this is a {}", runtime.as_str());
+            return Err(cx
+                .invalid(field.line, &field.path, why)
+                .hint(format!("remove '{key}', or set 'runtime: hook'")));
+        }
+    }
+    Ok(())
 }
 
 fn on_overflow(cx: &Cx, sec: &Section, runtime: Runtime) -> Result<OnOverflow> {
@@ -2500,6 +2696,91 @@ lifecycle:
         let m = s.ok(&base("  max_turns: 0x10\n  temperature: 1\n"));
         assert_eq!(m.manifest.inference.max_turns, 16);
         assert_eq!(m.manifest.inference.temperature, Some(1.0));
+    }
+
+    fn hook_entry(extra: &str) -> String {
+        format!("{BASE}artifacts:\n  - name: gate\n    runtime: hook\n    source: h.wasm\n{extra}")
+    }
+
+    #[test]
+    fn a_hooks_contract_is_read_with_upstreams_defaults() {
+        let s = Scratch::new();
+        s.file("h.wasm", "");
+        let m = s.ok(&hook_entry("")).manifest;
+        let contract = m.artifacts[0].hook.clone().expect("a hook has a contract");
+        assert_eq!(
+            contract,
+            HookContract {
+                binding: None,
+                mode: ExecutionMode::Blocking,
+                policy: CommitPolicy::None,
+                scope: None,
+                deadline_seconds: 30,
+            }
+        );
+        let m = s
+            .ok(&hook_entry(
+                "    binding: on-shell\n    commit_policy: deny\n    capabilities:\n      \
+                 filesystem: {scope: policy}\n      limits: {deadline_seconds: 5}\n",
+            ))
+            .manifest;
+        let contract = m.artifacts[0].hook.clone().expect("contract");
+        assert_eq!(contract.binding, Some(Binding::Shell));
+        assert_eq!(contract.policy, CommitPolicy::Deny);
+        assert_eq!(contract.scope.as_deref(), Some("policy"));
+        assert_eq!(contract.deadline_seconds, 5);
+    }
+
+    #[test]
+    fn a_policy_that_does_not_fit_its_binding_or_mode_is_refused() {
+        let s = Scratch::new();
+        s.file("h.wasm", "");
+        let cases = [
+            (
+                "    binding: on-task-start\n    commit_policy: reopen-task\n",
+                "'reopen-task' cannot commit at on-task-start",
+            ),
+            (
+                "    execution_mode: async\n    commit_policy: seed-context\n",
+                "an async hook commits nothing, found 'seed-context'",
+            ),
+            (
+                "    commit_policy: deny\n",
+                "'deny' needs an explicit binding",
+            ),
+            (
+                "    binding: on-stage\n    execution_mode: async\n",
+                "on-stage hooks must be blocking",
+            ),
+            (
+                "    binding: on-tool-cal\n",
+                "expected one of on-stage, on-session-start",
+            ),
+        ];
+        for (extra, why) in cases {
+            let e = s.err(&hook_entry(extra));
+            assert_eq!(e.code, "E-MAN-003", "{extra}");
+            assert!(e.message.contains(why), "{extra}: {e}");
+        }
+        let e = s.err(&hook_entry(
+            "    capabilities:\n      filesystem: {scope: ../escape}\n",
+        ));
+        assert_eq!(e.code, "E-CAP-002");
+    }
+
+    #[test]
+    fn hook_keys_on_other_artifacts_are_refused() {
+        let s = Scratch::new();
+        s.file("t.wasm", "");
+        let yaml = format!(
+            "{BASE}artifacts:\n  - name: t\n    source: t.wasm\n    binding: on-task-end\n"
+        );
+        let e = s.err(&yaml);
+        assert!(
+            e.message
+                .contains("only hooks have a binding; this is a tool"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! host. The loop decides what happens next; the host counts turns, dispatches tools,
 //! writes frames, the trace and the result, and enforces the limits.
 
+mod lifecycle;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -23,6 +25,8 @@ use crate::driver::{Driver, DriverComponent, trap_text};
 use crate::engine::{self, Engine};
 use crate::error::Error;
 use crate::frames::{Artifact, State};
+use crate::hooks::Hooks;
+use crate::manifest::Compaction;
 use crate::outbound::Event;
 use crate::queue::{Lane, Pending, Queue};
 use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
@@ -56,6 +60,22 @@ pub struct Capsule {
     /// `lifecycle.conversation: threaded`: each context's conversation so far, by
     /// context id, handed to the next task of that context.
     pub threads: Option<Mutex<HashMap<String, Vec<Value>>>>,
+    pub hooks: Hooks,
+    pub context: ContextPolicy,
+    /// `lifecycle.max_task_reopens`.
+    pub max_task_reopens: u32,
+    /// The manifest's `capabilities`, as hooks are told them at session start.
+    pub capabilities: Value,
+}
+
+/// How big a conversation may grow, and what a seed may take of it.
+pub struct ContextPolicy {
+    /// `context.max_tokens`.
+    pub window: Option<u32>,
+    pub seed_budget: f64,
+    pub seed_margin: f64,
+    pub process_transport: bool,
+    pub compaction: Compaction,
 }
 
 /// Why `tasks/cancel` could not cancel a task.
@@ -112,6 +132,14 @@ struct Running {
     turn_event: Option<String>,
     /// Under a threaded conversation: the latest request's messages and the reply to it.
     conversation: Option<Vec<Value>>,
+    /// Reopens granted so far (the attempt number is one more).
+    reopens: u32,
+    /// The task's turn count when this attempt began: its statuses count from 1 again.
+    attempt_start: u64,
+    /// `artifact` verdicts of `on-inference` hooks: (hook, JSON object), in order.
+    hook_artifacts: Vec<(String, String)>,
+    /// The feedback of each reopen, for `task.md`: (hook, reason).
+    feedback: Vec<(String, String)>,
 }
 
 pub struct LoopState {
@@ -142,14 +170,15 @@ impl Host for LoopState {
     async fn next_task(&mut self) -> wasmtime::Result<Option<Task>> {
         if self.running.is_some() {
             let why = "the session loop asked for the next task without finishing this one";
-            self.finish(TaskOutcome::Failed(why.into()))?;
+            self.finish(TaskOutcome::Failed(why.into())).await?;
         }
         let next = self.capsule.queue.next().await;
-        self.sandbox.running_since = Instant::now();
-        match next {
-            Some(task) => self.begin(task).map(Some),
+        let task = match next {
+            Some(task) => self.begin(task).await.map(Some),
             None => Ok(None),
-        }
+        };
+        self.sandbox.running_since = Instant::now();
+        task
     }
 
     async fn infer(
@@ -196,8 +225,10 @@ impl Host for LoopState {
         outcome
     }
 
-    async fn finish_task(&mut self, outcome: TaskOutcome) -> wasmtime::Result<()> {
-        self.finish(outcome)
+    async fn finish_task(&mut self, outcome: TaskOutcome) -> wasmtime::Result<Option<String>> {
+        let reopened = self.finish(outcome).await;
+        self.sandbox.running_since = Instant::now();
+        reopened
     }
 }
 
@@ -208,7 +239,7 @@ impl LoopState {
         })
     }
 
-    fn begin(&mut self, task: Pending) -> wasmtime::Result<Task> {
+    async fn begin(&mut self, task: Pending) -> wasmtime::Result<Task> {
         let capsule = self.capsule.clone();
         if task.source != "task_md" {
             // The task's text is the capsule's own record of what it was asked.
@@ -241,22 +272,29 @@ impl LoopState {
             .map_err(trace_failed)?;
         capsule.wire.begin_task(&task.id, &task.context_id);
         capsule.running.start(&task.id);
-        let handed = Task {
-            id: task.id.clone(),
-            context_id: task.context_id.clone(),
-            origin: task.origin.clone(),
-            text: task.text.clone(),
-            history: capsule.history(&task.context_id),
-        };
+        let history = capsule.history(&task.context_id);
         self.running = Some(Running {
-            task,
+            task: task.clone(),
             event_id,
             started: Instant::now(),
             counts: Totals::default(),
             turn_event: None,
             conversation: None,
+            reopens: 0,
+            attempt_start: 0,
+            hook_artifacts: Vec::new(),
+            feedback: Vec::new(),
         });
-        Ok(handed)
+        // A seed goes ahead of the loaded history and the task itself.
+        let mut messages = self.task_start_hooks(&task, &history).await?;
+        messages.extend(history);
+        Ok(Task {
+            id: task.id,
+            context_id: task.context_id,
+            origin: task.origin,
+            text: task.text,
+            history: Value::Array(messages).to_string(),
+        })
     }
 
     async fn turn(
@@ -270,9 +308,10 @@ impl LoopState {
         }
         let turn = running.counts.turns;
         running.counts.turns += 1;
+        let attempt_turn = turn - running.attempt_start;
         capsule.wire.status(
             State::Working,
-            &format!("inference turn {}", turn + 1),
+            &format!("inference turn {}", attempt_turn + 1),
             None,
         );
 
@@ -323,11 +362,28 @@ impl LoopState {
                 })
             }
         };
-        if let (Ok(reply), Some(_)) = (&result, &capsule.threads) {
-            self.running("infer")?.conversation = conversation(&request, reply);
-        }
         self.trace_turn(&call, &result)?;
-        Ok(result)
+        let Ok(mut reply) = result else {
+            return Ok(result);
+        };
+        self.inference_hooks(turn, &reply, call.input_estimate, call.output_estimate)
+            .await?;
+        let counted = ["input_tokens", "output_tokens"]
+            .iter()
+            .all(|k| call.reported.contains_key(*k));
+        let size = lifecycle::Size {
+            tokens: reply.usage.input_tokens + reply.usage.output_tokens,
+            source: if counted { "actual" } else { "estimate" },
+        };
+        match self.compact(turn, &request.messages, &reply, size).await? {
+            Ok(context) => reply.context = context,
+            // A failed compaction ends the task: `failed`, `session ended`.
+            Err(why) => return Ok(Err(InferenceError::Failed(why))),
+        }
+        if capsule.threads.is_some() {
+            self.running("infer")?.conversation = conversation(&request, &reply);
+        }
+        Ok(Ok(reply))
     }
 
     /// What the driver's requests ran into (refusals, retries), under the task, before
@@ -384,14 +440,7 @@ impl LoopState {
             Ok(reply) => {
                 running.counts.input_tokens += reply.usage.input_tokens;
                 running.counts.output_tokens += reply.usage.output_tokens;
-                let (decision, tool) = match reply.stop_reason {
-                    StopReason::ToolCall => (
-                        "tool_call",
-                        reply.tool_calls.first().map(|c| c.name.clone()),
-                    ),
-                    StopReason::EndTurn => ("end_turn", None),
-                    StopReason::MaxTokens => ("text", None),
-                };
+                let (decision, tool) = decision(reply);
                 fields = json!({
                     "turn": turn,
                     "input_tokens": call.input_estimate,
@@ -450,6 +499,13 @@ impl LoopState {
             origin: running.task.origin.clone(),
         };
         let turn = running.counts.turns.saturating_sub(1);
+        if let Some(refused) = self.call_decision(turn, &call).await? {
+            // Nothing ran: no frame, no tool_call line, no observation.
+            return Ok(ToolOutcome {
+                content: lifecycle::refusal_text(&refused.hook, &refused.reason),
+                is_error: true,
+            });
+        }
         let done = capsule
             .tools
             .dispatch(&call.name, &call.input, info, &capsule.wire)
@@ -466,6 +522,7 @@ impl LoopState {
             truncated: done.truncated,
         });
         self.trace_call(turn, &call, &done)?;
+        self.call_observation(turn, &call, &done).await?;
         Ok(ToolOutcome {
             content: done.content,
             is_error: done.is_error,
@@ -557,27 +614,99 @@ impl LoopState {
         Ok(())
     }
 
-    /// Ends the running task: result file, final frames, trace line.
-    pub fn finish(&mut self, outcome: TaskOutcome) -> wasmtime::Result<()> {
+    /// Ends the running attempt: result file, final frames, trace line. `Some(feedback)`
+    /// when an `on-task-end` hook reopened the task: it stays current and the loop goes
+    /// on with the feedback.
+    pub async fn finish(&mut self, outcome: TaskOutcome) -> wasmtime::Result<Option<String>> {
+        let capsule = self.capsule.clone();
+        self.running("finish-task")?;
+        let canceled = capsule.running.is_canceled();
+        let mut end = if canceled {
+            Ending::canceled()
+        } else {
+            Ending::of(outcome, capsule.max_turns)
+        }
+        .scrubbed();
+        if !canceled {
+            let completed = end.state == State::Completed;
+            let asked = self
+                .task_end_hooks(end.exit_status, &end.result, completed)
+                .await?;
+            if let Some((hook, reason)) = asked {
+                match self.reopen_budget(&reason)? {
+                    Ok(()) => return self.reopen(&end, hook, reason).map(Some),
+                    Err(why) => end = Ending::reopen_exhausted(why).scrubbed(),
+                }
+            }
+        }
+        self.end_task(end).map(|()| None)
+    }
+
+    /// Whether another attempt is allowed: the task's reopen limit and its turn budget,
+    /// which every attempt shares. `Err` names the limit that is used up.
+    fn reopen_budget(&mut self, reason: &str) -> wasmtime::Result<Result<(), String>> {
+        let capsule = self.capsule.clone();
+        let running = self.running("finish-task")?;
+        let reason = reason.trim();
+        if running.reopens >= capsule.max_task_reopens {
+            return Ok(Err(format!(
+                "task reopen budget exhausted after {} reopen(s): {reason}",
+                running.reopens
+            )));
+        }
+        if running.counts.turns >= u64::from(capsule.max_turns) {
+            return Ok(Err(format!(
+                "task turn budget exhausted: all {} inference turns used: {reason}",
+                capsule.max_turns
+            )));
+        }
+        Ok(Ok(()))
+    }
+
+    /// A granted reopen: the attempt is reported `completed`, then a new attempt of the
+    /// same task starts, its frames numbered from 0 again.
+    fn reopen(&mut self, end: &Ending, hook: String, reason: String) -> wasmtime::Result<String> {
+        let capsule = self.capsule.clone();
+        let running = self.running("finish-task")?;
+        running.reopens += 1;
+        running.feedback.push((hook.clone(), reason.clone()));
+        running.attempt_start = running.counts.turns;
+        let fields = json!({
+            "task_id": running.task.id,
+            "hook_name": hook,
+            "reason": reason,
+            "reopen_number": running.reopens,
+            "attempt_context": "continued",
+            "turns_remaining": u64::from(capsule.max_turns).saturating_sub(running.counts.turns),
+        });
+        capsule.trace_line(running, "task_reopened", fields)?;
+        let artifacts = std::mem::take(&mut running.hook_artifacts);
+        let (task, context) = (running.task.id.clone(), running.task.context_id.clone());
+        let task_md = reopened_task_md(&running.task.text, &running.feedback);
+        capsule.write_result(&end.result);
+        capsule.hook_artifact_frames(&artifacts);
+        capsule.wire.whole_reply(&end.result);
+        capsule.wire.status(end.state, &end.message, end.response());
+        capsule.wire.begin_task(&task, &context);
+        let _ = std::fs::write(capsule.workdir.task_md(), task_md);
+        Ok(format!(
+            "Your previous answer was not accepted. Address this feedback and answer again:\n\n{}",
+            reason.trim()
+        ))
+    }
+
+    /// The task's last word: result, hook artifacts, final status, `task_end`.
+    fn end_task(&mut self, end: Ending) -> wasmtime::Result<()> {
         let capsule = self.capsule.clone();
         let running = self.running.take().ok_or_else(|| {
             wasmtime::Error::msg("the session loop called finish-task outside a task")
         })?;
-        let end = if capsule.running.is_canceled() {
-            Ending::canceled()
-        } else {
-            Ending::of(outcome, capsule.max_turns)
-        };
         capsule.running.end();
         if end.state == State::Completed {
             capsule.remember(&running.task.context_id, running.conversation.clone());
         }
-        let end = end.scrubbed();
-        if let Err(e) = std::fs::write(capsule.workdir.result_txt(), &end.result) {
-            capsule
-                .workdir
-                .log(&format!("could not write out/result.txt: {e}"));
-        }
+        capsule.write_result(&end.result);
+        capsule.hook_artifact_frames(&running.hook_artifacts);
         if end.state == State::Completed {
             capsule.wire.whole_reply(&end.result);
         }
@@ -600,7 +729,7 @@ impl LoopState {
                 "output_tokens": c.output_tokens,
                 "tool_calls": c.tool_calls,
                 "shell_calls": c.shell_calls,
-                "reopen_count": 0,
+                "reopen_count": running.reopens,
             }),
         );
         capsule
@@ -614,6 +743,47 @@ impl LoopState {
                 result: end.result,
             });
         written.map(|_| ()).map_err(trace_failed)
+    }
+}
+
+/// `task.md` after reopens: the original task, then the feedback of each reopen.
+fn reopened_task_md(task: &str, feedback: &[(String, String)]) -> String {
+    let mut text = format!(
+        "{task}\n\n---\n\n# Reopen feedback\n\nThe previous attempt was not accepted; \
+         address the feedback below.\n"
+    );
+    for (n, (hook, reason)) in feedback.iter().enumerate() {
+        text.push_str(&format!(
+            "\n## Reopen {} — from hook `{hook}`\n\n{}\n",
+            n + 1,
+            reason.trim()
+        ));
+    }
+    text
+}
+
+impl Capsule {
+    fn write_result(&self, result: &str) {
+        if let Err(e) = std::fs::write(self.workdir.result_txt(), result) {
+            self.workdir
+                .log(&format!("could not write out/result.txt: {e}"));
+        }
+    }
+
+    /// One `artifact` frame per hook artifact, before the task's final status.
+    fn hook_artifact_frames(&self, artifacts: &[(String, String)]) {
+        for (hook, json) in artifacts {
+            self.wire.artifact(&Artifact {
+                tool_name: hook,
+                content: json,
+                fence_source: None,
+                tool_call_id: None,
+                is_error: false,
+                duration_ms: None,
+                exit_code: None,
+                truncated: false,
+            });
+        }
     }
 }
 
@@ -666,6 +836,15 @@ impl Ending {
             message: crate::secret::scrub(&self.message).into_owned(),
             result: crate::secret::scrub(&self.result).into_owned(),
             ..self
+        }
+    }
+
+    fn reopen_exhausted(message: String) -> Self {
+        Ending {
+            state: State::Failed,
+            result: format!("error: {message}"),
+            message,
+            exit_status: "reopen_budget_exhausted",
         }
     }
 
@@ -726,15 +905,12 @@ impl Capsule {
     }
 
     /// The context's conversation so far, as the JSON array a loop puts before a task.
-    fn history(&self, context_id: &str) -> String {
+    fn history(&self, context_id: &str) -> Vec<Value> {
         let Some(threads) = &self.threads else {
-            return "[]".into();
+            return Vec::new();
         };
         let threads = threads.lock().unwrap_or_else(|p| p.into_inner());
-        match threads.get(context_id) {
-            Some(messages) => Value::Array(messages.clone()).to_string(),
-            None => "[]".into(),
-        }
+        threads.get(context_id).cloned().unwrap_or_default()
     }
 
     /// A completed task's conversation becomes its context's history. A failed one
@@ -773,6 +949,18 @@ impl Capsule {
     }
 }
 
+/// The trace's `decision` of a reply, and the first tool it asks for.
+fn decision(reply: &InferenceReply) -> (&'static str, Option<String>) {
+    match reply.stop_reason {
+        StopReason::ToolCall => (
+            "tool_call",
+            reply.tool_calls.first().map(|c| c.name.clone()),
+        ),
+        StopReason::EndTurn => ("end_turn", None),
+        StopReason::MaxTokens => ("text", None),
+    }
+}
+
 fn stop_reason_str(reason: StopReason) -> &'static str {
     match reason {
         StopReason::EndTurn => "end_turn",
@@ -786,8 +974,15 @@ fn estimate_tokens(text: &str) -> u64 {
     (text.len() as u64).div_ceil(4)
 }
 
-/// The messages of `request` followed by the reply's assistant message.
+/// The messages of `request` followed by the reply's assistant message (or the
+/// compacted conversation, which ends with it).
 fn conversation(request: &InferenceRequest, reply: &InferenceReply) -> Option<Vec<Value>> {
+    if let Some(context) = &reply.context {
+        return match serde_json::from_str(context) {
+            Ok(Value::Array(messages)) => Some(messages),
+            _ => None,
+        };
+    }
     let Ok(Value::Array(mut messages)) = serde_json::from_str(&request.messages) else {
         return None;
     };
@@ -884,6 +1079,7 @@ fn parse_reply(
         tool_calls,
         assistant_message: assistant.to_string(),
         usage,
+        context: None,
     };
     Ok((reply, reported))
 }
@@ -965,6 +1161,7 @@ impl LoopComponent {
         let config = Config {
             max_turns: capsule.max_turns,
         };
+        capsule.session_start_hooks().await;
         let ran = async {
             let started = Instant::now();
             let bindings = self.pre.instantiate_async(&mut store).await?;
@@ -992,7 +1189,7 @@ impl LoopComponent {
                 Ok(()) => "the session loop ended without finishing this task".to_string(),
                 Err(e) => e.message.clone(),
             };
-            let _ = state.finish(TaskOutcome::Failed(why));
+            let _ = state.finish(TaskOutcome::Failed(why)).await;
         }
         (state.totals, result)
     }
