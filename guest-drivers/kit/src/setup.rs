@@ -78,6 +78,35 @@ impl Setup {
     }
 }
 
+/// A built-in driver's `configure`: its setup kept in `slot`, a failure named after the
+/// driver.
+pub fn configure(
+    slot: &Slot,
+    name: &str,
+    settings: Settings,
+    default_endpoint: &str,
+    api_path: fn(&str) -> String,
+) -> Result<(), String> {
+    let setup =
+        Setup::new(settings, default_endpoint, api_path).map_err(|e| format!("{name}: {e}"))?;
+    slot.set(setup);
+    Ok(())
+}
+
+/// A built-in driver's `infer`: `call` with the configured setup; a failure is named
+/// after the driver and never shows the key.
+pub fn infer(
+    slot: &Slot,
+    name: &str,
+    request: &str,
+    call: impl FnOnce(&Setup, &str) -> Result<String, String>,
+) -> Result<String, String> {
+    let setup = slot
+        .get()
+        .ok_or_else(|| format!("{name}: infer was called before configure"))?;
+    call(&setup, request).map_err(|e| setup.redact(format!("{name}: {e}")))
+}
+
 /// Where a driver keeps its setup between calls. The host calls one instance one call
 /// at a time; the mutex only makes the static sound and never contends.
 pub struct Slot(Mutex<Option<Setup>>);

@@ -5,7 +5,7 @@ mod wire;
 
 use mur_driver_kit::exports::murmur::driver::inference::{Guest, Settings};
 use mur_driver_kit::neutral::{Reply, Request};
-use mur_driver_kit::setup::{Setup, Slot};
+use mur_driver_kit::setup::{self, Setup, Slot};
 use mur_driver_kit::{emit, http};
 
 /// Every error starts with this, so a reader knows which driver speaks.
@@ -20,17 +20,11 @@ struct Driver;
 
 impl Guest for Driver {
     fn configure(settings: Settings) -> Result<(), String> {
-        let setup = Setup::new(settings, DEFAULT_ENDPOINT, wire::api_path)
-            .map_err(|e| format!("{NAME}: {e}"))?;
-        SETUP.set(setup);
-        Ok(())
+        setup::configure(&SETUP, NAME, settings, DEFAULT_ENDPOINT, wire::api_path)
     }
 
     fn infer(request: String) -> Result<String, String> {
-        let setup = SETUP
-            .get()
-            .ok_or_else(|| format!("{NAME}: infer was called before configure"))?;
-        infer(&setup, &request).map_err(|e| setup.redact(format!("{NAME}: {e}")))
+        setup::infer(&SETUP, NAME, &request, infer)
     }
 }
 
