@@ -3,7 +3,6 @@
 //! Staging (manifest, components, tools) happens before the workdir exists, so a
 //! capsule that cannot start leaves nothing behind.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -28,6 +27,7 @@ use crate::queue::{Acceptance, AfterTask, Pending, Policy, Queue};
 use crate::secret;
 use crate::server;
 use crate::session::{Capsule, ContextPolicy, LoopComponent, LoopGrants, Totals};
+use crate::threads::Threads;
 use crate::tools::{ToolGrants, Tools};
 use crate::trace::{Place, Trace};
 use crate::wire::Wire;
@@ -47,6 +47,8 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
     let started = Instant::now();
     let m = load_manifest(&args)?;
     let engine = Engine::new()?;
+    // Before this session's directory exists, so `@1` is the previous run.
+    let resumed = resumed_from(&args, &m)?;
     let session_id = ids::session();
     let workdir = Workdir::plan(&m.dir, args.workdir.as_deref(), &session_id);
     let wire = Arc::new(Wire::new(Bus::new()));
@@ -64,7 +66,16 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
 
     let (session_loop, staged) = staged;
     let loop_label = staged.loop_label.clone();
-    let capsule = open_session(&m, session_id, workdir, wire, staged, launch.as_deref()).await?;
+    let resumed_id = resumed.as_ref().map(|r| r.session_id.as_str());
+    let capsule = open_session(
+        &m,
+        session_id,
+        workdir,
+        wire,
+        staged,
+        (launch.as_deref(), resumed_id),
+    )
+    .await?;
     murmur_md::write(&capsule, &m, &url, &loop_label);
     announce(&args, &m, &capsule, &url);
 
@@ -84,7 +95,13 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
             message_id: None,
         });
     }
+    if let Some(resumed) = &resumed {
+        // Queued behind the launch task; push_own ignores task_acceptance.
+        crate::resume::report(&capsule, resumed);
+    }
     let (totals, ran) = session_loop.run(capsule.clone()).await;
+    // No task can deliver a result any more: account for what still runs, and kill it.
+    crate::detached::abandon_all(&capsule).await;
     let last = capsule
         .finished
         .lock()
@@ -146,6 +163,15 @@ fn load_manifest(args: &RunArgs) -> Result<Manifest, Error> {
     Ok(m)
 }
 
+/// `--resume SESSION`: the session it names, looked up where this run's sessions go.
+fn resumed_from(args: &RunArgs, m: &Manifest) -> Result<Option<crate::resume::Resumed>, Error> {
+    let Some(selector) = &args.resume else {
+        return Ok(None);
+    };
+    let root = crate::resume::sessions_root(&m.dir, args.workdir.as_deref());
+    crate::resume::find(&root, selector).map(Some)
+}
+
 /// A model server the allow list does not reach is refused at every request; say so
 /// at start-up rather than only in the first task's failure.
 fn unreachable_endpoint(m: &Manifest) -> Option<String> {
@@ -177,7 +203,7 @@ async fn open_session(
     workdir: Workdir,
     wire: Arc<Wire>,
     staged: Staged,
-    launch: Option<&str>,
+    (launch, resumed_from): (Option<&str>, Option<&str>),
 ) -> Result<Arc<Capsule>, Error> {
     let Staged {
         loop_label,
@@ -198,7 +224,8 @@ async fn open_session(
             format!("could not create {}: {e}", workdir.trace().display()),
         )
     })?;
-    let start = session_start(m, &tools, &loop_label, &driver_label);
+    let mut start = session_start(m, &tools, &loop_label, &driver_label);
+    start["resumed_from"] = resumed_from.into();
     let capabilities = start["capabilities"].clone();
     let session_event = trace
         .write("session_start", Place::default(), start)
@@ -234,8 +261,9 @@ async fn open_session(
         session_event,
         finished: Mutex::new(Vec::new()),
         running: Default::default(),
+        detached: Default::default(),
         threads: (m.lifecycle.conversation == Conversation::Threaded)
-            .then(|| Mutex::new(HashMap::new())),
+            .then(|| Threads::new(workdir.conversations_dir())),
         hooks,
         context: ContextPolicy {
             window: m.context.max_tokens,
@@ -431,6 +459,8 @@ async fn stage(
         shell_env: shell_env(m),
         memory_bytes: m.capabilities.memory_bytes,
         deadline: Duration::from_secs(m.capabilities.deadline_seconds),
+        shell_grace: Duration::from_secs(m.lifecycle.shell_grace_secs),
+        input_timeout: m.lifecycle.input_timeout_secs.map(Duration::from_secs),
     });
     for binary in &m.capabilities.shell_allow {
         tools.add_shell(binary);

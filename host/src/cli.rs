@@ -94,6 +94,11 @@ pub struct RunArgs {
     /// Overrides lifecycle.after_task.
     #[arg(long, value_enum)]
     pub lifecycle_after_task: Option<AfterTaskArg>,
+    /// Resume after session SESSION (a ses_ id, a suffix of 4+ characters, or @N with
+    /// @1 the newest; bare --resume = @1): its detached commands that a killed runtime
+    /// left unaccounted for are reported to this run as one completion task.
+    #[arg(long, value_name = "SESSION", num_args = 0..=1, default_missing_value = "@1")]
+    pub resume: Option<String>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]

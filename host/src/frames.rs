@@ -39,6 +39,8 @@ impl Frame {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
     Working,
+    /// A tool waits in `request-input` for the person's reply.
+    InputRequired,
     Completed,
     Failed,
     Canceled,
@@ -48,6 +50,7 @@ impl State {
     fn as_str(self) -> &'static str {
         match self {
             State::Working => "working",
+            State::InputRequired => "input-required",
             State::Completed => "completed",
             State::Failed => "failed",
             State::Canceled => "canceled",
@@ -55,7 +58,7 @@ impl State {
     }
 
     pub fn is_final(self) -> bool {
-        !matches!(self, State::Working)
+        !matches!(self, State::Working | State::InputRequired)
     }
 }
 
@@ -76,6 +79,19 @@ pub fn status(
     };
     let data =
         json!({"id": task, "context_id": context, "status": status, "final": state.is_final()});
+    let mut frame = Frame::new(Some(id), "status", &data);
+    frame.ends_stream = state.is_final();
+    frame
+}
+
+/// A `status` frame of a `request-input` wait (`input-required`, `working` `resumed`,
+/// `failed` `input-timeout`): the seed writes these without a `context_id` key.
+pub fn input_status(id: u64, task: &str, state: State, message: &str) -> Frame {
+    let data = json!({
+        "id": task,
+        "status": {"state": state.as_str(), "message": message},
+        "final": state.is_final(),
+    });
     let mut frame = Frame::new(Some(id), "status", &data);
     frame.ends_stream = state.is_final();
     frame
@@ -190,6 +206,29 @@ mod tests {
             wire(&f),
             "id: 3\nevent: status\ndata: {\"id\":\"tsk_0199c4e2f1b7712a9d3e4f5061728394\",\"context_id\":\"ctx_0199c4e2f1b7712a9d3e4f50617283a1\",\"status\":{\"state\":\"working\",\"message\":\"inference turn 2\"},\"final\":false}\n\n"
         );
+    }
+
+    #[test]
+    fn input_wait_statuses_have_no_context_id() {
+        let f = input_status(
+            9_223_372_036_854_775_807,
+            "tsk_a",
+            State::InputRequired,
+            "Which file?",
+        );
+        assert_eq!(
+            wire(&f),
+            "id: 9223372036854775807\nevent: status\ndata: {\"id\":\"tsk_a\",\"status\":{\"state\":\"input-required\",\"message\":\"Which file?\"},\"final\":false}\n\n"
+        );
+        assert!(!f.ends_stream);
+        let f = input_status(
+            9_223_372_036_854_775_808,
+            "tsk_a",
+            State::Failed,
+            "input-timeout",
+        );
+        assert!(f.ends_stream);
+        assert!(wire(&f).ends_with("\"final\":true}\n\n"));
     }
 
     #[test]

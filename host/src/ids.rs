@@ -22,6 +22,11 @@ pub fn event() -> String {
     mint("evt_")
 }
 
+/// A detached shell command: the handle the model is told, and its log's name.
+pub fn work() -> String {
+    mint("wrk_")
+}
+
 /// A message the host adds to a conversation (a seed); never sent to the provider.
 pub fn message() -> String {
     mint("msg_")
@@ -33,7 +38,12 @@ mod tests {
 
     #[test]
     fn ids_are_prefix_and_32_hex_of_a_v7_uuid() {
-        for (id, prefix) in [(session(), "ses_"), (task(), "tsk_"), (context(), "ctx_")] {
+        for (id, prefix) in [
+            (session(), "ses_"),
+            (task(), "tsk_"),
+            (context(), "ctx_"),
+            (work(), "wrk_"),
+        ] {
             let hex = id.strip_prefix(prefix).expect("prefix");
             assert_eq!(hex.len(), 32, "{id}");
             assert!(

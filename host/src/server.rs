@@ -374,6 +374,27 @@ fn origin(request: &Request) -> String {
     }
 }
 
+/// The message's text, joined from its parts.
+fn message_text(message: &Message) -> String {
+    message
+        .parts
+        .iter()
+        .map(|p| p.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Whether the message answered a tool's open `request-input` wait in its context:
+/// then it is that reply, not a new task.
+fn answers_input(capsule: &Capsule, message: &Message) -> bool {
+    // A message without a context starts a new one: it cannot answer a wait.
+    let Some(context_id) = message.context_id.as_deref() else {
+        return false;
+    };
+    let inbox = &capsule.tools.inbox;
+    inbox.deliver(context_id, message_text(message)).is_ok()
+}
+
 async fn message_stream(socket: TcpStream, request: &Request, capsule: &Capsule, params: Value) {
     let replay_from = last_event_id(request).and_then(Result::ok);
     let (replay, conn) = capsule.wire.bus().subscribe(replay_from);
@@ -388,15 +409,14 @@ async fn message_stream(socket: TcpStream, request: &Request, capsule: &Capsule,
             Ok(message) => message,
             Err(e) => return stream.write(&frames::error(&e)).await,
         };
+        if answers_input(capsule, &message) {
+            // The reply resumes the running task: this connection follows it from here.
+            return stream.pump(&conn, |f| f.ends_stream).await.map(|_| ());
+        }
         let task = Pending {
             id: ids::task(),
             context_id: message.context_id.clone().unwrap_or_else(ids::context),
-            text: message
-                .parts
-                .iter()
-                .map(|p| p.text.as_str())
-                .collect::<Vec<_>>()
-                .join("\n"),
+            text: message_text(&message),
             origin: origin(request),
             source: "a2a",
             message_id: Some(message.message_id.clone()),

@@ -4,7 +4,6 @@
 
 mod lifecycle;
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -30,6 +29,7 @@ use crate::manifest::Compaction;
 use crate::outbound::Event;
 use crate::queue::{Lane, Pending, Queue};
 use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
+use crate::threads::Threads;
 use crate::tools::{Dispatched, Reach, Tools};
 use crate::trace::{Place, Trace};
 use crate::wire::Wire;
@@ -57,9 +57,11 @@ pub struct Capsule {
     pub session_event: String,
     pub finished: Mutex<Vec<Finished>>,
     pub running: RunningTask,
-    /// `lifecycle.conversation: threaded`: each context's conversation so far, by
-    /// context id, handed to the next task of that context.
-    pub threads: Option<Mutex<HashMap<String, Vec<Value>>>>,
+    /// Shell commands that outlived their grace period and still run.
+    pub detached: crate::detached::Registry,
+    /// `lifecycle.conversation: threaded`: each context's conversation so far, handed
+    /// to the next task of that context and kept on disk.
+    pub threads: Option<Threads>,
     pub hooks: Hooks,
     pub context: ContextPolicy,
     /// `lifecycle.max_task_reopens`.
@@ -499,6 +501,8 @@ impl LoopState {
             origin: running.task.origin.clone(),
         };
         let turn = running.counts.turns.saturating_sub(1);
+        let parent = running.turn_event.as_ref().unwrap_or(&running.event_id);
+        let port = crate::input::Port::of(&capsule, &running.task, parent);
         if let Some(refused) = self.call_decision(turn, &call).await? {
             // Nothing ran: no frame, no tool_call line, no observation.
             return Ok(ToolOutcome {
@@ -506,10 +510,15 @@ impl LoopState {
                 is_error: true,
             });
         }
-        let done = capsule
+        let mut done = capsule
             .tools
-            .dispatch(&call.name, &call.input, info, &capsule.wire)
+            .dispatch(&call.name, &call.input, info, &capsule.wire, port)
             .await;
+        if let Some(background) = done.detached.take() {
+            // Taken over before the next await, so a cancel cannot drop it unaccounted.
+            let from = self.started_from(turn)?;
+            crate::detached::start(&capsule, background, from).map_err(trace_failed)?;
+        }
         let call_id = (!call.id.is_empty()).then_some(call.id.as_str());
         capsule.wire.artifact(&Artifact {
             tool_name: &call.name,
@@ -526,6 +535,21 @@ impl LoopState {
         Ok(ToolOutcome {
             content: done.content,
             is_error: done.is_error,
+        })
+    }
+
+    /// Where a detached command came from; it counts as one of the task's shell calls.
+    fn started_from(&mut self, turn: u64) -> wasmtime::Result<crate::detached::StartedFrom> {
+        let running = self.running("call-tool")?;
+        running.counts.shell_calls += 1;
+        Ok(crate::detached::StartedFrom {
+            task_id: running.task.id.clone(),
+            context_id: running.task.context_id.clone(),
+            turn,
+            parent: running
+                .turn_event
+                .clone()
+                .unwrap_or_else(|| running.event_id.clone()),
         })
     }
 
@@ -590,10 +614,7 @@ impl LoopState {
             .map_err(trace_failed)?;
         if let Some(shell) = &done.shell {
             running.counts.shell_calls += 1;
-            let command = serde_json::from_str::<Value>(&call.input)
-                .ok()
-                .and_then(|v| v.get("command").and_then(Value::as_str).map(str::to_string))
-                .unwrap_or_default();
+            let command = lifecycle::shell_command(&call.input);
             capsule
                 .trace
                 .write(
@@ -706,6 +727,18 @@ impl LoopState {
             capsule.remember(&running.task.context_id, running.conversation.clone());
         }
         capsule.write_result(&end.result);
+        if capsule.threads.is_some() {
+            // Each task of a thread keeps its own answer beside the latest one.
+            let copy = capsule
+                .workdir
+                .out_dir()
+                .join(format!("result_{}.txt", running.task.id));
+            if let Err(e) = std::fs::write(&copy, &end.result) {
+                capsule
+                    .workdir
+                    .log(&format!("could not write {}: {e}", copy.display()));
+            }
+        }
         capsule.hook_artifact_frames(&running.hook_artifacts);
         if end.state == State::Completed {
             capsule.wire.whole_reply(&end.result);
@@ -909,8 +942,7 @@ impl Capsule {
         let Some(threads) = &self.threads else {
             return Vec::new();
         };
-        let threads = threads.lock().unwrap_or_else(|p| p.into_inner());
-        threads.get(context_id).cloned().unwrap_or_default()
+        threads.history(context_id, |why| self.workdir.log(&why))
     }
 
     /// A completed task's conversation becomes its context's history. A failed one
@@ -920,10 +952,9 @@ impl Capsule {
         let (Some(threads), Some(messages)) = (&self.threads, conversation) else {
             return;
         };
-        threads
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(context_id.to_string(), messages);
+        if let Err(why) = threads.keep(context_id, messages) {
+            self.workdir.log(&why);
+        }
     }
 
     /// The request a driver receives, in upstream's neutral JSON shape.

@@ -18,8 +18,9 @@ use crate::driver::trap_text;
 use crate::engine::{self, Engine};
 use crate::error::Error;
 use crate::fence;
+use crate::input::{self, Inbox, Port};
 use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
-use crate::shell::{self, ShellOutcome, ShellRequest};
+use crate::shell::{self, Background, Ran, ShellOutcome, ShellRequest};
 use crate::wire::Wire;
 
 pub struct ToolState {
@@ -27,6 +28,8 @@ pub struct ToolState {
     wire: Arc<Wire>,
     /// `None` while the tool describes itself at start-up.
     task: Option<TaskInfo>,
+    /// How the tool asks for input; `None` outside an A2A task.
+    input: Option<Port>,
 }
 
 impl Sandboxed for ToolState {
@@ -39,6 +42,16 @@ sandbox::wasi_view!(ToolState);
 impl task_api::Host for ToolState {
     async fn current(&mut self) -> wasmtime::Result<Option<TaskInfo>> {
         Ok(self.task.clone())
+    }
+
+    async fn request_input(&mut self, prompt: String) -> wasmtime::Result<Result<String, String>> {
+        let Some(port) = &self.input else {
+            return Ok(Err(input::no_a2a_task()));
+        };
+        let answer = port.ask(&prompt).await;
+        // The wait was the person's time, not the tool's: its deadline counts from here.
+        self.sandbox.running_since = Instant::now();
+        Ok(answer)
     }
 }
 
@@ -77,11 +90,17 @@ pub struct ToolGrants {
     pub shell_env: Vec<(String, String)>,
     pub memory_bytes: u64,
     pub deadline: Duration,
+    /// `lifecycle.shell_grace_secs`: how long a shell command holds the turn.
+    pub shell_grace: Duration,
+    /// `lifecycle.input_timeout_secs`: how long a `request-input` wait may last.
+    pub input_timeout: Option<Duration>,
 }
 
 pub struct Tools {
     pub list: Vec<Tool>,
     grants: ToolGrants,
+    /// The open `request-input` wait, which the server answers.
+    pub inbox: Inbox,
 }
 
 /// How far a call got, which decides its fence and its trace event.
@@ -104,6 +123,8 @@ pub struct Dispatched {
     /// Host text for a call that did not run as asked.
     pub error: Option<String>,
     pub shell: Option<ShellOutcome>,
+    /// A shell command that outlived its grace period; the session takes it over.
+    pub detached: Option<Background>,
 }
 
 impl Dispatched {
@@ -118,6 +139,7 @@ impl Dispatched {
             reach: Reach::NotReached,
             error: Some(text),
             shell: None,
+            detached: None,
         }
     }
 
@@ -133,6 +155,7 @@ impl Dispatched {
             reach: Reach::Tool,
             error: None,
             shell: None,
+            detached: None,
         }
     }
 }
@@ -141,6 +164,7 @@ impl Tools {
     pub fn new(grants: ToolGrants) -> Self {
         Tools {
             list: Vec::new(),
+            inbox: Inbox::new(grants.input_timeout),
             grants,
         }
     }
@@ -192,15 +216,15 @@ impl Tools {
             .instantiate_pre(component)
             .and_then(ToolPre::new)
             .map_err(link)?;
-        let (mut store, bindings) =
-            self.instantiate(&pre, wire.clone(), None)
-                .await
-                .map_err(|e| {
-                    Error::new(
-                        "E-RUN-001",
-                        format!("{label} could not start: {}", trap_text(&e)),
-                    )
-                })?;
+        let (mut store, bindings) = self
+            .instantiate(&pre, wire.clone(), None, None)
+            .await
+            .map_err(|e| {
+                Error::new(
+                    "E-RUN-001",
+                    format!("{label} could not start: {}", trap_text(&e)),
+                )
+            })?;
         let spec = bindings
             .murmur_tool_run()
             .call_describe(&mut store)
@@ -232,6 +256,7 @@ impl Tools {
         pre: &ToolPre<ToolState>,
         wire: Arc<Wire>,
         task: Option<TaskInfo>,
+        input: Option<Port>,
     ) -> wasmtime::Result<(Store<ToolState>, Bindings)> {
         // Describing itself at start-up, before the workdir exists, a tool needs no files.
         let workdir = task.is_some().then_some(self.grants.workdir.as_path());
@@ -248,6 +273,7 @@ impl Tools {
                 sandbox,
                 wire,
                 task,
+                input,
             },
         );
         sandbox::limit(&mut store);
@@ -276,19 +302,21 @@ impl Tools {
     }
 
     /// Runs one call. Never fails: every outcome is something the model is told.
+    /// `port` lets a tool component ask for input (`None` outside an A2A task).
     pub async fn dispatch(
         &self,
         name: &str,
         input: &str,
         task: TaskInfo,
         wire: &Arc<Wire>,
+        port: Option<Port>,
     ) -> Dispatched {
         let started = Instant::now();
         let mut out = match self.get(name) {
             None => Dispatched::not_reached(format!(
                 "tool '{name}' is not declared in manifest allowlist"
             )),
-            Some(tool) => self.run(tool, input, task, wire).await,
+            Some(tool) => self.run(tool, input, task, wire, port).await,
         };
         if out.reach != Reach::NotReached {
             out.duration_ms = started.elapsed().as_millis() as u64;
@@ -296,7 +324,14 @@ impl Tools {
         out
     }
 
-    async fn run(&self, tool: &Tool, input: &str, task: TaskInfo, wire: &Arc<Wire>) -> Dispatched {
+    async fn run(
+        &self,
+        tool: &Tool,
+        input: &str,
+        task: TaskInfo,
+        wire: &Arc<Wire>,
+        port: Option<Port>,
+    ) -> Dispatched {
         match &tool.kind {
             Kind::Shell { binary } => self.run_shell(&tool.name, binary, input).await,
             Kind::Skill { text } => run_skill(text).await,
@@ -307,8 +342,12 @@ impl Tools {
                         tool.name
                     ));
                 }
-                self.run_component(&tool.name, pre, input, task, wire.clone())
-                    .await
+                let call = Call {
+                    task,
+                    wire: wire.clone(),
+                    port,
+                };
+                self.run_component(&tool.name, pre, input, call).await
             }
         }
     }
@@ -327,8 +366,13 @@ impl Tools {
             timeout: self.grants.deadline,
             env: self.grants.shell_env.clone(),
         };
-        match shell::run(&request).await {
-            Ok(outcome) => {
+        match shell::run_with_grace(&request, Some(self.grants.shell_grace)).await {
+            Ok(Ran::Detached(background)) => {
+                let mut out = Dispatched::fenced(name, &background.text, false);
+                out.detached = Some(background);
+                out
+            }
+            Ok(Ran::Done(outcome)) => {
                 let mut out = Dispatched::fenced(name, &outcome.text, false);
                 out.exit_code = Some(outcome.exit_code);
                 out.truncated = outcome.truncated;
@@ -348,11 +392,12 @@ impl Tools {
         name: &str,
         pre: &ToolPre<ToolState>,
         input: &str,
-        task: TaskInfo,
-        wire: Arc<Wire>,
+        call: Call,
     ) -> Dispatched {
         let called = async {
-            let (mut store, bindings) = self.instantiate(pre, wire, Some(task)).await?;
+            let (mut store, bindings) = self
+                .instantiate(pre, call.wire, Some(call.task), call.port)
+                .await?;
             bindings
                 .murmur_tool_run()
                 .call_call(&mut store, input)
@@ -378,6 +423,13 @@ impl Tools {
     }
 }
 
+/// What one component call runs with, besides its input.
+struct Call {
+    task: TaskInfo,
+    wire: Arc<Wire>,
+    port: Option<Port>,
+}
+
 async fn run_skill(text: &std::path::Path) -> Dispatched {
     match tokio::fs::read_to_string(text).await {
         Ok(content) => Dispatched {
@@ -390,6 +442,7 @@ async fn run_skill(text: &std::path::Path) -> Dispatched {
             reach: Reach::Skill,
             error: None,
             shell: None,
+            detached: None,
         },
         Err(e) => {
             let mut out = Dispatched::not_reached(format!(

@@ -20,6 +20,23 @@ const PATIENCE: std::time::Duration = std::time::Duration::from_millis(5);
 /// The queued-cancel counter's value at launch (2^61 - 1), once per session.
 pub const QUEUED_CANCEL_COUNTER_START: u64 = 2_305_843_009_213_693_951;
 
+/// The input-wait counter's value at the start of every `request-input` call (2^63 - 1).
+pub const INPUT_WAIT_COUNTER_START: u64 = 9_223_372_036_854_775_807;
+
+/// The input-wait counter of one `request-input` call: a fresh one per call, as the
+/// seed numbers every wait from the same value.
+pub struct InputWait {
+    next_id: u64,
+}
+
+impl Default for InputWait {
+    fn default() -> Self {
+        InputWait {
+            next_id: INPUT_WAIT_COUNTER_START,
+        }
+    }
+}
+
 pub struct Wire {
     bus: Arc<Bus>,
     counters: Mutex<Counters>,
@@ -95,6 +112,15 @@ impl Wire {
         let Some(ids) = &c.task else { return };
         let frame = frames::artifact(c.next_id, &ids.task, artifact);
         c.next_id += 1;
+        self.bus.publish(frame);
+    }
+
+    /// A `status` frame of a `request-input` wait, numbered by the wait's own counter.
+    pub fn input_wait(&self, wait: &mut InputWait, state: State, message: &str) {
+        let c = self.counters();
+        let Some(ids) = &c.task else { return };
+        let frame = frames::input_status(wait.next_id, &ids.task, state, message);
+        wait.next_id = wait.next_id.wrapping_add(1);
         self.bus.publish(frame);
     }
 

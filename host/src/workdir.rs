@@ -56,6 +56,16 @@ impl Workdir {
         self.root.join("input.txt")
     }
 
+    /// Threaded conversations, shared by every session of this workdir: beside the
+    /// session directories (`<manifest-dir>/workdir/conversations`), or
+    /// `DIR/.murmur/conversations` under `--workdir DIR`.
+    pub fn conversations_dir(&self) -> PathBuf {
+        match self.records.parent() {
+            Some(sessions) => sessions.join("conversations"),
+            None => self.records.join("conversations"),
+        }
+    }
+
     pub fn capsule_home(&self) -> PathBuf {
         self.root.join(".capsule-home")
     }

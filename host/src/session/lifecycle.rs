@@ -664,13 +664,17 @@ fn declined(turn: u64, size: Size, reason: &str) -> Value {
     json!({"turn": turn, "tokens": size.tokens, "tokens_source": size.source, "reason": reason})
 }
 
-/// A shell call's command as hooks see it: at most 200 characters.
-fn command_of(input: &str) -> String {
-    let command = serde_json::from_str::<Value>(input)
+/// A shell call's `command` argument, as the trace records it.
+pub(super) fn shell_command(input: &str) -> String {
+    serde_json::from_str::<Value>(input)
         .ok()
         .and_then(|v| v.get("command").and_then(Value::as_str).map(str::to_string))
-        .unwrap_or_default();
-    command.chars().take(200).collect()
+        .unwrap_or_default()
+}
+
+/// A shell call's command as hooks see it: at most 200 characters.
+fn command_of(input: &str) -> String {
+    shell_command(input).chars().take(200).collect()
 }
 
 fn path_env() -> String {

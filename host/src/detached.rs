@@ -1,0 +1,239 @@
+//! Shell commands that outlived `lifecycle.shell_grace_secs` and run in the background.
+//!
+//! The shell module moves the command off the turn; this module keeps the session's
+//! account of it: `shell_detached` when it leaves the turn, then exactly one of
+//! `shell_completed` (its result enqueued as a `completion` task under the context that
+//! started it) or `shell_abandoned` (the session ended first, so its group is killed).
+//! Whoever takes a command out of the registry first writes its ending, so it is
+//! never reported twice.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tokio::task::{AbortHandle, JoinHandle};
+
+use crate::ids;
+use crate::queue::Pending;
+use crate::session::Capsule;
+use crate::shell::{Background, Ended};
+use crate::trace::Place;
+
+/// How long teardown waits for a killed command's task to let go of it.
+const ABANDON_WAIT: Duration = Duration::from_secs(5);
+
+/// The detached commands still running, by work id.
+#[derive(Default)]
+pub struct Registry {
+    works: Mutex<HashMap<String, Work>>,
+}
+
+struct Work {
+    binary: String,
+    command: String,
+    display: String,
+    log_path: PathBuf,
+    started: Instant,
+    context_id: String,
+    task_id: String,
+    /// The `shell_detached` line: parent of the ending's line.
+    detached_event: String,
+    /// Aborting the command's task drops it, which kills its process group.
+    abort: AbortHandle,
+    watcher: Option<JoinHandle<()>>,
+}
+
+/// Where a command was started from: the task, its context and its turn.
+pub struct StartedFrom {
+    pub task_id: String,
+    pub context_id: String,
+    pub turn: u64,
+    /// The trace line the `shell_detached` line hangs under (the turn).
+    pub parent: String,
+}
+
+impl Registry {
+    fn works(&self) -> MutexGuard<'_, HashMap<String, Work>> {
+        self.works.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn take(&self, work_id: &str) -> Option<Work> {
+        self.works().remove(work_id)
+    }
+}
+
+/// Takes over a command that just detached: traces it and watches for its end.
+///
+/// # Errors
+///
+/// The `shell_detached` line could not be written; the command is killed, since a
+/// command the trace does not know of could never be accounted for.
+pub fn start(
+    capsule: &Arc<Capsule>,
+    background: Background,
+    from: StartedFrom,
+) -> std::io::Result<()> {
+    let fields = json!({
+        "turn": from.turn,
+        "task_id": from.task_id,
+        "context_id": from.context_id,
+        "work_id": background.work_id,
+        "binary": background.resolved_binary,
+        "command": background.command,
+        "grace_ms": u64::try_from(background.grace.as_millis()).unwrap_or(u64::MAX),
+        "output_path": background.log_path,
+        "pid": background.pid,
+    });
+    let place = Place {
+        parent: Some(&from.parent),
+        task: Some(&from.task_id),
+    };
+    let detached_event = match capsule.trace.write("shell_detached", place, fields) {
+        Ok(event) => event,
+        Err(e) => {
+            background.task.abort();
+            return Err(e);
+        }
+    };
+    let work_id = background.work_id.clone();
+    capsule.detached.works().insert(
+        work_id.clone(),
+        Work {
+            binary: background.resolved_binary,
+            command: background.command,
+            display: background.display,
+            log_path: background.log_path,
+            started: background.started,
+            context_id: from.context_id,
+            task_id: from.task_id,
+            detached_event,
+            abort: background.task.abort_handle(),
+            watcher: None,
+        },
+    );
+    let watcher = tokio::spawn(watch(capsule.clone(), work_id.clone(), background.task));
+    if let Some(work) = capsule.detached.works().get_mut(&work_id) {
+        work.watcher = Some(watcher);
+    }
+    Ok(())
+}
+
+async fn watch(capsule: Arc<Capsule>, work_id: String, task: JoinHandle<Ended>) {
+    let ended = task.await;
+    // Gone when teardown abandoned it first: its ending is already written.
+    let Some(work) = capsule.detached.take(&work_id) else {
+        return;
+    };
+    let ended = ended.unwrap_or_else(|e| Ended {
+        exit_code: -1,
+        duration_ms: u64::try_from(work.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        output_bytes: 0,
+        timed_out: false,
+        error: Some(format!("the command's task failed: {e}")),
+        tail: String::new(),
+    });
+    complete(&capsule, &work_id, &work, &ended);
+}
+
+/// `shell_completed`, and the result as a `completion` task in the `bg` lane.
+fn complete(capsule: &Capsule, work_id: &str, work: &Work, ended: &Ended) {
+    let task_id = ids::task();
+    let ok = ended.exit_code == 0 && !ended.timed_out && ended.error.is_none();
+    let written = capsule.trace.write(
+        "shell_completed",
+        Place {
+            parent: Some(&work.detached_event),
+            task: Some(&work.task_id),
+        },
+        json!({
+            "work_id": work_id,
+            "binary": work.binary,
+            "command": work.command,
+            "exit_code": ended.exit_code,
+            "duration_ms": ended.duration_ms,
+            "output_path": work.log_path,
+            "output_bytes": ended.output_bytes,
+            "status": if ok { "ok" } else { "failed" },
+            "completion_task_id": task_id,
+        }),
+    );
+    if let Err(e) = written {
+        // The task below still carries the result; only the record of it is missing.
+        capsule.workdir.log(&format!(
+            "could not write shell_completed for {work_id}: {e}"
+        ));
+    }
+    capsule.queue.push_own(Pending {
+        id: task_id,
+        context_id: work.context_id.clone(),
+        text: completion_text(work_id, work, ended),
+        origin: "completion".into(),
+        source: "detached_shell",
+        message_id: None,
+    });
+}
+
+fn completion_text(work_id: &str, work: &Work, ended: &Ended) -> String {
+    let mut text = format!(
+        "The background command {work_id} has ended.\nCommand: {}\nExit code: {}\n\
+         Duration: {} ms\nOutput: {} bytes, in {}\n",
+        work.display,
+        ended.exit_code,
+        ended.duration_ms,
+        ended.output_bytes,
+        work.log_path.display()
+    );
+    if ended.timed_out {
+        text.push_str("It ran past the shell deadline and was killed.\n");
+    }
+    if let Some(error) = &ended.error {
+        text.push_str(&format!("Problem: {error}\n"));
+    }
+    if ended.tail.is_empty() {
+        text.push_str("It printed nothing.");
+    } else {
+        text.push_str(&format!(
+            "Last {} bytes of its output:\n{}",
+            ended.tail.len(),
+            ended.tail
+        ));
+    }
+    text
+}
+
+/// At session end: every command still running is recorded `shell_abandoned` (trace and
+/// stderr) and its process group killed, so the session leaves no orphans behind.
+pub async fn abandon_all(capsule: &Capsule) {
+    let mut works: Vec<(String, Work)> = capsule.detached.works().drain().collect();
+    // Work ids sort by creation, so the report follows the order they were started.
+    works.sort_by(|a, b| a.0.cmp(&b.0));
+    for (work_id, work) in works {
+        let written = capsule.trace.write(
+            "shell_abandoned",
+            Place {
+                parent: Some(&work.detached_event),
+                task: Some(&work.task_id),
+            },
+            json!({
+                "work_id": work_id,
+                "binary": work.binary,
+                "command": work.command,
+                "running_ms": u64::try_from(work.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            }),
+        );
+        if let Err(e) = written {
+            eprintln!("[murmur] could not write shell_abandoned for {work_id}: {e}");
+        }
+        eprintln!(
+            "[murmur] shell_abandoned: {work_id} ({}): its result is lost; killing its process group",
+            work.command
+        );
+        work.abort.abort();
+        // The watcher ends once the aborted task has been dropped, i.e. the group killed.
+        if let Some(watcher) = work.watcher {
+            let _ = tokio::time::timeout(ABANDON_WAIT, watcher).await;
+        }
+    }
+}
