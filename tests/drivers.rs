@@ -1005,13 +1005,14 @@ fn threaded_context_carries_the_first_exchange_into_the_next_request() {
         answer("Noted: PELICAN."),
         answer("PELICAN."),
         answer("I do not know."),
+        answer("Still PELICAN."),
     ]);
     let capsule = Setup::openai(&mock)
         .lifecycle(THREADED)
         .capsule("oa-threaded");
     let running = capsule.spawn_env(&[], ENV);
     let a = running.address.clone();
-    let send = |n: u64, text: &str, ctx: &str| {
+    let send_to = |a: &str, n: u64, text: &str, ctx: &str| {
         let body = json!({
             "jsonrpc": "2.0", "id": n, "method": "message/stream",
             "params": {"message": {
@@ -1019,12 +1020,13 @@ fn threaded_context_carries_the_first_exchange_into_the_next_request() {
                 "parts": [{"text": text}]
             }}
         });
-        let raw = read_to_close(post(&a, &[JSON_CT], &body.to_string()));
+        let raw = read_to_close(post(a, &[JSON_CT], &body.to_string()));
         let frames = frames(raw.split_once("\r\n\r\n").expect("a head").1);
         let last = frames.last().expect("frames").2.clone();
         assert_eq!(last["status"]["state"], "completed", "task {n}: {last}");
         last["status"]["response"].clone()
     };
+    let send = |n: u64, text: &str, ctx: &str| send_to(&a, n, text, ctx);
     assert_eq!(
         send(1, "Remember the word PELICAN.", "ctx-drv-one"),
         "Noted: PELICAN."
@@ -1073,8 +1075,47 @@ fn threaded_context_carries_the_first_exchange_into_the_next_request() {
         &json!({"jsonrpc": "2.0", "id": 9, "method": "murmur/stop", "params": {}}),
     );
     assert!(stopped.get("result").is_some(), "{stopped}");
+    let session = running.session();
     let run = running.wait(WAIT);
     assert_eq!(run.status, 0, "{}", run.stderr);
+    // Threaded: every task's answer is kept beside the latest one.
+    let mut copies: Vec<String> = std::fs::read_dir(session.workdir.join("out"))
+        .expect("out/")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("result_tsk_"))
+        .map(|n| std::fs::read_to_string(session.workdir.join("out").join(n)).expect("copy"))
+        .collect();
+    copies.sort();
+    assert_eq!(copies, ["I do not know.", "Noted: PELICAN.", "PELICAN."]);
+
+    // A new session of the same capsule: the context picks up where it stopped, from
+    // the conversation kept beside the session directories.
+    let kept = std::fs::read_dir(capsule.dir.join("workdir").join("conversations"))
+        .expect("the conversations folder")
+        .count();
+    assert_eq!(kept, 2, "one file per context");
+    let running = capsule.spawn_env(&[], ENV);
+    let b = running.address.clone();
+    assert_eq!(send_to(&b, 4, "And now?", "ctx-drv-one"), "Still PELICAN.");
+    let fourth = messages(&mock.request(3).json());
+    let texts: Vec<String> = fourth.iter().map(|m| text_of(&m["content"])).collect();
+    let first_exchange = [
+        "Remember the word PELICAN.",
+        "Noted: PELICAN.",
+        "Which word?",
+        "PELICAN.",
+        "And now?",
+    ];
+    assert!(
+        texts.ends_with(&first_exchange.map(String::from)),
+        "{texts:?}"
+    );
+    let stopped = rpc(
+        &b,
+        &json!({"jsonrpc": "2.0", "id": 9, "method": "murmur/stop", "params": {}}),
+    );
+    assert!(stopped.get("result").is_some(), "{stopped}");
+    assert_eq!(running.wait(WAIT).status, 0);
 }
 
 // =================================================================================

@@ -1711,12 +1711,9 @@ fn compaction_replaces_the_conversation_the_next_request_sees() {
     assert_eq!(line["task_id"], done.one("task_start")["task_id"]);
     assert!(done.lines("compaction_declined").is_empty());
     // dump_summaries: what replaced the dropped messages, one line per compaction.
-    let dumped = std::fs::read_to_string(
-        done.session
-            .workdir
-            .join("out/compaction-summaries.jsonl"),
-    )
-    .expect("the summaries file");
+    let dumped =
+        std::fs::read_to_string(done.session.workdir.join("out/compaction-summaries.jsonl"))
+            .expect("the summaries file");
     let dumped: Value = serde_json::from_str(dumped.trim()).expect("one JSON line");
     assert_eq!(
         dumped,
