@@ -1118,6 +1118,45 @@ fn threaded_context_carries_the_first_exchange_into_the_next_request() {
     assert_eq!(running.wait(WAIT).status, 0);
 }
 
+/// `stateless` (the default) keeps nothing: a second task in the same context is sent
+/// alone, and no conversation is written.
+#[test]
+fn a_stateless_capsule_sends_each_task_alone() {
+    let answer = |text: &str| Reply::json(200, openai::completion(Some(text), &[], "stop", (5, 2)));
+    let mock = MockModel::with(vec![answer("Noted."), answer("Which word?")]);
+    let capsule = Setup::openai(&mock)
+        .lifecycle("lifecycle:\n  task_acceptance: queue\n  after_task: sleep\n")
+        .capsule("oa-stateless");
+    let running = capsule.spawn_env(&[], ENV);
+    let a = running.address.clone();
+    for (n, text) in [(1, "Remember the word PELICAN."), (2, "Which word?")] {
+        let body = json!({
+            "jsonrpc": "2.0", "id": n, "method": "message/stream",
+            "params": {"message": {
+                "messageId": format!("msg-{n}"), "role": "user", "contextId": "ctx-same",
+                "parts": [{"text": text}]
+            }}
+        });
+        let raw = read_to_close(post(&a, &[JSON_CT], &body.to_string()));
+        assert!(raw.contains("\"state\":\"completed\""), "task {n}: {raw}");
+    }
+    let second = mock.request(1).json();
+    assert!(!second.to_string().contains("PELICAN"), "{second}");
+    let texts: Vec<String> = messages(&second)
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| text_of(&m["content"]))
+        .collect();
+    assert_eq!(texts, ["Which word?"]);
+    let stopped = rpc(
+        &a,
+        &json!({"jsonrpc": "2.0", "id": 9, "method": "murmur/stop", "params": {}}),
+    );
+    assert!(stopped.get("result").is_some(), "{stopped}");
+    assert_eq!(running.wait(WAIT).status, 0);
+    assert!(!capsule.dir.join("workdir").join("conversations").exists());
+}
+
 // =================================================================================
 // Anthropic.
 
