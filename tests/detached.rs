@@ -289,7 +289,10 @@ fn resume_reports_commands_a_killed_runtime_left_behind_once() {
     kill_group(&pid);
     resumed.assert_ok();
     let new = resumed.session();
-    assert_eq!(events(&new, "session_start")[0]["resumed_from"], old.id.as_str());
+    assert_eq!(
+        events(&new, "session_start")[0]["resumed_from"],
+        old.id.as_str()
+    );
     let starts = events(&new, "task_start");
     assert_eq!(starts.len(), 2, "{starts:?}");
     assert_eq!(starts[0]["origin"], "user");
