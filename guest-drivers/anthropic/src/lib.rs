@@ -3,9 +3,8 @@
 mod wire;
 
 use mur_driver_kit::exports::murmur::driver::inference::{Guest, Settings};
-use mur_driver_kit::neutral::{Reply, Request};
+use mur_driver_kit::neutral::Request;
 use mur_driver_kit::setup::{self, Setup, Slot};
-use mur_driver_kit::{emit, http};
 
 /// Every error starts with this, so a reader knows which driver speaks.
 const NAME: &str = "anthropic";
@@ -43,23 +42,8 @@ fn infer(setup: &Setup, request: &str) -> Result<String, String> {
         headers.push(("accept", "text/event-stream"));
     }
     let response = setup.post_json(&headers, &body)?;
-    let reply = read_reply(setup, response)?;
+    let reply = setup::read_reply::<wire::Stream>(setup, response, MAX_ANSWER, wire::parse_reply)?;
     Ok(reply.to_json())
-}
-
-/// Reads the answer, streamed or whole. A server that ignored `stream: true` (a proxy,
-/// say) answers with plain JSON, which is read as a whole answer.
-fn read_reply(setup: &Setup, mut response: http::Response) -> Result<Reply, String> {
-    let is_json = response
-        .content_type
-        .as_deref()
-        .is_some_and(|t| t.starts_with("application/json"));
-    if !setup.config.stream || is_json {
-        return wire::parse_reply(&response.read_to_end(MAX_ANSWER)?);
-    }
-    let mut stream = wire::Stream::default();
-    let end = response.read_events(|event| stream.on_event(event, &mut emit))?;
-    stream.finish(end, &setup.endpoint.display())
 }
 
 mur_driver_kit::export!(Driver);

@@ -7,6 +7,7 @@ use mur_driver_kit::http::{Flow, StreamEnd, error_message};
 use mur_driver_kit::neutral::{
     Block, Message, Reply, Request, StopReason, Tool, Usage, clip, tool_input,
 };
+use mur_driver_kit::setup::EventStream;
 use mur_driver_kit::sse::SseEvent;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -14,16 +15,9 @@ use std::collections::BTreeMap;
 /// The API requires `max_tokens`; this is the host's own default, for a request without.
 const DEFAULT_MAX_TOKENS: u64 = 8192;
 
-/// The path of the messages call for an endpoint path: `…/v1/messages`, `…/v1` and a
-/// bare host are all accepted.
+/// The path of the messages call for an endpoint path (see the kit's `api_path`).
 pub fn api_path(path: &str) -> String {
-    if path.ends_with("/v1/messages") {
-        path.to_string()
-    } else if path.ends_with("/v1") {
-        format!("{path}/messages")
-    } else {
-        format!("{path}/v1/messages")
-    }
+    mur_driver_kit::endpoint::api_path(path, "/messages")
 }
 
 /// The request body for `request`.
@@ -296,6 +290,21 @@ fn tool_call(id: String, name: String, input: Value, json: &str) -> Result<Block
 #[derive(Debug, Default)]
 pub struct Stream {
     draft: Draft,
+}
+
+/// The kit reads both kinds of answer; this is how this provider's stream is read.
+impl EventStream for Stream {
+    fn on_event(
+        &mut self,
+        event: &SseEvent,
+        emit: &mut dyn FnMut(Piece<'_>),
+    ) -> Result<Flow, String> {
+        Stream::on_event(self, event, emit)
+    }
+
+    fn finish(self, end: StreamEnd, url: &str) -> Result<Reply, String> {
+        Stream::finish(self, end, url)
+    }
 }
 
 impl Stream {

@@ -149,6 +149,19 @@ fn redact(url: &str) -> String {
     }
 }
 
+/// The path of an API call (`call`, e.g. `/chat/completions`) for an endpoint's path.
+/// Endpoints are written every which way: the call's own path, `…/v1`, or a bare host
+/// or proxy prefix, so all three are accepted.
+pub fn api_path(path: &str, call: &str) -> String {
+    if path.ends_with(call) {
+        path.to_string()
+    } else if path.ends_with("/v1") {
+        format!("{path}{call}")
+    } else {
+        format!("{path}/v1{call}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,5 +209,16 @@ mod tests {
             let err = Endpoint::parse(url).unwrap_err();
             assert!(!err.contains("secret"), "{err}");
         }
+    }
+
+    #[test]
+    fn an_api_call_path_is_found_whatever_the_endpoint_names() {
+        assert_eq!(api_path("", "/messages"), "/v1/messages");
+        assert_eq!(api_path("/v1", "/messages"), "/v1/messages");
+        assert_eq!(api_path("/x/v1/messages", "/messages"), "/x/v1/messages");
+        assert_eq!(
+            api_path("/proxy", "/chat/completions"),
+            "/proxy/v1/chat/completions"
+        );
     }
 }

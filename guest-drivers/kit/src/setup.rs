@@ -3,8 +3,10 @@
 use crate::config::Config;
 use crate::endpoint::Endpoint;
 use crate::exports::murmur::driver::inference::Settings;
-use crate::http::{self, Response};
-use crate::neutral::Request;
+use crate::http::{self, Flow, Response, StreamEnd};
+use crate::neutral::{Reply, Request};
+use crate::sse::SseEvent;
+use crate::{Piece, emit};
 use serde_json::Value;
 use std::sync::Mutex;
 
@@ -76,6 +78,38 @@ impl Setup {
         }
         Ok(response)
     }
+}
+
+/// A provider's streamed answer, read event by event.
+pub trait EventStream: Default {
+    /// One event; text and reasoning go on through `emit` as they come.
+    fn on_event(
+        &mut self,
+        event: &SseEvent,
+        emit: &mut dyn FnMut(Piece<'_>),
+    ) -> Result<Flow, String>;
+    /// The whole answer, once the stream ended as `end` says.
+    fn finish(self, end: StreamEnd, url: &str) -> Result<Reply, String>;
+}
+
+/// Reads the answer, streamed or whole. A server that ignored `stream: true` (a proxy,
+/// say) answers with plain JSON, which is read as a whole answer.
+pub fn read_reply<S: EventStream>(
+    setup: &Setup,
+    mut response: Response,
+    max_answer: usize,
+    parse_whole: fn(&[u8]) -> Result<Reply, String>,
+) -> Result<Reply, String> {
+    let is_json = response
+        .content_type
+        .as_deref()
+        .is_some_and(|t| t.starts_with("application/json"));
+    if !setup.config.stream || is_json {
+        return parse_whole(&response.read_to_end(max_answer)?);
+    }
+    let mut stream = S::default();
+    let end = response.read_events(|event| stream.on_event(event, &mut emit))?;
+    stream.finish(end, &setup.endpoint.display())
 }
 
 /// A built-in driver's `configure`: its setup kept in `slot`, a failure named after the

@@ -8,19 +8,13 @@ use mur_driver_kit::http::{Flow, StreamEnd, error_message};
 use mur_driver_kit::neutral::{
     Block, Message, Reply, Request, StopReason, Tool, Usage, clip, tool_input,
 };
+use mur_driver_kit::setup::EventStream;
 use mur_driver_kit::sse::SseEvent;
 use serde_json::{Map, Value, json};
 
-/// The path of the chat call for an endpoint path. Endpoints are written every which
-/// way (`…/v1`, `…/v1/chat/completions`, a bare host), so all three are accepted.
+/// The path of the chat call for an endpoint path (see the kit's `api_path`).
 pub fn api_path(path: &str) -> String {
-    if path.ends_with("/chat/completions") {
-        path.to_string()
-    } else if path.ends_with("/v1") {
-        format!("{path}/chat/completions")
-    } else {
-        format!("{path}/v1/chat/completions")
-    }
+    mur_driver_kit::endpoint::api_path(path, "/chat/completions")
 }
 
 /// The request body for `request`.
@@ -311,6 +305,21 @@ impl Draft {
 #[derive(Debug, Default)]
 pub struct Stream {
     draft: Draft,
+}
+
+/// The kit reads both kinds of answer; this is how this provider's stream is read.
+impl EventStream for Stream {
+    fn on_event(
+        &mut self,
+        event: &SseEvent,
+        emit: &mut dyn FnMut(Piece<'_>),
+    ) -> Result<Flow, String> {
+        Stream::on_event(self, event, emit)
+    }
+
+    fn finish(self, end: StreamEnd, url: &str) -> Result<Reply, String> {
+        Stream::finish(self, end, url)
+    }
 }
 
 impl Stream {
