@@ -104,7 +104,9 @@ fn assert_wrk_id(id: &str) {
 /// under the context that started it, with `shell_completed` and the log on disk.
 #[test]
 fn a_long_command_detaches_and_reports_back_as_a_completion_task() {
-    let command = "echo before; sleep 2; echo done; echo oops >&2";
+    // stdout and stderr reach the host through two pipes, so lines written at the
+    // same instant may arrive in either order; a pause keeps the log's order certain.
+    let command = "echo before; sleep 2; echo done; sleep 1; echo oops >&2";
     let script = command_script(command, "  - text: completion seen\n");
     let cap = Capsule::new("detached-queue", &manifest(QUEUE), &script);
     let running = cap.spawn(&["--task", "start it"]);
