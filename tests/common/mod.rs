@@ -179,8 +179,14 @@ impl Session {
         std::fs::read_to_string(self.workdir.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
     }
 
+    /// A file of the host's own records (the trace, `logs/`): kept apart from what the
+    /// capsule sees, so tests name them through this and never by joining paths.
+    pub fn record(&self, rel: &str) -> String {
+        self.read(rel)
+    }
+
     pub fn trace(&self) -> Vec<Value> {
-        self.read("trace.jsonl")
+        self.record("trace.jsonl")
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
