@@ -21,6 +21,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("mur-loop-future", "components/loop-future"),
     ("mur-tool-wordcount", "components/tool-wordcount"),
     ("mur-tool-probe", "components/tool-probe"),
+    ("mur-tool-hostile-fs", "components/tool-hostile-fs"),
     ("mur-tool-ask", "components/tool-ask"),
     ("mur-driver-probe", "components/driver-probe"),
     ("mur-hook-gatekeeper", "components/hook-gatekeeper"),

@@ -46,7 +46,7 @@ fn wait_for<T>(what: &str, mut ready: impl FnMut() -> Option<T>) -> T {
 
 /// The trace's events so far, skipping a line still being written.
 fn events(session: &Session, kind: &str) -> Vec<Value> {
-    std::fs::read_to_string(session.workdir.join("trace.jsonl"))
+    std::fs::read_to_string(session.records.join("trace.jsonl"))
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -357,7 +357,8 @@ fn resume_of_an_unknown_session_is_an_error() {
     assert!(run.stdout.is_empty(), "{}", run.stdout);
 }
 
-/// Under `--workdir DIR` sessions are looked up in `DIR/.murmur/`; `@1` is the newest.
+/// Under `--workdir DIR` sessions are looked up where that DIR's records are kept;
+/// `@1` is the newest.
 #[test]
 fn resume_looks_for_sessions_where_this_run_keeps_them() {
     let cap = Capsule::new("detached-wd", &manifest(EXIT), "turns:\n  - text: hi\n");

@@ -1090,9 +1090,15 @@ fn threaded_context_carries_the_first_exchange_into_the_next_request() {
 
     // A new session of the same capsule: the context picks up where it stopped, from
     // the conversation kept beside the session directories.
-    let kept = std::fs::read_dir(capsule.dir.join("workdir").join("conversations"))
-        .expect("the conversations folder")
-        .count();
+    let kept = std::fs::read_dir(
+        capsule
+            .dir
+            .join("workdir")
+            .join(".murmur")
+            .join("conversations"),
+    )
+    .expect("the conversations folder")
+    .count();
     assert_eq!(kept, 2, "one file per context");
     let running = capsule.spawn_env(&[], ENV);
     let b = running.address.clone();
@@ -1154,7 +1160,14 @@ fn a_stateless_capsule_sends_each_task_alone() {
     );
     assert!(stopped.get("result").is_some(), "{stopped}");
     assert_eq!(running.wait(WAIT).status, 0);
-    assert!(!capsule.dir.join("workdir").join("conversations").exists());
+    assert!(
+        !capsule
+            .dir
+            .join("workdir")
+            .join(".murmur")
+            .join("conversations")
+            .exists()
+    );
 }
 
 // =================================================================================

@@ -7,9 +7,10 @@
 //! request. The rules are `shared/reference/hooks.md`, the seed's session loop
 //! (`shared/seeds/session-loop.md`) and streaming protocol.
 //!
-//! Every capsule runs with `--workdir <scratch>/wd`, so a hook's scope folder is
-//! `wd/<scope>` (its `script.json`, `required.txt`, ... are written before the run) and
-//! the session's records are under `wd/.murmur/<session-id>/`.
+//! Every capsule runs with `--workdir <scratch>/wd --records <scratch>/records`, so a
+//! hook's scope folder is `records/hooks/<scope>` (its `script.json`, `required.txt`, ...
+//! are written before the run) and the session's records are under
+//! `records/<session-id>/`, out of the capsule's sight.
 
 mod common;
 
@@ -213,18 +214,25 @@ impl Yaml {
 struct Cap {
     capsule: Capsule,
     wd: PathBuf,
+    /// `--records`: the host's records, hook scopes among them.
+    records: PathBuf,
 }
 
 impl Cap {
     fn new(name: &str, yaml: &Yaml, script: &str) -> Cap {
         let capsule = Capsule::new(name, &yaml.build(), script);
         let wd = capsule.dir.join("wd");
-        Cap { capsule, wd }
+        let records = capsule.dir.join("records");
+        Cap {
+            capsule,
+            wd,
+            records,
+        }
     }
 
     /// A file in a hook's scope folder, written before the run.
     fn scope_file(&self, scope: &str, file: &str, text: &str) -> &Cap {
-        let dir = self.wd.join(scope);
+        let dir = self.records.join("hooks").join(scope);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(file), text).unwrap();
         self
@@ -236,7 +244,12 @@ impl Cap {
     }
 
     fn start(&self, args: &[&str]) -> Live {
-        let mut all = vec!["--workdir", self.wd.to_str().unwrap()];
+        let mut all = vec![
+            "--workdir",
+            self.wd.to_str().unwrap(),
+            "--records",
+            self.records.to_str().unwrap(),
+        ];
         all.extend_from_slice(args);
         let running = self.capsule.spawn_env(&all, ENV);
         let id = running.launch["session_id"].as_str().unwrap().to_string();
@@ -247,7 +260,7 @@ impl Cap {
         );
         Live {
             running,
-            place: Place::new(&self.wd, &id),
+            place: Place::new(&self.wd, &self.records, &id),
         }
     }
 
@@ -260,22 +273,25 @@ impl Cap {
 /// Where a session's files are.
 struct Place {
     wd: PathBuf,
+    hooks: PathBuf,
     session: Session,
 }
 
 impl Place {
-    fn new(wd: &Path, id: &str) -> Place {
+    fn new(wd: &Path, records: &Path, id: &str) -> Place {
         Place {
             wd: wd.to_path_buf(),
+            hooks: records.join("hooks"),
             session: Session {
                 id: id.to_string(),
-                workdir: wd.join(".murmur").join(id),
+                workdir: wd.to_path_buf(),
+                records: records.join(id),
             },
         }
     }
 
     fn trace(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.session.workdir.join("trace.jsonl"))
+        std::fs::read_to_string(self.session.records.join("trace.jsonl"))
             .unwrap_or_default()
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
@@ -312,7 +328,7 @@ impl Place {
     }
 
     fn log(&self, name: &str) -> String {
-        std::fs::read_to_string(self.session.workdir.join("logs").join(name)).unwrap_or_default()
+        std::fs::read_to_string(self.session.records.join("logs").join(name)).unwrap_or_default()
     }
 
     fn bootstrap(&self) -> String {
@@ -321,7 +337,7 @@ impl Place {
 
     /// What the recorder with this scope was called with, in order.
     fn events(&self, scope: &str) -> Vec<Value> {
-        std::fs::read_to_string(self.wd.join(scope).join("events.jsonl"))
+        std::fs::read_to_string(self.hooks.join(scope).join("events.jsonl"))
             .unwrap_or_default()
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
@@ -2129,7 +2145,7 @@ fn memory_carries_a_task_into_the_next_session() {
         .as_str()
         .unwrap()
         .to_string();
-    let memory = cap.wd.join("memory").join("memory.md");
+    let memory = cap.records.join("hooks").join("memory").join("memory.md");
     let entry = format!("task {t1}: Noted: 42.");
     assert_eq!(
         std::fs::read_to_string(&memory).unwrap(),

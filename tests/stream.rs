@@ -477,7 +477,7 @@ fn is_minted(id: &str, prefix: &str) -> bool {
 fn wait_for_trace(session: &Session, pick: impl Fn(&[Value]) -> Option<Value>) -> Value {
     let deadline = Instant::now() + WAIT;
     loop {
-        let trace = std::fs::read_to_string(session.workdir.join("trace.jsonl"))
+        let trace = std::fs::read_to_string(session.records.join("trace.jsonl"))
             .unwrap_or_default()
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())

@@ -3,7 +3,7 @@
 //! Staging (manifest, components, tools) happens before the workdir exists, so a
 //! capsule that cannot start leaves nothing behind.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -31,7 +31,7 @@ use crate::threads::Threads;
 use crate::tools::{ToolGrants, Tools};
 use crate::trace::{Place, Trace};
 use crate::wire::Wire;
-use crate::workdir::Workdir;
+use crate::workdir::{RecordsChoice, Workdir};
 
 impl From<manifest::ManifestError> for Error {
     fn from(e: manifest::ManifestError) -> Self {
@@ -50,7 +50,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
     // Before this session's directory exists, so `@1` is the previous run.
     let resumed = resumed_from(&args, &m)?;
     let session_id = ids::session();
-    let workdir = Workdir::plan(&m.dir, args.workdir.as_deref(), &session_id);
+    let workdir = Workdir::plan(&records_choice(&args, &m), &session_id)?;
     let wire = Arc::new(Wire::new(Bus::new()));
     let staged = stage(&engine, &m, &args, &workdir, &wire).await?;
     let launch = launch_task(&args, &workdir)?;
@@ -168,7 +168,7 @@ fn resumed_from(args: &RunArgs, m: &Manifest) -> Result<Option<crate::resume::Re
     let Some(selector) = &args.resume else {
         return Ok(None);
     };
-    let root = crate::resume::sessions_root(&m.dir, args.workdir.as_deref());
+    let root = records_choice(args, m).root();
     crate::resume::find(&root, selector).map(Some)
 }
 
@@ -215,7 +215,16 @@ async fn open_session(
     workdir.create()?;
     stage_hooks(m, &hooks, &workdir).await;
     if let Some(text) = launch {
-        write_file(&workdir.task_md(), text)?;
+        workdir
+            .view()
+            .and_then(|view| view.write("task.md", text.as_bytes()))
+            .map_err(|e| {
+                Error::new(
+                    "E-IO-003",
+                    format!("could not write task.md in {}: {e}", workdir.root.display()),
+                )
+                .hint("a link at task.md is replaced; one in a folder above it is refused")
+            })?;
     }
     install_skills(m, &workdir)?;
     let trace = Trace::create(&workdir.trace(), &session_id).map_err(|e| {
@@ -325,9 +334,12 @@ fn write_tool_manifest(m: &Manifest, workdir: &Workdir, hook: &str, file: &hooks
         ));
         return;
     }
-    let dir = workdir.tools_dir().join(name);
-    let written = std::fs::create_dir_all(&dir)
-        .and_then(|()| std::fs::write(dir.join("murmur.yaml"), &file.content));
+    let written = workdir.view().and_then(|view| {
+        view.write(
+            &format!("tools/{name}/murmur.yaml"),
+            file.content.as_bytes(),
+        )
+    });
     match written {
         Ok(()) => workdir.log(&format!("hook '{hook}' wrote tools/{name}/murmur.yaml")),
         Err(e) => workdir.log(&format!("could not write tools/{name}/murmur.yaml: {e}")),
@@ -454,7 +466,7 @@ async fn stage(
     let mut tools = Tools::new(ToolGrants {
         workdir: workdir.root.clone(),
         home: workdir.capsule_home(),
-        logs_dir: workdir.logs_dir(),
+        logs_dir: workdir.shell_logs_dir(),
         env: granted_env(m),
         shell_env: shell_env(m),
         memory_bytes: m.capabilities.memory_bytes,
@@ -472,7 +484,7 @@ async fn stage(
             .await?;
     }
     for skill in m.artifacts.iter().filter(|a| a.runtime == Runtime::Skill) {
-        let text = workdir.tools_dir().join(&skill.name).join("skill.md");
+        let text = PathBuf::from(format!("tools/{}/skill.md", skill.name));
         tools.add_skill(&skill.name, text, skill_description(&skill.source));
     }
     let mut staged_hooks = Vec::new();
@@ -491,7 +503,7 @@ async fn stage(
         engine,
         staged_hooks,
         &hooks::Places {
-            workdir: workdir.root.clone(),
+            hooks_dir: workdir.hooks_dir(),
             logs_dir: workdir.logs_dir(),
             memory_bytes: m.capabilities.memory_bytes,
         },
@@ -618,12 +630,10 @@ fn launch_task(args: &RunArgs, workdir: &Workdir) -> Result<Option<String>, Erro
         }
         return Ok(Some(task.clone()));
     }
-    for file in [workdir.task_md(), workdir.input_txt()] {
-        if let Ok(text) = std::fs::read_to_string(&file) {
-            return Ok(Some(text));
-        }
-    }
-    Ok(None)
+    // Read beneath the workdir: an earlier session's tool may have left a link there.
+    Ok(["task.md", "input.txt"]
+        .into_iter()
+        .find_map(|file| workdir.read_view(file)))
 }
 
 async fn bind(args: &RunArgs, m: &Manifest) -> Result<TcpListener, Error> {
@@ -637,27 +647,31 @@ async fn bind(args: &RunArgs, m: &Manifest) -> Result<TcpListener, Error> {
     })
 }
 
-fn write_file(path: &Path, text: &str) -> Result<(), Error> {
-    std::fs::write(path, text).map_err(|e| {
-        Error::new(
-            "E-IO-003",
-            format!("could not write {}: {e}", path.display()),
-        )
-    })
+/// Where this run keeps its records: `--records`, else beside the session
+/// directories, else (with `--workdir`) under `$MURMUR_HOME`.
+fn records_choice<'a>(args: &'a RunArgs, m: &'a Manifest) -> RecordsChoice<'a> {
+    RecordsChoice {
+        manifest_dir: &m.dir,
+        workdir: args.workdir.as_deref(),
+        records: args.records.as_deref(),
+    }
 }
 
 /// Each skill's text is staged as `tools/<name>/skill.md`, returned verbatim when called.
 fn install_skills(m: &Manifest, workdir: &Workdir) -> Result<(), Error> {
     for skill in m.artifacts.iter().filter(|a| a.runtime == Runtime::Skill) {
-        let dir = workdir.tools_dir().join(&skill.name);
-        std::fs::create_dir_all(&dir)
-            .and_then(|_| std::fs::copy(skill.source.join("skill.md"), dir.join("skill.md")))
-            .map_err(|e| {
-                Error::new(
-                    "E-IO-003",
-                    format!("could not install skill '{}': {e}", skill.name),
-                )
-            })?;
+        let text = std::fs::read(skill.source.join("skill.md"));
+        text.and_then(|text| {
+            workdir
+                .view()?
+                .write(&format!("tools/{}/skill.md", skill.name), &text)
+        })
+        .map_err(|e| {
+            Error::new(
+                "E-IO-003",
+                format!("could not install skill '{}': {e}", skill.name),
+            )
+        })?;
     }
     Ok(())
 }
@@ -788,6 +802,7 @@ fn announce(args: &RunArgs, m: &Manifest, capsule: &Capsule, url: &str) {
             "name": m.name,
             "version": m.version,
             "workdir": capsule.workdir.root,
+            "records_dir": capsule.workdir.records,
         });
         println!("{line}");
     } else {

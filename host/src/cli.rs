@@ -73,9 +73,15 @@ pub struct RunArgs {
     /// The launch task: a file to copy, else the text itself. Written as task.md.
     #[arg(long)]
     pub task: Option<String>,
-    /// The capsule's working directory (session files go to DIR/.murmur/<session-id>).
+    /// The capsule's working directory: what its tools and commands see. The host's
+    /// records go elsewhere (see --records).
     #[arg(long)]
     pub workdir: Option<PathBuf>,
+    /// Where the host keeps its records (traces, logs, conversations, hook data), outside
+    /// the workdir. Default: <manifest-dir>/workdir/.murmur, or with --workdir DIR
+    /// $MURMUR_HOME/records/<name>-<hash> (MURMUR_HOME defaults to ~/.murmur).
+    #[arg(long, value_name = "DIR")]
+    pub records: Option<PathBuf>,
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     pub bind: IpAddr,

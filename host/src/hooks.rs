@@ -20,6 +20,7 @@ use crate::driver::trap_text;
 use crate::engine::{self, Engine};
 use crate::error::Error;
 use crate::manifest::{Binding, CommitPolicy, ExecutionMode, HookContract, OnOverflow};
+use crate::rooted::Rooted;
 use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
 
 /// Events an async hook may have waiting; more are dropped or wait, per `on_overflow`.
@@ -63,9 +64,10 @@ pub struct Staged {
     pub component: Component,
 }
 
-/// Where hooks may write: their scope folders, their logs.
+/// Where hooks may write: their scope folders (under the host's records, where no
+/// tool or command reaches), their logs.
 pub struct Places {
-    pub workdir: PathBuf,
+    pub hooks_dir: PathBuf,
     pub logs_dir: PathBuf,
     pub memory_bytes: u64,
 }
@@ -74,7 +76,9 @@ struct Loaded {
     name: String,
     contract: HookContract,
     pre: HookPre<HookState>,
-    scope: Option<PathBuf>,
+    /// `capabilities.filesystem.scope`: a folder under `hooks_dir`, this hook's alone.
+    scope: Option<String>,
+    hooks_dir: PathBuf,
     memory_bytes: u64,
     log: PathBuf,
 }
@@ -129,7 +133,8 @@ impl Hooks {
                 .and_then(HookPre::new)
                 .map_err(link)?;
             let loaded = Arc::new(Loaded {
-                scope: hook.contract.scope.as_ref().map(|s| places.workdir.join(s)),
+                scope: hook.contract.scope.clone(),
+                hooks_dir: places.hooks_dir.clone(),
                 log: places.logs_dir.join(format!("hook-{}.log", hook.name)),
                 memory_bytes: places.memory_bytes,
                 name: hook.name.clone(),
@@ -263,12 +268,9 @@ impl Loaded {
     }
 
     async fn instantiate(&self) -> Result<Live, String> {
-        if let Some(dir) = &self.scope {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| format!("could not create its scope {}: {e}", dir.display()))?;
-        }
+        let scope = self.open_scope()?;
         let sandbox = Sandbox::new(&Grants {
-            workdir: self.scope.as_deref(),
+            workdir: scope.as_ref().map(Rooted::fd_path).as_deref(),
             env: Vec::new(),
             memory_bytes: self.memory_bytes,
             deadline: self.deadline(),
@@ -282,6 +284,23 @@ impl Loaded {
             .await
             .map_err(|e| format!("could not start: {}", trap_text(&e)))?;
         Ok(Live { store, bindings })
+    }
+
+    /// The scope folder, created if missing and opened without following a link on the
+    /// way; it stays open until the preopen has taken it.
+    fn open_scope(&self) -> Result<Option<Rooted>, String> {
+        let Some(scope) = &self.scope else {
+            return Ok(None);
+        };
+        let refused = |e: std::io::Error| {
+            format!(
+                "could not open its scope {}: {e}",
+                self.hooks_dir.join(scope).display()
+            )
+        };
+        std::fs::create_dir_all(&self.hooks_dir).map_err(refused)?;
+        let hooks = Rooted::open(&self.hooks_dir).map_err(refused)?;
+        hooks.open_dir_strict(scope).map(Some).map_err(refused)
     }
 
     /// `logs/hook-<name>.log`: a hook's failures, for its author.

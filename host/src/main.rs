@@ -20,6 +20,7 @@ mod murmur_md;
 mod outbound;
 mod queue;
 mod resume;
+mod rooted;
 mod sandbox;
 mod secret;
 mod seed;

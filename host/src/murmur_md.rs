@@ -32,11 +32,7 @@ pub fn net_rule(rule: &NetRule) -> String {
 /// Written once the port is bound; a failure is logged, never fatal.
 pub fn write(capsule: &Capsule, m: &Manifest, url: &str, loop_label: &str) {
     let text = render(capsule, m, url, loop_label);
-    if let Err(e) = std::fs::write(capsule.workdir.murmur_md(), text) {
-        capsule
-            .workdir
-            .log(&format!("could not write MURMUR.md: {e}"));
-    }
+    let _ = capsule.workdir.write_view("MURMUR.md", &text);
 }
 
 fn render(capsule: &Capsule, m: &Manifest, url: &str, loop_label: &str) -> String {
@@ -131,37 +127,30 @@ fn limits(out: &mut String, m: &Manifest) {
 
 fn directory(out: &mut String, capsule: &Capsule) {
     let w = &capsule.workdir;
-    let rel = |p: std::path::PathBuf| {
-        p.strip_prefix(&w.root)
-            .map(|r| r.display().to_string())
-            .unwrap_or_else(|_| p.display().to_string())
-    };
     let _ = writeln!(out, "## Runtime Directory\n");
     let _ = writeln!(out, "```");
     let _ = writeln!(out, "{}/", w.root.display());
     let _ = writeln!(out, "  task.md             the current task");
-    let _ = writeln!(out, "  {}             this file", rel(w.murmur_md()));
+    let _ = writeln!(out, "  MURMUR.md           this file");
     let _ = writeln!(
         out,
-        "  {}         the session trace (host-written)",
-        rel(w.trace())
+        "  out/result.txt      the latest task's answer (host-written)"
     );
     let _ = writeln!(
         out,
-        "  {}      the latest task's answer (host-written)",
-        rel(w.result_txt())
+        "  logs/               full output of long or chatty shell commands"
     );
-    let _ = writeln!(out, "  {}/                diagnostics", rel(w.logs_dir()));
-    let _ = writeln!(
-        out,
-        "  {}/               installed tools and skills",
-        rel(w.tools_dir())
-    );
+    let _ = writeln!(out, "  tools/              installed tools and skills");
     let _ = writeln!(
         out,
         "  checkpoints/        your notes that survive compaction"
     );
     let _ = writeln!(out, "```\n");
+    let _ = writeln!(
+        out,
+        "The session's trace and the host's diagnostics are kept outside this folder, \
+         where nothing in the capsule can read or change them.\n"
+    );
 }
 
 fn tools(out: &mut String, capsule: &Capsule) {

@@ -33,17 +33,6 @@ pub struct Lost {
     pub context_id: Option<String>,
 }
 
-/// Where the session directories are: `<manifest-dir>/workdir/`, or `DIR/.murmur/`
-/// under `--workdir DIR` (the same places `Workdir::plan` puts them).
-pub fn sessions_root(manifest_dir: &Path, chosen: Option<&Path>) -> PathBuf {
-    match chosen {
-        Some(dir) => std::path::absolute(dir)
-            .unwrap_or_else(|_| dir.to_path_buf())
-            .join(".murmur"),
-        None => manifest_dir.join("workdir"),
-    }
-}
-
 /// Resolves SESSION (full `ses_` id, a suffix of 4+ characters, or `@N`, 1 = newest)
 /// among the `ses_*` directories of `root`. Called before the new session exists, so
 /// `@1` is the previous run.

@@ -245,7 +245,7 @@ impl LoopState {
         let capsule = self.capsule.clone();
         if task.source != "task_md" {
             // The task's text is the capsule's own record of what it was asked.
-            let _ = std::fs::write(capsule.workdir.task_md(), &task.text);
+            let _ = capsule.workdir.write_view("task.md", &task.text);
         }
         let lane = Lane::of(&task.origin);
         let trust = if matches!(task.origin.as_str(), "user" | "schedule" | "system") {
@@ -709,7 +709,7 @@ impl LoopState {
         capsule.wire.whole_reply(&end.result);
         capsule.wire.status(end.state, &end.message, end.response());
         capsule.wire.begin_task(&task, &context);
-        let _ = std::fs::write(capsule.workdir.task_md(), task_md);
+        let _ = capsule.workdir.write_view("task.md", &task_md);
         Ok(format!(
             "Your previous answer was not accepted. Address this feedback and answer again:\n\n{}",
             reason.trim()
@@ -729,15 +729,8 @@ impl LoopState {
         capsule.write_result(&end.result);
         if capsule.threads.is_some() {
             // Each task of a thread keeps its own answer beside the latest one.
-            let copy = capsule
-                .workdir
-                .out_dir()
-                .join(format!("result_{}.txt", running.task.id));
-            if let Err(e) = std::fs::write(&copy, &end.result) {
-                capsule
-                    .workdir
-                    .log(&format!("could not write {}: {e}", copy.display()));
-            }
+            let copy = format!("out/result_{}.txt", running.task.id);
+            let _ = capsule.workdir.write_view(&copy, &end.result);
         }
         capsule.hook_artifact_frames(&running.hook_artifacts);
         if end.state == State::Completed {
@@ -797,10 +790,7 @@ fn reopened_task_md(task: &str, feedback: &[(String, String)]) -> String {
 
 impl Capsule {
     fn write_result(&self, result: &str) {
-        if let Err(e) = std::fs::write(self.workdir.result_txt(), result) {
-            self.workdir
-                .log(&format!("could not write out/result.txt: {e}"));
-        }
+        let _ = self.workdir.write_view("out/result.txt", result);
     }
 
     /// One `artifact` frame per hook artifact, before the task's final status.

@@ -168,7 +168,8 @@ pub struct ShellRequest {
     pub workdir: PathBuf,
     /// `$HOME` for the child, created on first use.
     pub home: PathBuf,
-    /// Where `shell-<unix-ms>.log` goes when output passes the cap.
+    /// Where `shell-<unix-ms>.log` goes when output passes the cap: a folder inside
+    /// `workdir`, written beneath it so a link planted there cannot lead outside.
     pub logs_dir: PathBuf,
     /// Hard limit: the whole process group is killed when it passes.
     pub timeout: Duration,
@@ -270,16 +271,14 @@ const TAIL_BYTES: u64 = 2048;
 /// As [`run`]; also when the background log cannot be created (the command is killed).
 pub async fn run_with_grace(req: &ShellRequest, grace: Option<Duration>) -> Result<Ran, String> {
     let plan = Plan::new(req)?;
-    tokio::fs::create_dir_all(&req.home)
-        .await
-        .map_err(|e| format!("failed to create home '{}': {e}", req.home.display()))?;
+    create_home(req).map_err(|e| format!("failed to create home '{}': {e}", req.home.display()))?;
     let started = Instant::now();
     let mut child = spawn(req, &plan)?;
     let mut group = GroupGuard::for_child(&child)?;
     let mut stdout = child.stdout.take().ok_or("child stdout pipe missing")?;
     let mut stderr = child.stderr.take().ok_or("child stderr pipe missing")?;
-    let mut out = Capture::new(&req.logs_dir, "stdout");
-    let mut err = Capture::new(&req.logs_dir, "stderr");
+    let mut out = Capture::new(req, "stdout");
+    let mut err = Capture::new(req, "stderr");
     let detach_after = grace.filter(|g| *g < req.timeout);
 
     // `collect` only ever awaits cancel-safe reads and records each chunk before the next
@@ -346,9 +345,10 @@ async fn detach(
             grace.as_secs_f64()
         )
     };
-    let (log_path, log) = open_detached_log(&req.logs_dir, &work_id, &plan.display, &live)
-        .await
-        .map_err(killed)?;
+    let (log_path, log) =
+        open_detached_log(&req.workdir, &req.logs_dir, &work_id, &plan.display, &live)
+            .await
+            .map_err(killed)?;
     let pid = live
         .child
         .id()
@@ -379,19 +379,16 @@ async fn detach(
 
 /// `logs/<work-id>.log`: `Command: …`, a blank line, then both streams as read so far.
 async fn open_detached_log(
+    workdir: &Path,
     logs_dir: &Path,
     work_id: &str,
     display: &str,
     live: &Live,
 ) -> Result<(PathBuf, tokio::fs::File), String> {
-    tokio::fs::create_dir_all(logs_dir)
-        .await
-        .map_err(|e| format!("{}: {e}", logs_dir.display()))?;
-    let dir = std::path::absolute(logs_dir).unwrap_or_else(|_| logs_dir.to_path_buf());
-    let path = dir.join(format!("{work_id}.log"));
-    let mut log = tokio::fs::File::create(&path)
-        .await
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let name = format!("{work_id}.log");
+    let (path, log) = create_log(workdir, logs_dir, &name)
+        .map_err(|e| format!("{}: {e}", logs_dir.join(&name).display()))?;
+    let mut log = tokio::fs::File::from_std(log);
     let header = format!("Command: {display}\n\n");
     let written = log.write_all(header.as_bytes()).await.is_ok()
         && live.out.copy_into(&mut log).await
@@ -725,18 +722,20 @@ struct Capture {
     spill: Option<Spill>,
     /// A spill write failed, so no complete copy of the stream exists for the log.
     spill_failed: bool,
+    workdir: PathBuf,
     logs_dir: PathBuf,
     label: &'static str,
 }
 
 impl Capture {
-    fn new(logs_dir: &Path, label: &'static str) -> Self {
+    fn new(req: &ShellRequest, label: &'static str) -> Self {
         Self {
             head: Vec::new(),
             total: 0,
             spill: None,
             spill_failed: false,
-            logs_dir: logs_dir.to_path_buf(),
+            workdir: req.workdir.clone(),
+            logs_dir: req.logs_dir.clone(),
             label,
         }
     }
@@ -753,7 +752,7 @@ impl Capture {
         }
         if self.spill.is_none() {
             // The head already holds this chunk's first `kept` bytes.
-            self.spill = Spill::create(&self.logs_dir, self.label, &self.head);
+            self.spill = Spill::create(&self.workdir, &self.logs_dir, self.label, &self.head);
         }
         let written = self
             .spill
@@ -798,20 +797,14 @@ struct Spill {
 static SPILL_SEQ: AtomicU64 = AtomicU64::new(0);
 
 impl Spill {
-    fn create(logs_dir: &Path, label: &str, head: &[u8]) -> Option<Self> {
-        std::fs::create_dir_all(logs_dir).ok()?;
+    fn create(workdir: &Path, logs_dir: &Path, label: &str, head: &[u8]) -> Option<Self> {
         let seq = SPILL_SEQ.fetch_add(1, Ordering::Relaxed);
         let name = format!(
             ".shell-{}-{}-{seq}-{label}.tmp",
             unix_ms(),
             std::process::id()
         );
-        let path = logs_dir.join(name);
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .ok()?;
+        let (path, file) = create_log(workdir, logs_dir, &name).ok()?;
         let mut spill = Self { path, file };
         spill.file.write_all(head).ok()?;
         Some(spill)
@@ -836,7 +829,7 @@ async fn finish(
 ) -> ShellOutcome {
     let truncated = out.over_cap() || err.over_cap();
     let log_path = if truncated {
-        write_log(&req.logs_dir, &plan.display, exit_code, out, err).await
+        write_log(req, &plan.display, exit_code, out, err).await
     } else {
         None
     };
@@ -884,15 +877,13 @@ fn timeout_note(timeout: Duration) -> String {
 
 /// Writes `logs_dir/shell-<unix-ms>.log`; `None` (and no partial file) when that fails.
 async fn write_log(
-    logs_dir: &Path,
+    req: &ShellRequest,
     display: &str,
     exit_code: i32,
     out: &Capture,
     err: &Capture,
 ) -> Option<PathBuf> {
-    tokio::fs::create_dir_all(logs_dir).await.ok()?;
-    let dir = std::path::absolute(logs_dir).unwrap_or_else(|_| logs_dir.to_path_buf());
-    let (path, mut file) = create_log_file(&dir).await?;
+    let (path, mut file) = create_log_file(&req.workdir, &req.logs_dir)?;
     let header = format!("Command: {display}\nExit code: {exit_code}\n\nStdout:\n");
     let written = file.write_all(header.as_bytes()).await.is_ok()
         && out.copy_into(&mut file).await
@@ -911,22 +902,49 @@ async fn write_log(
 
 /// Creates a fresh `shell-<unix-ms>.log`, stepping the stamp forward when two commands finish
 /// in the same millisecond, so neither overwrites the other.
-async fn create_log_file(dir: &Path) -> Option<(PathBuf, tokio::fs::File)> {
+fn create_log_file(workdir: &Path, logs_dir: &Path) -> Option<(PathBuf, tokio::fs::File)> {
     let base = unix_ms();
     for offset in 0..LOG_NAME_ATTEMPTS {
-        let path = dir.join(format!("shell-{}.log", base.saturating_add(offset)));
-        let opened = tokio::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .await;
-        match opened {
-            Ok(file) => return Some((path, file)),
+        let name = format!("shell-{}.log", base.saturating_add(offset));
+        match create_log(workdir, logs_dir, &name) {
+            Ok((path, file)) => return Some((path, tokio::fs::File::from_std(file))),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(_) => return None,
         }
     }
     None
+}
+
+/// `$HOME` for the command, created beneath the workdir (a link there leading out is
+/// refused rather than followed to make a folder elsewhere).
+fn create_home(req: &ShellRequest) -> std::io::Result<()> {
+    let inside = req.home.strip_prefix(&req.workdir).map_err(|_| {
+        std::io::Error::other(format!(
+            "it is not inside the workdir {}",
+            req.workdir.display()
+        ))
+    })?;
+    crate::rooted::Rooted::open(&req.workdir)?.create_dir_all(&inside.to_string_lossy())
+}
+
+/// A new file `name` in `logs_dir`, created beneath `workdir` (never through a link that
+/// leads out, never over anything already there), and its absolute path.
+fn create_log(
+    workdir: &Path,
+    logs_dir: &Path,
+    name: &str,
+) -> std::io::Result<(PathBuf, std::fs::File)> {
+    let inside = logs_dir.strip_prefix(workdir).map_err(|_| {
+        std::io::Error::other(format!(
+            "{} is not inside the workdir {}",
+            logs_dir.display(),
+            workdir.display()
+        ))
+    })?;
+    let rel = inside.join(name);
+    let file = crate::rooted::Rooted::open(workdir)?.create_new(&rel.to_string_lossy())?;
+    let dir = std::path::absolute(logs_dir).unwrap_or_else(|_| logs_dir.to_path_buf());
+    Ok((dir.join(name), file))
 }
 
 fn unix_ms() -> u64 {
@@ -976,7 +994,7 @@ mod tests {
             binary: binary.to_string(),
             command: command.to_string(),
             home: workdir.join(".capsule-home"),
-            logs_dir: root.join("logs"),
+            logs_dir: workdir.join("logs"),
             workdir,
             timeout: Duration::from_secs(20),
             env: vec![("PATH".to_string(), host_path())],
@@ -1497,7 +1515,12 @@ mod tests {
     async fn missing_workdir_errors() {
         let (_scratch, mut req) = request("bash", "true");
         req.workdir = req.workdir.join("does-not-exist");
+        req.home = req.workdir.join(".capsule-home");
         let err = run(&req).await.expect_err("spawn must fail");
-        assert!(err.starts_with("failed to start 'bash': "), "{err}");
+        assert!(err.starts_with("failed to create home '"), "{err}");
+        assert!(
+            err.ends_with("No such file or directory (os error 2)"),
+            "{err}"
+        );
     }
 }

@@ -2,8 +2,8 @@
 //! kept across its tasks and written to disk, so a restarted or resumed capsule picks up
 //! a conversation where it stopped.
 //!
-//! The files live beside the session directories (`<workdir>/conversations/`, or
-//! `DIR/.murmur/conversations/` under `--workdir DIR`), one per context. A client's
+//! The files live in the host's records, beside the sessions' own (`conversations/`),
+//! out of every guest's view, one per context. A client's
 //! `contextId` is kept verbatim and may hold any character, so the file is named by its
 //! hash and the id is stored inside.
 

@@ -334,7 +334,7 @@ impl Tools {
     ) -> Dispatched {
         match &tool.kind {
             Kind::Shell { binary } => self.run_shell(&tool.name, binary, input).await,
-            Kind::Skill { text } => run_skill(text).await,
+            Kind::Skill { text } => run_skill(&self.grants.workdir, text),
             Kind::Component { pre } => {
                 if !matches!(serde_json::from_str::<Value>(input), Ok(Value::Object(_))) {
                     return Dispatched::not_reached(format!(
@@ -430,8 +430,12 @@ struct Call {
     port: Option<Port>,
 }
 
-async fn run_skill(text: &std::path::Path) -> Dispatched {
-    match tokio::fs::read_to_string(text).await {
+/// The skill's staged text, `text` relative to the workdir: read beneath it, so a link
+/// a tool left there cannot hand the model a file from outside.
+fn run_skill(workdir: &std::path::Path, text: &std::path::Path) -> Dispatched {
+    let read = crate::rooted::Rooted::open(workdir)
+        .and_then(|view| view.read_to_string(&text.to_string_lossy()));
+    match read {
         Ok(content) => Dispatched {
             content,
             fence_source: None,

@@ -102,6 +102,8 @@ pub fn mur() -> Command {
     let mut cmd = Command::new(MUR);
     cmd.env("MUR_CACHE_DIR", repo().join("target").join("e2e-cache"));
     cmd.env("MURMUR_A2A_TIMEOUT_SECS", "5");
+    // Records of runs with --workdir and no --records go here, never to ~/.murmur.
+    cmd.env("MURMUR_HOME", repo().join("target").join("e2e-home"));
     cmd
 }
 
@@ -164,7 +166,10 @@ impl Run {
 /// What a session left in its workdir.
 pub struct Session {
     pub id: String,
+    /// What the capsule sees.
     pub workdir: PathBuf,
+    /// The host's records of the session, outside the capsule's view.
+    pub records: PathBuf,
 }
 
 impl Session {
@@ -172,6 +177,7 @@ impl Session {
         Session {
             id: launch["session_id"].as_str().unwrap().to_string(),
             workdir: PathBuf::from(launch["workdir"].as_str().unwrap()),
+            records: PathBuf::from(launch["records_dir"].as_str().unwrap()),
         }
     }
 
@@ -182,7 +188,7 @@ impl Session {
     /// A file of the host's own records (the trace, `logs/`): kept apart from what the
     /// capsule sees, so tests name them through this and never by joining paths.
     pub fn record(&self, rel: &str) -> String {
-        self.read(rel)
+        std::fs::read_to_string(self.records.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
     }
 
     pub fn trace(&self) -> Vec<Value> {

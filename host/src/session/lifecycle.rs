@@ -623,7 +623,6 @@ impl Capsule {
     /// dropped messages, one line per committed compaction in
     /// `out/compaction-summaries.jsonl`.
     fn dump_summary(&self, turn: u64, before: u64, after: u64, old: &[Value], new: &[Value]) {
-        use std::io::Write;
         let summary: Vec<String> = compaction::plain(new)
             .into_iter()
             .zip(new)
@@ -636,15 +635,14 @@ impl Capsule {
             "tokens_after": after,
             "summary": summary.join("\n"),
         });
-        let path = self.workdir.out_dir().join("compaction-summaries.jsonl");
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| writeln!(f, "{}", crate::secret::scrub(&line.to_string())));
+        let rel = "out/compaction-summaries.jsonl";
+        let text = format!("{}\n", crate::secret::scrub(&line.to_string()));
+        let written = self
+            .workdir
+            .view()
+            .and_then(|view| view.append(rel, text.as_bytes()));
         if let Err(e) = written {
-            self.workdir
-                .log(&format!("could not write {}: {e}", path.display()));
+            self.workdir.log(&format!("could not write {rel}: {e}"));
         }
     }
 
