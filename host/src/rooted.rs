@@ -57,8 +57,9 @@ impl Rooted {
         self.write(rel, &text)
     }
 
-    /// A new file at `rel` (its folders created), for output the host streams into
-    /// it. Fails if anything, a link included, is already there.
+    /// A new file at `rel` (its folders created), open for writing and reading back,
+    /// for output the host streams into it. Fails if anything, a link included, is
+    /// already there. Read it back through this handle, never by its path again.
     pub fn create_new(&self, rel: &str) -> io::Result<std::fs::File> {
         if let Some(parent) = parent_of(rel) {
             self.dir
@@ -66,7 +67,10 @@ impl Rooted {
                 .map_err(|e| refused(rel, e))?;
         }
         self.dir
-            .open_with(rel, OpenOptions::new().write(true).create_new(true))
+            .open_with(
+                rel,
+                OpenOptions::new().read(true).write(true).create_new(true),
+            )
             .map(cap_std::fs::File::into_std)
             .map_err(|e| refused(rel, e))
     }

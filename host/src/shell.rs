@@ -450,7 +450,7 @@ async fn run_in_background(
     let output_bytes = before.saturating_add(copied.bytes);
     // tokio hands writes to a blocking thread: flush so the tail read below sees them.
     let _ = log.flush().await;
-    let tail = read_tail(&log_path, output_bytes.min(TAIL_BYTES)).await;
+    let tail = read_tail(&log, output_bytes.min(TAIL_BYTES)).await;
     let footer = format!("\n\nExit code: {exit_code}\n");
     let logged = log
         .write_all(footer.as_bytes())
@@ -525,10 +525,12 @@ async fn copy_streams<O, E>(
     }
 }
 
-/// The last `n` bytes of the log (the output's tail, before the footer is appended).
-async fn read_tail(path: &Path, n: u64) -> String {
+/// The last `n` bytes of the log (the output's tail, before the footer is appended),
+/// read through the handle the host wrote it with: its name may since have become a
+/// link to anything.
+async fn read_tail(log: &tokio::fs::File, n: u64) -> String {
     use tokio::io::AsyncSeekExt as _;
-    let Ok(mut file) = tokio::fs::File::open(path).await else {
+    let Ok(mut file) = log.try_clone().await else {
         return String::new();
     };
     if file
@@ -779,8 +781,14 @@ impl Capture {
         }
         match &self.spill {
             None => log.write_all(&self.head).await.is_ok(),
-            Some(spill) => match tokio::fs::File::open(&spill.path).await {
-                Ok(mut file) => tokio::io::copy(&mut file, log).await.is_ok(),
+            // Through the handle that wrote it: the name may since have become a link.
+            Some(spill) => match spill.file.try_clone() {
+                Ok(file) => {
+                    use tokio::io::AsyncSeekExt as _;
+                    let mut file = tokio::fs::File::from_std(file);
+                    file.seek(std::io::SeekFrom::Start(0)).await.is_ok()
+                        && tokio::io::copy(&mut file, log).await.is_ok()
+                }
                 Err(_) => false,
             },
         }
