@@ -19,12 +19,20 @@ pub fn exceeded(limit: Duration) -> String {
 }
 
 /// A deadline that can be paused while the host waits on someone else's time (a
-/// person answering `request-input`, a loop parked in `next-task`) and started again.
+/// person answering `request-input`, a loop parked in `next-task`) and started again,
+/// or held while a call with a deadline of its own runs and then resumed.
 pub struct Clock {
     limit: Duration,
-    /// When the current span began; `None` while paused.
-    since: Mutex<Option<Instant>>,
+    span: Mutex<Span>,
     changed: Notify,
+}
+
+#[derive(Default)]
+struct Span {
+    /// When the clock last started or resumed; `None` while paused or held.
+    since: Option<Instant>,
+    /// Time counted before a hold.
+    spent: Duration,
 }
 
 impl Clock {
@@ -32,7 +40,7 @@ impl Clock {
     pub fn new(limit: Duration) -> Self {
         Clock {
             limit,
-            since: Mutex::new(None),
+            span: Mutex::new(Span::default()),
             changed: Notify::new(),
         }
     }
@@ -44,8 +52,8 @@ impl Clock {
         clock
     }
 
-    fn since(&self) -> MutexGuard<'_, Option<Instant>> {
-        self.since.lock().unwrap_or_else(|p| p.into_inner())
+    fn span(&self) -> MutexGuard<'_, Span> {
+        self.span.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn limit(&self) -> Duration {
@@ -54,13 +62,35 @@ impl Clock {
 
     /// The full limit counts again from now.
     pub fn start(&self) {
-        *self.since() = Some(Instant::now());
+        *self.span() = Span {
+            since: Some(Instant::now()),
+            spent: Duration::ZERO,
+        };
         self.changed.notify_waiters();
     }
 
     /// No deadline until the next `start`.
     pub fn pause(&self) {
-        *self.since() = None;
+        *self.span() = Span::default();
+        self.changed.notify_waiters();
+    }
+
+    /// Stops counting, keeping what was counted, until `resume`.
+    pub fn hold(&self) {
+        let mut span = self.span();
+        if let Some(since) = span.since.take() {
+            span.spent += since.elapsed();
+        }
+        self.changed.notify_waiters();
+    }
+
+    /// Counts again after a `hold`, from what was counted before it.
+    pub fn resume(&self) {
+        let mut span = self.span();
+        if span.since.is_none() {
+            span.since = Some(Instant::now());
+        }
+        drop(span);
         self.changed.notify_waiters();
     }
 
@@ -70,7 +100,11 @@ impl Clock {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            let at = self.since().map(|since| since + self.limit);
+            let at = {
+                let span = self.span();
+                let left = self.limit.saturating_sub(span.spent);
+                span.since.map(|since| since + left)
+            };
             match at {
                 Some(at) if at <= Instant::now() => return,
                 Some(at) => {
@@ -132,6 +166,23 @@ mod tests {
         assert_eq!(clock.bound(call).await, None);
         let took = started.elapsed();
         assert!(took >= MS * 1000 && took < MS * 3000, "{took:?}");
+    }
+
+    #[tokio::test]
+    async fn a_hold_keeps_what_was_counted() {
+        let clock = Arc::new(Clock::running(MS * 400));
+        let holder = clock.clone();
+        let call = async move {
+            tokio::time::sleep(MS * 200).await;
+            holder.hold();
+            tokio::time::sleep(MS * 600).await;
+            holder.resume();
+            tokio::time::sleep(MS * 5000).await;
+        };
+        let started = Instant::now();
+        assert_eq!(clock.bound(call).await, None);
+        let took = started.elapsed();
+        assert!(took >= MS * 1000 && took < MS * 2500, "{took:?}");
     }
 
     #[test]

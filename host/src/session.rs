@@ -156,7 +156,12 @@ pub struct LoopState {
     pub totals: Totals,
     /// The loop's wall-clock deadline: it runs from a task's start to its end (host
     /// calls do not reset it) and from then to the next `next-task`, where it pauses.
+    /// It holds while a tool or the driver runs: those have deadlines of their own, of
+    /// the same `deadline_seconds`, which one slow call would otherwise use up for the
+    /// whole task.
     clock: Arc<Clock>,
+    /// When the running tool or driver call began, while the loop's deadline holds.
+    held_at: Option<Instant>,
 }
 
 impl Sandboxed for LoopState {
@@ -211,6 +216,7 @@ impl Host for LoopState {
                 }
             }
         };
+        self.resume_deadline();
         reply
     }
 
@@ -230,6 +236,7 @@ impl Host for LoopState {
                 () = capsule.running.canceled() => canceled,
             }
         };
+        self.resume_deadline();
         outcome
     }
 
@@ -247,8 +254,24 @@ impl Host for LoopState {
 impl LoopState {
     /// Both deadlines (wall clock and epoch) count from now.
     fn restart_deadline(&mut self) {
+        self.held_at = None;
         self.clock.start();
         self.sandbox.running_since = Instant::now();
+    }
+
+    /// A tool or driver call begins: the loop's deadline holds until it returns.
+    fn hold_deadline(&mut self) {
+        self.clock.hold();
+        self.held_at = Some(Instant::now());
+    }
+
+    /// The call returned (or was canceled): both deadlines count on from where they
+    /// were, the epoch one too.
+    fn resume_deadline(&mut self) {
+        if let Some(at) = self.held_at.take() {
+            self.sandbox.running_since += at.elapsed();
+            self.clock.resume();
+        }
     }
 
     fn running(&mut self, what: &str) -> wasmtime::Result<&mut Running> {
@@ -313,6 +336,7 @@ impl LoopState {
             Ok(body) => body,
             Err(e) => return Ok(Err(InferenceError::Failed(e))),
         };
+        self.hold_deadline();
         let driver = match self.driver.take() {
             Some(driver) => Ok(driver),
             None => {
@@ -335,6 +359,7 @@ impl LoopState {
             }
             Err(why) => Err(why),
         };
+        self.resume_deadline();
         capsule.wire.after_inference();
         self.trace_outbound()?;
 
@@ -502,10 +527,12 @@ impl LoopState {
                 is_error: true,
             });
         }
+        self.hold_deadline();
         let mut done = capsule
             .tools
             .dispatch(&call.name, &call.input, info, &capsule.wire, port)
             .await;
+        self.resume_deadline();
         if let Some(background) = done.detached.take() {
             // Taken over before the next await, so a cancel cannot drop it unaccounted.
             let from = self.started_from(turn)?;
@@ -1209,6 +1236,7 @@ impl LoopComponent {
             running: None,
             totals: Totals::default(),
             clock: clock.clone(),
+            held_at: None,
         };
         let mut store = Store::new(self.pre.engine(), state);
         sandbox::limit(&mut store);

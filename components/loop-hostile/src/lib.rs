@@ -3,8 +3,11 @@
 //! `capabilities.env.allow`) picks how:
 //! - `sleep-in-run`: takes a task, then sleeps in guest code for an hour;
 //! - `sleep-before-next`: sleeps for an hour before it asks for a task;
-//! - `host-call-loop`: takes a task, then calls an unknown tool without end;
+//! - `host-call-loop`: takes a task, then calls `infer` without end (past `max_turns`
+//!   each call returns at once);
 //! - `trap-early`: panics before it asks for a task;
+//! - `sleep-then-trap`: sleeps 3 s, then panics before it asks for a task (so tasks
+//!   can queue up meanwhile);
 //! - `return-early`: returns before it asks for a task.
 
 wit_bindgen::generate!({
@@ -14,7 +17,7 @@ wit_bindgen::generate!({
 
 use exports::murmur::session::loop_::{Config, Guest};
 use murmur::session::host;
-use murmur::session::types::{TaskOutcome, ToolCall};
+use murmur::session::types::{InferenceRequest, TaskOutcome};
 use std::time::Duration;
 
 struct Component;
@@ -38,6 +41,10 @@ impl Guest for Component {
                 }
             }
             "trap-early" => panic!("the hostile loop traps before next-task"),
+            "sleep-then-trap" => {
+                std::thread::sleep(Duration::from_secs(3));
+                panic!("the hostile loop traps before next-task")
+            }
             "return-early" => return Ok(()),
             other => return Err(format!("unknown MUR_HOSTILE mode '{other}'")),
         }
@@ -47,16 +54,15 @@ impl Guest for Component {
     }
 }
 
-/// Host calls without pause; each returns at once, so only a deadline that host calls
-/// do not reset can stop it.
+/// Host calls without pause; once the turns are used up each returns at once, so only
+/// a deadline that host calls do not reset can stop it.
 fn flood() -> ! {
-    let call = ToolCall {
-        id: "call_flood".into(),
-        name: "no-such-tool".into(),
-        input: "{}".into(),
+    let request = InferenceRequest {
+        messages: r#"[{"role":"user","content":[{"type":"text","text":"again"}]}]"#.into(),
+        with_tools: false,
     };
     loop {
-        host::call_tool(&call);
+        let _ = host::infer(&request);
     }
 }
 

@@ -26,7 +26,8 @@ pub const GRACE: Duration = Duration::from_millis(1500);
 /// Why the host took the loop's `run` away from it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Interrupt {
-    /// Its task (or the time outside `next-task`) outlasted `deadline_seconds`.
+    /// Its task (or the time outside `next-task`) outlasted `deadline_seconds`, not
+    /// counting the task's tool and driver calls (each has that deadline itself).
     Deadline,
     /// `tasks/cancel` of its task went unanswered for the grace.
     Canceled,
@@ -71,8 +72,8 @@ pub fn is_deadline_trap(text: &str) -> bool {
 /// The message of a task stopped at the loop's deadline, for the wire and the result.
 pub fn task_deadline_text(limit: Duration) -> String {
     format!(
-        "deadline exceeded: the session loop ran for more than {} s on this task \
-         (capabilities.limits.deadline_seconds)",
+        "deadline exceeded: the session loop ran for more than {} s on this task, not \
+         counting its tool and driver calls (capabilities.limits.deadline_seconds)",
         limit.as_secs_f64()
     )
 }
