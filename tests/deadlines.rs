@@ -272,7 +272,10 @@ fn a_loop_sleeping_in_run_is_stopped_at_its_task_deadline() {
     assert_eq!(end["exit_status"], "failed");
     let ms = end["duration_ms"].as_u64().unwrap();
     assert!((2000..10_000).contains(&ms), "{ms}");
-    assert_eq!(session.events("session_end")[0]["exit_status"], "deadline_reached");
+    assert_eq!(
+        session.events("session_end")[0]["exit_status"],
+        "deadline_reached"
+    );
     assert_eq!(session.read("out/result.txt"), format!("error: {message}"));
 }
 
@@ -301,7 +304,10 @@ fn host_calls_do_not_reset_the_loops_deadline() {
         "error: deadline exceeded: the session loop ran for more than 2 s on this task, not counting its tool and driver calls (capabilities.limits.deadline_seconds)"
     );
     assert_eq!(s.events("task_end")[0]["exit_status"], "failed");
-    assert_eq!(s.events("session_end")[0]["exit_status"], "deadline_reached");
+    assert_eq!(
+        s.events("session_end")[0]["exit_status"],
+        "deadline_reached"
+    );
 }
 
 // ---------------------------------------------------------------------------------
@@ -343,7 +349,8 @@ fn mur_stop_ends_a_loop_sleeping_in_run() {
     // A stop is no failure of the loop: the task's own status is the session's.
     assert!(!run.stderr.contains("E-RUN-06"), "{}", run.stderr);
     assert!(
-        run.stderr.contains("error[E-RUN-040]: the task did not complete: canceled"),
+        run.stderr
+            .contains("error[E-RUN-040]: the task did not complete: canceled"),
         "{}",
         run.stderr
     );
@@ -419,11 +426,17 @@ fn a_loop_that_traps_before_next_task_leaves_a_record_of_the_launch_task() {
     );
     let task = start["task_id"].clone();
     let failed = &s.events("task_failed")[0];
-    assert_eq!((&failed["task_id"], &failed["cause"]), (&task, &json!("runtime_error")));
+    assert_eq!(
+        (&failed["task_id"], &failed["cause"]),
+        (&task, &json!("runtime_error"))
+    );
     let reason = failed["reason"].as_str().unwrap();
     assert!(reason.starts_with(&prefix), "{reason}");
     let end = &s.events("task_end")[0];
-    assert_eq!((&end["task_id"], &end["exit_status"]), (&task, &json!("failed")));
+    assert_eq!(
+        (&end["task_id"], &end["exit_status"]),
+        (&task, &json!("failed"))
+    );
     assert_eq!(end["parent_id"], start["event_id"]);
     assert_eq!(failed["parent_id"], start["event_id"]);
     assert_eq!(s.read("out/result.txt"), format!("error: {reason}"));
@@ -458,7 +471,10 @@ fn a_loop_that_traps_before_next_task_fails_a_queued_http_task() {
         run.stderr
     );
     let end = &session.events("task_end")[0];
-    assert_eq!((end["task_id"].as_str(), &end["exit_status"]), (Some(task), &json!("failed")));
+    assert_eq!(
+        (end["task_id"].as_str(), &end["exit_status"]),
+        (Some(task), &json!("failed"))
+    );
     assert_eq!(session.events("task_failed")[0]["reason"], json!(reason));
 }
 

@@ -36,8 +36,8 @@ use crate::tools::{Dispatched, Reach, Tools};
 use crate::trace::{Place, Trace};
 use crate::wire::Wire;
 use crate::workdir::Workdir;
-use interrupt::Interrupt;
 pub use interrupt::DEADLINE_CODE;
+use interrupt::Interrupt;
 
 /// Everything a session shares between the loop, the server and the launcher.
 pub struct Capsule {
@@ -1267,9 +1267,9 @@ impl LoopComponent {
                 format!("{} failed: {why}", self.label),
             )),
             // Spinning past the deadline traps in the epoch callback: the same deadline.
-            Ok(Err(trap)) if interrupt::is_deadline_trap(&trap_text(&trap)) => {
-                store.data_mut().interrupted(Interrupt::Deadline, &self.label)
-            }
+            Ok(Err(trap)) if interrupt::is_deadline_trap(&trap_text(&trap)) => store
+                .data_mut()
+                .interrupted(Interrupt::Deadline, &self.label),
             Ok(Err(trap)) => Err(Error::new(
                 "E-RUN-001",
                 format!("{} trapped: {}", self.label, trap_text(&trap)),

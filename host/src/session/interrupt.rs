@@ -123,7 +123,9 @@ impl LoopState {
                 self.task_failed(&end.message);
             }
             if let Err(e) = self.end_task(end.scrubbed()) {
-                capsule.workdir.log(&format!("task_end after an interrupt: {e}"));
+                capsule
+                    .workdir
+                    .log(&format!("task_end after an interrupt: {e}"));
             }
         }
         result
