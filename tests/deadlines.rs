@@ -500,3 +500,20 @@ fn a_loop_that_returns_before_next_task_fails_the_launch_task() {
     assert_eq!(s.events("task_end")[0]["exit_status"], "failed");
     assert_eq!(s.read("out/result.txt"), format!("error: {why}"));
 }
+
+#[test]
+fn mur_stop_ends_a_loop_sleeping_before_its_first_task() {
+    let capsule = hostile("loop-stop-idle", 600, "turns: []\n");
+    let running = spawn_hostile(&capsule, "sleep-before-next", QUEUE);
+    let session = running.session();
+    wait_for_event(&session, "session_start");
+    let asked = Instant::now();
+    let stop = Run::from(mur().args(["stop", &running.address]).output().unwrap());
+    assert_eq!(stop.status, 0, "{}", stop.stderr);
+    let run = running.wait(WAIT);
+    assert!(asked.elapsed() < Duration::from_secs(10));
+    // No task ran: a clean stop, whatever the loop was doing.
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    assert_eq!(session.events("session_end")[0]["exit_status"], "ok");
+    assert!(session.events("task_start").is_empty());
+}
