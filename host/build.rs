@@ -19,6 +19,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("mur-driver-anthropic", "guest-drivers/anthropic"),
     ("mur-loop-oneshot", "components/loop-oneshot"),
     ("mur-loop-future", "components/loop-future"),
+    ("mur-loop-hostile", "components/loop-hostile"),
     ("mur-tool-wordcount", "components/tool-wordcount"),
     ("mur-tool-probe", "components/tool-probe"),
     ("mur-tool-hostile-fs", "components/tool-hostile-fs"),

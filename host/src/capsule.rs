@@ -109,6 +109,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         .last()
         .cloned();
     let exit_status = match (&ran, &last) {
+        (Err(e), _) if e.code == crate::session::DEADLINE_CODE => "deadline_reached",
         (Err(_), _) => "failed",
         (Ok(()), Some(task)) if !task.completed => session_status(task.exit_status),
         _ => "ok",

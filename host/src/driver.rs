@@ -10,6 +10,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::bindings::driver::exports::murmur::driver::inference::Settings;
 use crate::bindings::driver::{Driver as Bindings, DriverPre, murmur::text::chunks};
+use crate::deadline::{self, Clock};
 use crate::engine::{self, Engine};
 use crate::error::Error;
 use crate::outbound::{Event, Outbound, Policy};
@@ -109,17 +110,26 @@ impl DriverComponent {
         };
         let mut store = Store::new(self.pre.engine(), state);
         sandbox::limit(&mut store);
-        let bindings = self
-            .pre
-            .instantiate_async(&mut store)
+        // Starting and configuring is one call with one deadline; past it the store
+        // is dropped with this future.
+        let configured = async {
+            let bindings = self
+                .pre
+                .instantiate_async(&mut store)
+                .await
+                .map_err(|e| trap_text(&e))?;
+            bindings
+                .murmur_driver_inference()
+                .call_configure(&mut store, &self.settings)
+                .await
+                .map_err(|e| trap_text(&e))?
+                .map_err(|e| format!("{} refused its configuration: {e}", self.label))?;
+            Ok(bindings)
+        };
+        let bindings = Clock::running(self.deadline)
+            .bound(configured)
             .await
-            .map_err(|e| trap_text(&e))?;
-        bindings
-            .murmur_driver_inference()
-            .call_configure(&mut store, &self.settings)
-            .await
-            .map_err(|e| trap_text(&e))?
-            .map_err(|e| format!("{} refused its configuration: {e}", self.label))?;
+            .unwrap_or_else(|| Err(deadline::exceeded(self.deadline)))?;
         Ok(Driver { store, bindings })
     }
 
@@ -135,13 +145,20 @@ pub struct Driver {
 }
 
 impl Driver {
-    /// `Err` is a trap (the instance is unusable); `Ok(Err)` the driver's own failure.
+    /// `Err` is a trap or the deadline (the instance is unusable either way: a call
+    /// stopped at its deadline was dropped mid-way); `Ok(Err)` the driver's own failure.
     pub async fn infer(&mut self, request: &str) -> wasmtime::Result<Result<String, String>> {
-        self.store.data_mut().sandbox.running_since = Instant::now();
-        self.bindings
+        let sandbox = &mut self.store.data_mut().sandbox;
+        sandbox.running_since = Instant::now();
+        let limit = sandbox.deadline;
+        let call = self
+            .bindings
             .murmur_driver_inference()
-            .call_infer(&mut self.store, request)
+            .call_infer(&mut self.store, request);
+        Clock::running(limit)
+            .bound(call)
             .await
+            .unwrap_or_else(|| Err(wasmtime::Error::msg(deadline::exceeded(limit))))
     }
 }
 

@@ -6,6 +6,7 @@ mod cli;
 mod client;
 mod compaction;
 mod control;
+mod deadline;
 mod detached;
 mod driver;
 mod engine;

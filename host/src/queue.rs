@@ -219,6 +219,10 @@ impl Queue {
         }
     }
 
+    pub fn is_closed(&self) -> bool {
+        self.state().closed
+    }
+
     /// Ends the session: the loop's next `next-task` answers `None`.
     pub fn close(&self) {
         self.state().closed = true;

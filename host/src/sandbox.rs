@@ -16,7 +16,7 @@ pub struct Sandbox {
     wasi: WasiCtx,
     table: ResourceTable,
     pub limits: StoreLimits,
-    /// When the guest last left the host; a deadline counts guest time from here.
+    /// Where the epoch deadline counts from: the call's (or the loop's task's) start.
     pub running_since: Instant,
     pub deadline: Duration,
 }
@@ -99,19 +99,19 @@ macro_rules! wasi_view {
 }
 pub(crate) use wasi_view;
 
-/// Applies the memory cap and the deadline to a store. The deadline counts guest time
-/// since the guest last left the host, so a loop parked in `next-task` for an hour is
-/// fine while a guest spinning for longer than its deadline is stopped; every tick the
-/// guest yields so it never holds a runtime thread.
+/// Applies the memory cap and the deadline to a store. The deadline counts from
+/// `running_since` (a call's start; a loop's task start), and fires only while guest
+/// code runs: it stops a spinning guest, while `crate::deadline::Clock` bounds the
+/// same call in wall-clock time around host waits. Every tick the guest yields so it
+/// never holds a runtime thread.
 pub fn limit<T: Sandboxed>(store: &mut Store<T>) {
     store.limiter(|s| &mut s.sandbox().limits);
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|mut ctx| {
         let sandbox = ctx.data_mut().sandbox();
         if sandbox.running_since.elapsed() > sandbox.deadline {
-            let secs = sandbox.deadline.as_secs_f64();
-            return Err(wasmtime::Error::msg(format!(
-                "deadline exceeded: the component ran for more than {secs} s without returning"
+            return Err(wasmtime::Error::msg(crate::deadline::exceeded(
+                sandbox.deadline,
             )));
         }
         Ok(UpdateDeadline::Yield(1))

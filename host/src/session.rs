@@ -2,6 +2,7 @@
 //! host. The loop decides what happens next; the host counts turns, dispatches tools,
 //! writes frames, the trace and the result, and enforces the limits.
 
+mod interrupt;
 mod lifecycle;
 
 use std::sync::{Arc, Mutex};
@@ -20,6 +21,7 @@ use crate::bindings::session_loop::murmur::session::types::{
 use crate::bindings::session_loop::{SessionLoop, SessionLoopPre};
 use crate::bindings::tool::murmur::task::task::TaskInfo;
 use crate::control::RunningTask;
+use crate::deadline::Clock;
 use crate::driver::{Driver, DriverComponent, trap_text};
 use crate::engine::{self, Engine};
 use crate::error::Error;
@@ -34,6 +36,8 @@ use crate::tools::{Dispatched, Reach, Tools};
 use crate::trace::{Place, Trace};
 use crate::wire::Wire;
 use crate::workdir::Workdir;
+pub use interrupt::DEADLINE_CODE;
+use interrupt::Interrupt;
 
 /// Everything a session shares between the loop, the server and the launcher.
 pub struct Capsule {
@@ -150,6 +154,14 @@ pub struct LoopState {
     driver: Option<Driver>,
     running: Option<Running>,
     pub totals: Totals,
+    /// The loop's wall-clock deadline: it runs from a task's start to its end (host
+    /// calls do not reset it) and from then to the next `next-task`, where it pauses.
+    /// It holds while a tool or the driver runs: those have deadlines of their own, of
+    /// the same `deadline_seconds`, which one slow call would otherwise use up for the
+    /// whole task.
+    clock: Arc<Clock>,
+    /// When the running tool or driver call began, while the loop's deadline holds.
+    held_at: Option<Instant>,
 }
 
 impl Sandboxed for LoopState {
@@ -174,13 +186,14 @@ impl Host for LoopState {
             let why = "the session loop asked for the next task without finishing this one";
             self.finish(TaskOutcome::Failed(why.into())).await?;
         }
+        // Parked between tasks the loop has no deadline; each task gets the full one.
+        self.clock.pause();
         let next = self.capsule.queue.next().await;
-        let task = match next {
+        self.restart_deadline();
+        match next {
             Some(task) => self.begin(task).await.map(Some),
             None => Ok(None),
-        };
-        self.sandbox.running_since = Instant::now();
-        task
+        }
     }
 
     async fn infer(
@@ -203,7 +216,7 @@ impl Host for LoopState {
                 }
             }
         };
-        self.sandbox.running_since = Instant::now();
+        self.resume_deadline();
         reply
     }
 
@@ -223,18 +236,44 @@ impl Host for LoopState {
                 () = capsule.running.canceled() => canceled,
             }
         };
-        self.sandbox.running_since = Instant::now();
+        self.resume_deadline();
         outcome
     }
 
     async fn finish_task(&mut self, outcome: TaskOutcome) -> wasmtime::Result<Option<String>> {
         let reopened = self.finish(outcome).await;
-        self.sandbox.running_since = Instant::now();
+        // A reopened task goes on under its deadline; after the task's end the loop
+        // gets a deadline of its own to reach `next-task`.
+        if self.running.is_none() {
+            self.restart_deadline();
+        }
         reopened
     }
 }
 
 impl LoopState {
+    /// Both deadlines (wall clock and epoch) count from now.
+    fn restart_deadline(&mut self) {
+        self.held_at = None;
+        self.clock.start();
+        self.sandbox.running_since = Instant::now();
+    }
+
+    /// A tool or driver call begins: the loop's deadline holds until it returns.
+    fn hold_deadline(&mut self) {
+        self.clock.hold();
+        self.held_at = Some(Instant::now());
+    }
+
+    /// The call returned (or was canceled): both deadlines count on from where they
+    /// were, the epoch one too.
+    fn resume_deadline(&mut self) {
+        if let Some(at) = self.held_at.take() {
+            self.sandbox.running_since += at.elapsed();
+            self.clock.resume();
+        }
+    }
+
     fn running(&mut self, what: &str) -> wasmtime::Result<&mut Running> {
         self.running.as_mut().ok_or_else(|| {
             wasmtime::Error::msg(format!("the session loop called {what} outside a task"))
@@ -247,31 +286,7 @@ impl LoopState {
             // The task's text is the capsule's own record of what it was asked.
             let _ = capsule.workdir.write_view("task.md", &task.text);
         }
-        let lane = Lane::of(&task.origin);
-        let trust = if matches!(task.origin.as_str(), "user" | "schedule" | "system") {
-            "trusted"
-        } else {
-            "untrusted"
-        };
-        let event_id = capsule
-            .trace
-            .write(
-                "task_start",
-                Place {
-                    parent: Some(&capsule.session_event),
-                    task: Some(&task.id),
-                },
-                json!({
-                    "task_id": task.id,
-                    "context_id": task.context_id,
-                    "source": task.source,
-                    "origin": task.origin,
-                    "trust": trust,
-                    "lane": lane.as_str(),
-                    "message_parts_bytes": task.text.len(),
-                }),
-            )
-            .map_err(trace_failed)?;
+        let event_id = capsule.trace_task_start(&task).map_err(trace_failed)?;
         capsule.wire.begin_task(&task.id, &task.context_id);
         capsule.running.start(&task.id);
         let history = capsule.history(&task.context_id);
@@ -321,6 +336,7 @@ impl LoopState {
             Ok(body) => body,
             Err(e) => return Ok(Err(InferenceError::Failed(e))),
         };
+        self.hold_deadline();
         let driver = match self.driver.take() {
             Some(driver) => Ok(driver),
             None => {
@@ -343,6 +359,7 @@ impl LoopState {
             }
             Err(why) => Err(why),
         };
+        self.resume_deadline();
         capsule.wire.after_inference();
         self.trace_outbound()?;
 
@@ -510,10 +527,12 @@ impl LoopState {
                 is_error: true,
             });
         }
+        self.hold_deadline();
         let mut done = capsule
             .tools
             .dispatch(&call.name, &call.input, info, &capsule.wire, port)
             .await;
+        self.resume_deadline();
         if let Some(background) = done.detached.take() {
             // Taken over before the next await, so a cancel cannot drop it unaccounted.
             let from = self.started_from(turn)?;
@@ -886,7 +905,34 @@ impl Ending {
 }
 
 impl Capsule {
-    /// `tasks/cancel`: a queued task ends at once, the running one at its next wait.
+    /// The `task_start` line of a task; its event id is the parent of the task's lines.
+    fn trace_task_start(&self, task: &Pending) -> std::io::Result<String> {
+        let lane = Lane::of(&task.origin);
+        let trust = if matches!(task.origin.as_str(), "user" | "schedule" | "system") {
+            "trusted"
+        } else {
+            "untrusted"
+        };
+        self.trace.write(
+            "task_start",
+            Place {
+                parent: Some(&self.session_event),
+                task: Some(&task.id),
+            },
+            json!({
+                "task_id": task.id,
+                "context_id": task.context_id,
+                "source": task.source,
+                "origin": task.origin,
+                "trust": trust,
+                "lane": lane.as_str(),
+                "message_parts_bytes": task.text.len(),
+            }),
+        )
+    }
+
+    /// `tasks/cancel`: a queued task ends at once, the running one at its next wait
+    /// (a loop that reaches none within `interrupt::GRACE` is stopped).
     pub fn cancel(&self, task_id: &str) -> Result<(), CancelError> {
         if let Some(task) = self.queue.remove(task_id) {
             self.wire.queued_canceled(&task.id, &task.context_id);
@@ -1159,7 +1205,9 @@ impl LoopComponent {
     }
 
     /// Runs the whole session. A task the loop left running when it returned or
-    /// trapped is ended `failed`, naming why, so no client waits for it forever.
+    /// trapped is ended `failed`, naming why, so no client waits for it forever; so is
+    /// every task still queued. A loop past its deadline, or deaf to a stop or cancel
+    /// (see `interrupt`), is dropped and ends the session.
     pub async fn run(&self, capsule: Arc<Capsule>) -> (Totals, Result<(), Error>) {
         let sandbox = match Sandbox::new(&Grants {
             workdir: Some(&capsule.workdir.root),
@@ -1170,12 +1218,15 @@ impl LoopComponent {
             Ok(sandbox) => sandbox,
             Err(e) => return (Totals::default(), Err(e)),
         };
+        let clock = Arc::new(Clock::new(capsule.grants.deadline));
         let state = LoopState {
             sandbox,
             capsule: capsule.clone(),
             driver: None,
             running: None,
             totals: Totals::default(),
+            clock: clock.clone(),
+            held_at: None,
         };
         let mut store = Store::new(self.pre.engine(), state);
         sandbox::limit(&mut store);
@@ -1183,7 +1234,8 @@ impl LoopComponent {
             max_turns: capsule.max_turns,
         };
         capsule.session_start_hooks().await;
-        let ran = async {
+        store.data_mut().restart_deadline();
+        let call = async {
             let started = Instant::now();
             let bindings = self.pre.instantiate_async(&mut store).await?;
             log_instantiation(&capsule, "session loop", started);
@@ -1191,18 +1243,28 @@ impl LoopComponent {
                 .murmur_session_loop_()
                 .call_run(&mut store, config)
                 .await
-        }
-        .await;
+        };
+        // Dropping the losing `call` drops the guest's stack with it; the store's data
+        // (the running task) stays ours to end.
+        let ran = tokio::select! {
+            ran = call => Ok(ran),
+            why = interrupt::interrupted(&capsule, &clock) => Err(why),
+        };
         let result = match ran {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(why)) => Err(Error::new(
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(why))) => Err(Error::new(
                 "E-RUN-007",
                 format!("{} failed: {why}", self.label),
             )),
-            Err(trap) => Err(Error::new(
+            // Spinning past the deadline traps in the epoch callback: the same deadline.
+            Ok(Err(trap)) if interrupt::is_deadline_trap(&trap_text(&trap)) => store
+                .data_mut()
+                .interrupted(Interrupt::Deadline, &self.label),
+            Ok(Err(trap)) => Err(Error::new(
                 "E-RUN-001",
                 format!("{} trapped: {}", self.label, trap_text(&trap)),
             )),
+            Err(why) => store.data_mut().interrupted(why, &self.label),
         };
         let state = store.data_mut();
         if state.running.is_some() {
@@ -1212,6 +1274,15 @@ impl LoopComponent {
             };
             let _ = state.finish(TaskOutcome::Failed(why)).await;
         }
+        // No loop will take what is still queued: each task ends with a record.
+        let why = match &result {
+            Ok(()) => "the session loop ended before taking this task".to_string(),
+            Err(e) => {
+                capsule.queue.close();
+                e.message.clone()
+            }
+        };
+        capsule.fail_unstarted(&why);
         (state.totals, result)
     }
 }

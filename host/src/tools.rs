@@ -14,6 +14,7 @@ use crate::bindings::driver::murmur::text::chunks;
 use crate::bindings::tool::exports::murmur::tool::run::Status;
 use crate::bindings::tool::murmur::task::task::{self as task_api, TaskInfo};
 use crate::bindings::tool::{Tool as Bindings, ToolPre};
+use crate::deadline::{self, Clock};
 use crate::driver::trap_text;
 use crate::engine::{self, Engine};
 use crate::error::Error;
@@ -30,6 +31,8 @@ pub struct ToolState {
     task: Option<TaskInfo>,
     /// How the tool asks for input; `None` outside an A2A task.
     input: Option<Port>,
+    /// The call's wall-clock deadline, paused while a person answers `request-input`.
+    clock: Arc<Clock>,
 }
 
 impl Sandboxed for ToolState {
@@ -48,8 +51,10 @@ impl task_api::Host for ToolState {
         let Some(port) = &self.input else {
             return Ok(Err(input::no_a2a_task()));
         };
+        self.clock.pause();
         let answer = port.ask(&prompt).await;
         // The wait was the person's time, not the tool's: its deadline counts from here.
+        self.clock.start();
         self.sandbox.running_since = Instant::now();
         Ok(answer)
     }
@@ -216,19 +221,21 @@ impl Tools {
             .instantiate_pre(component)
             .and_then(ToolPre::new)
             .map_err(link)?;
-        let (mut store, bindings) = self
-            .instantiate(&pre, wire.clone(), None, None)
+        let clock = Arc::new(Clock::running(self.grants.deadline));
+        let started = clock.bound(self.instantiate(&pre, wire.clone(), None, None, &clock));
+        let (mut store, bindings) = started
             .await
+            .unwrap_or_else(|| Err(wasmtime::Error::msg(deadline::exceeded(clock.limit()))))
             .map_err(|e| {
                 Error::new(
                     "E-RUN-001",
                     format!("{label} could not start: {}", trap_text(&e)),
                 )
             })?;
-        let spec = bindings
-            .murmur_tool_run()
-            .call_describe(&mut store)
+        let spec = clock
+            .bound(bindings.murmur_tool_run().call_describe(&mut store))
             .await
+            .unwrap_or_else(|| Err(wasmtime::Error::msg(deadline::exceeded(clock.limit()))))
             .map_err(|e| {
                 Error::new(
                     "E-RUN-001",
@@ -257,6 +264,7 @@ impl Tools {
         wire: Arc<Wire>,
         task: Option<TaskInfo>,
         input: Option<Port>,
+        clock: &Arc<Clock>,
     ) -> wasmtime::Result<(Store<ToolState>, Bindings)> {
         // Describing itself at start-up, before the workdir exists, a tool needs no files.
         let workdir = task.is_some().then_some(self.grants.workdir.as_path());
@@ -274,6 +282,7 @@ impl Tools {
                 wire,
                 task,
                 input,
+                clock: clock.clone(),
             },
         );
         sandbox::limit(&mut store);
@@ -394,16 +403,23 @@ impl Tools {
         input: &str,
         call: Call,
     ) -> Dispatched {
+        // The store lives in this future: a call past its deadline is dropped with it,
+        // and the next call starts a fresh instance, as after a trap.
+        let clock = Arc::new(Clock::running(self.grants.deadline));
         let called = async {
             let (mut store, bindings) = self
-                .instantiate(pre, call.wire, Some(call.task), call.port)
+                .instantiate(pre, call.wire, Some(call.task), call.port, &clock)
                 .await?;
             bindings
                 .murmur_tool_run()
                 .call_call(&mut store, input)
                 .await
         };
-        match called.await {
+        let called = clock
+            .bound(called)
+            .await
+            .unwrap_or_else(|| Err(wasmtime::Error::msg(deadline::exceeded(clock.limit()))));
+        match called {
             Ok(result) => {
                 let text = result
                     .data

@@ -1,6 +1,8 @@
 //! A driver that reports what its sandbox lets it see, or misbehaves on purpose, so the
 //! host's limits on drivers can be tested end to end. Its `config.mode`:
-//! `probe` answers with what it could read; `trap` panics (a trap); `spin` never returns.
+//! `probe` answers with what it could read; `trap` panics (a trap); `spin` never returns;
+//! `sleep` sleeps through WASI clocks for an hour (a host wait, not guest code);
+//! `sleep-configure` does that already in `configure`.
 
 wit_bindgen::generate!({
     path: ["../../wit/text", "../../wit/driver"],
@@ -20,6 +22,9 @@ impl Guest for Component {
     fn configure(settings: Settings) -> Result<(), String> {
         let config: Value = serde_json::from_str(&settings.config).map_err(|e| e.to_string())?;
         let mode = config["mode"].as_str().unwrap_or("probe").to_string();
+        if mode == "sleep-configure" {
+            sleep_long();
+        }
         *MODE.lock().unwrap_or_else(|p| p.into_inner()) = mode;
         Ok(())
     }
@@ -31,6 +36,10 @@ impl Guest for Component {
             "spin" => loop {
                 std::hint::black_box(());
             },
+            "sleep" => {
+                sleep_long();
+                Err("the probe driver woke up".into())
+            }
             _ => {
                 let text = format!("fs: {}; env: {}", filesystem(), environment());
                 Ok(
@@ -40,6 +49,10 @@ impl Guest for Component {
             }
         }
     }
+}
+
+fn sleep_long() {
+    std::thread::sleep(std::time::Duration::from_secs(3600));
 }
 
 /// Whether any path at all can be listed or read.

@@ -20,7 +20,7 @@ impl Guest for Component {
     fn describe() -> Spec {
         Spec {
             description: "Reports what the sandbox lets a tool see.".into(),
-            input_schema: r#"{"type":"object","properties":{"probe":{"type":"string"},"path":{"type":"string"},"name":{"type":"string"}},"required":["probe"]}"#.into(),
+            input_schema: r#"{"type":"object","properties":{"probe":{"type":"string"},"path":{"type":"string"},"name":{"type":"string"},"seconds":{"type":"number"}},"required":["probe"]}"#.into(),
         }
     }
 
@@ -42,8 +42,9 @@ impl Guest for Component {
             "getenv" => with_string(&fields, "name", getenv),
             "spin" => spin(),
             "balloon" => balloon(),
+            "sleep" => sleep(&fields),
             other => Err(format!(
-                "unknown probe '{other}' (known: read, list, write, env, getenv, spin, balloon)"
+                "unknown probe '{other}' (known: read, list, write, env, getenv, spin, balloon, sleep)"
             )),
         };
         match finding {
@@ -146,6 +147,18 @@ fn balloon() -> ! {
         kept.push(black_box(block));
         black_box(&kept);
     }
+}
+
+/// Sleeps through WASI clocks (a host wait, not guest code): only a wall-clock
+/// deadline stops it. `seconds` defaults to an hour.
+fn sleep(fields: &Map<String, Value>) -> Result<String, String> {
+    let seconds = match fields.get("seconds") {
+        None => 3600.0,
+        Some(Value::Number(n)) => n.as_f64().unwrap_or(3600.0),
+        Some(_) => return Err("'seconds' must be a number".into()),
+    };
+    std::thread::sleep(std::time::Duration::from_secs_f64(seconds.max(0.0)));
+    Ok(format!("ok: slept {seconds} s"))
 }
 
 fn bad_input(detail: String) -> ToolResult {
