@@ -47,6 +47,8 @@ pub struct DriverComponent {
     env: Vec<(String, String)>,
     memory_bytes: u64,
     deadline: Duration,
+    /// `capabilities.limits.max_driver_reply_bytes`.
+    max_reply_bytes: u64,
     network: Arc<Policy>,
     /// What the driver's requests ran into, until the session writes it to the trace.
     events: Arc<Mutex<Vec<Event>>>,
@@ -57,6 +59,7 @@ pub struct DriverLimits {
     pub env: Vec<(String, String)>,
     pub memory_bytes: u64,
     pub deadline: Duration,
+    pub max_reply_bytes: u64,
     pub network: Policy,
 }
 
@@ -85,6 +88,7 @@ impl DriverComponent {
             env: limits.env,
             memory_bytes: limits.memory_bytes,
             deadline: limits.deadline,
+            max_reply_bytes: limits.max_reply_bytes,
             network: Arc::new(limits.network),
             events: Arc::default(),
             label,
@@ -120,7 +124,11 @@ impl DriverComponent {
             .await
             .map_err(|e| trap_text(&e))?
             .map_err(|e| format!("{} refused its configuration: {e}", self.label))?;
-        Ok(Driver { store, bindings })
+        Ok(Driver {
+            store,
+            bindings,
+            max_reply_bytes: self.max_reply_bytes,
+        })
     }
 
     /// What the driver's requests ran into since the last call, oldest first.
@@ -132,16 +140,29 @@ impl DriverComponent {
 pub struct Driver {
     store: Store<DriverState>,
     bindings: Bindings,
+    max_reply_bytes: u64,
 }
 
 impl Driver {
     /// `Err` is a trap (the instance is unusable); `Ok(Err)` the driver's own failure.
+    /// A reply (or error text) over `max_driver_reply_bytes` fails the call like a trap:
+    /// the session drops the instance, and the big string with it, at once.
     pub async fn infer(&mut self, request: &str) -> wasmtime::Result<Result<String, String>> {
         self.store.data_mut().sandbox.running_since = Instant::now();
-        self.bindings
+        let reply = self
+            .bindings
             .murmur_driver_inference()
             .call_infer(&mut self.store, request)
-            .await
+            .await?;
+        let (Ok(text) | Err(text)) = &reply;
+        let size = text.len() as u64;
+        if size > self.max_reply_bytes {
+            let what = if reply.is_ok() { "driver reply" } else { "driver error" };
+            drop(reply);
+            let why = crate::limits::over(what, size, "max_driver_reply_bytes", self.max_reply_bytes);
+            return Err(wasmtime::Error::msg(why));
+        }
+        Ok(reply)
     }
 }
 
