@@ -29,7 +29,6 @@ capabilities:
   network:
     allow: [https://models.invalid]
   limits:
-    memory_bytes: 134217728
     deadline_seconds: 20
 {limits}
 lifecycle:
@@ -153,14 +152,17 @@ fn a_big_driver_reply_fails_the_task_naming_the_limit() {
 }
 
 #[test]
-fn a_reply_with_200000_calls_runs_64_and_refuses_the_rest() {
+fn a_reply_with_200000_calls_runs_64_and_the_task_bound_ends_it() {
     let driver = "  driver:\n    artifact: flood-driver\n    config: {mode: calls, n: 200000, tool: flood}\n  model: m\n  endpoint: https://models.invalid/v1";
     let capsule = capsule("many-calls", driver, "    max_driver_reply_bytes: 33554432", "");
     let (session, hwm) = run_parked(&capsule);
     let calls = session.events("tool_call");
-    assert_eq!(calls.len(), 200_000);
+    // 64 ran, 960 were refused by the reply's bound, the 1025th ended the task; the
+    // other 198,975 got the error without a frame or a trace line.
+    assert_eq!(calls.len(), 1025);
     let ran = calls.iter().filter(|c| c["status"] == "ok").count();
     assert_eq!(ran, 64);
+    assert!(calls[64..].iter().all(|c| c["status"] == "error"));
     assert_eq!(
         calls[64]["output"],
         "tool call 65 of this model reply is over \
@@ -171,14 +173,18 @@ fn a_reply_with_200000_calls_runs_64_and_refuses_the_rest() {
         "tool call 1025 of this task is over \
          capabilities.limits.max_tool_calls_per_task (1024); it did not run"
     );
-    assert!(calls[64..].iter().all(|c| c["status"] == "error"));
-    assert_eq!(session.events("task_end")[0]["exit_status"], "ok");
+    assert_eq!(session.events("task_end")[0]["exit_status"], "failed");
+    assert_eq!(
+        session.read("out/result.txt"),
+        "error: the task asked for more than 1024 tool calls, the bound of \
+         capabilities.limits.max_tool_calls_per_task (1024)"
+    );
     eprintln!("200,000 calls: VmHWM {} MB", hwm / MB);
 }
 
 #[test]
 fn a_call_flooding_loop_is_stopped_by_the_trace_ceiling() {
-    let capsule = flood_call("loop-flood", "{}", "    max_trace_bytes: 1048576");
+    let capsule = flood_call("loop-flood", "{}", "    max_trace_bytes: 131072");
     let loop_path = guest("mur_loop_flood");
     let started = Instant::now();
     let running = capsule.spawn(&["--task", "x", "--loop", loop_path.to_str().unwrap()]);
@@ -187,14 +193,14 @@ fn a_call_flooding_loop_is_stopped_by_the_trace_ceiling() {
     eprintln!("loop flood stopped after {:?}", started.elapsed());
     assert_eq!(run.status, 1, "{}", run.stderr);
     let trace = session.record("trace.jsonl");
-    assert!(trace.len() <= 1_048_576, "{}", trace.len());
+    assert!(trace.len() <= 131_072, "{}", trace.len());
     let lines: Vec<Value> = session.trace();
     let kinds: Vec<&str> = lines.iter().rev().take(2).map(|l| l["event_type"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["session_end", "task_end"]);
     assert_eq!(session.events("task_end")[0]["exit_status"], "failed");
     let result = session.read("out/result.txt");
     assert!(
-        result.ends_with("does not fit under capabilities.limits.max_trace_bytes (1048576)"),
+        result.ends_with("does not fit under capabilities.limits.max_trace_bytes (131072)"),
         "{result}"
     );
     let refused = session

@@ -515,16 +515,8 @@ impl LoopState {
             origin: running.task.origin.clone(),
         };
         let turn = running.counts.turns.saturating_sub(1);
-        if let Some(why) = running.calls.admit(&capsule.limits, running.breach.as_deref()) {
-            // Not run, not shown to hooks: the model is told which limit, as for a call
-            // to an undeclared tool.
-            let done = Dispatched::not_reached(why);
-            self.tool_artifact(&call, &done);
-            self.trace_call(turn, &call, &done)?;
-            return Ok(ToolOutcome {
-                content: done.content,
-                is_error: true,
-            });
+        if let Some(refusal) = running.calls.admit(&capsule.limits, running.breach.as_deref()) {
+            return self.refuse(turn, &call, refusal);
         }
         let parent = running.turn_event.as_ref().unwrap_or(&running.event_id);
         let port = crate::input::Port::of(&capsule, &running.task, parent);

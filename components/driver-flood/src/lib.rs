@@ -31,7 +31,14 @@ impl Guest for Component {
                 .to_string()
         };
         match config["mode"].as_str().unwrap_or("") {
-            "big" => Ok(end(&"b".repeat(n))),
+            "big" => {
+                // Built in place: one copy of the big text in the driver's memory.
+                let mut reply = String::with_capacity(n + 80);
+                reply.push_str(r#"{"stop_reason":"end_turn","content":[{"type":"text","text":""#);
+                reply.extend(std::iter::repeat_n('b', n));
+                reply.push_str(r#""}]}"#);
+                Ok(reply)
+            }
             "calls" if request.contains("tool_result") => Ok(end("done")),
             "calls" => {
                 let tool = config["tool"].as_str().unwrap_or("t");
