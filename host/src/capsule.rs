@@ -51,9 +51,8 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
     let resumed = resumed_from(&args, &m)?;
     let session_id = ids::session();
     let workdir = Workdir::plan(&m.dir, args.workdir.as_deref(), &session_id);
-    let wire = Arc::new(
-        Wire::new(Bus::new()).with_max_chunk_bytes(m.capabilities.limits.max_chunk_bytes),
-    );
+    let wire =
+        Arc::new(Wire::new(Bus::new()).with_max_chunk_bytes(m.capabilities.limits.max_chunk_bytes));
     let staged = stage(&engine, &m, &args, &workdir, &wire).await?;
     let launch = launch_task(&args, &workdir)?;
     if launch.is_none() && m.lifecycle.task_acceptance == Acceptance::None {

@@ -157,9 +157,14 @@ impl Driver {
         let (Ok(text) | Err(text)) = &reply;
         let size = text.len() as u64;
         if size > self.max_reply_bytes {
-            let what = if reply.is_ok() { "driver reply" } else { "driver error" };
+            let what = if reply.is_ok() {
+                "driver reply"
+            } else {
+                "driver error"
+            };
             drop(reply);
-            let why = crate::limits::over(what, size, "max_driver_reply_bytes", self.max_reply_bytes);
+            let why =
+                crate::limits::over(what, size, "max_driver_reply_bytes", self.max_reply_bytes);
             return Err(wasmtime::Error::msg(why));
         }
         Ok(reply)

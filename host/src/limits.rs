@@ -93,7 +93,13 @@ mod tests {
 
     #[test]
     fn escaped_length_matches_serde_json() {
-        for text in ["plain", "a\"b\\c", "\n\t\r\u{8}\u{c}", "\u{1}\u{1f}\u{7f}", "é€"] {
+        for text in [
+            "plain",
+            "a\"b\\c",
+            "\n\t\r\u{8}\u{c}",
+            "\u{1}\u{1f}\u{7f}",
+            "é€",
+        ] {
             let json = serde_json::Value::String(text.into()).to_string();
             assert_eq!(json_escaped_len(text), json.len() as u64 - 2, "{text:?}");
         }

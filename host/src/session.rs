@@ -515,7 +515,10 @@ impl LoopState {
             origin: running.task.origin.clone(),
         };
         let turn = running.counts.turns.saturating_sub(1);
-        if let Some(refusal) = running.calls.admit(&capsule.limits, running.breach.as_deref()) {
+        if let Some(refusal) = running
+            .calls
+            .admit(&capsule.limits, running.breach.as_deref())
+        {
             return self.refuse(turn, &call, refusal);
         }
         let parent = running.turn_event.as_ref().unwrap_or(&running.event_id);

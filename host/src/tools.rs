@@ -433,7 +433,10 @@ impl Tools {
 }
 
 /// A result over `max_tool_result_bytes`, in words; checked before anything copies it.
-fn oversized(result: &crate::bindings::tool::exports::murmur::tool::run::ToolResult, limit: u64) -> Option<String> {
+fn oversized(
+    result: &crate::bindings::tool::exports::murmur::tool::run::ToolResult,
+    limit: u64,
+) -> Option<String> {
     let len = |s: &Option<String>| s.as_ref().map_or(0, |s| s.len() as u64);
     let size = len(&result.data) + len(&result.summary);
     (size > limit).then(|| crate::limits::over("tool result", size, "max_tool_result_bytes", limit))
