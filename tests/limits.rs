@@ -144,7 +144,7 @@ fn a_big_driver_reply_fails_the_task_naming_the_limit() {
     assert!(
         result.starts_with("error: driver invocation failed: driver reply of 524288")
             && result
-                .ends_with(" bytes is over capabilities.limits.max_driver_reply_bytes (8388608)"),
+                .ends_with(" bytes is over capabilities.limits.max_driver_reply_bytes (16777216)"),
         "{result}"
     );
     let end = &session.events("task_end")[0];

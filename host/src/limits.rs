@@ -27,7 +27,8 @@ pub const MIB: u64 = 1024 * 1024;
 impl Default for Limits {
     /// A streamed chunk is a few tokens, so 1 MiB is far above any real one. 4 MiB of
     /// tool output is ~1M tokens, more than any model's window; a driver reply carries
-    /// the model's output (at most `max_tokens`) plus its tool calls' inputs, hence 8 MiB.
+    /// the model's output (at most `max_tokens`) plus its tool calls' inputs, and the
+    /// scripted driver's long streamed replies reach 13 MB, hence 16 MiB.
     /// 64 calls per reply is above what providers send in practice; 1024 per task is
     /// 16 such replies. A 256 MiB trace is thousands of ordinary sessions' worth, and a
     /// 1 GiB workdir matches the confined shell's quota (issue 11).
@@ -35,7 +36,7 @@ impl Default for Limits {
         Limits {
             max_chunk_bytes: MIB,
             max_tool_result_bytes: 4 * MIB,
-            max_driver_reply_bytes: 8 * MIB,
+            max_driver_reply_bytes: 16 * MIB,
             max_tool_calls_per_reply: 64,
             max_tool_calls_per_task: 1024,
             max_trace_bytes: 256 * MIB,
