@@ -29,6 +29,9 @@ const GUESTS: &[(&str, &str)] = &[
     ("mur-hook-memory", "components/hook-memory"),
     ("mur-hook-deny-list", "components/hook-deny-list"),
     ("mur-hook-recorder", "components/hook-recorder"),
+    ("mur-tool-flood", "components/tool-flood"),
+    ("mur-driver-flood", "components/driver-flood"),
+    ("mur-loop-flood", "components/loop-flood"),
 ];
 
 fn main() {

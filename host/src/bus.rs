@@ -12,6 +12,17 @@ use crate::frames::{self, Frame};
 pub const REPLAY_CAPACITY: usize = 512;
 pub const QUEUE_CAPACITY: usize = 128;
 
+/// The ring's byte ceiling besides its 512 frames: a guest streaming big frames cannot
+/// make it hold 512 of them. The oldest frames go first to stay under it.
+pub const REPLAY_BYTES: usize = 64 * 1024 * 1024;
+/// A frame bigger than this is sent live and never buffered for replay, so one huge
+/// frame cannot empty the ring of everything a reconnecting client needs.
+pub const REPLAY_FRAME_BYTES: usize = REPLAY_BYTES / 4;
+/// What one connection's queue may hold, so a stalled client cannot pin gigabytes: the
+/// oldest frames are dropped (and a `lagged` frame says how many), as at 128 frames.
+/// A single frame bigger than this is still queued alone: it is what the client is owed.
+pub const QUEUE_BYTES: usize = 32 * 1024 * 1024;
+
 #[derive(Default)]
 pub struct Bus {
     inner: Mutex<Inner>,
@@ -20,6 +31,8 @@ pub struct Bus {
 #[derive(Default)]
 struct Inner {
     ring: VecDeque<Frame>,
+    /// The bytes of the frames in `ring`.
+    ring_bytes: usize,
     connections: Vec<Weak<Connection>>,
     closed: bool,
 }
@@ -35,6 +48,8 @@ pub struct Connection {
 #[derive(Default)]
 struct Queue {
     frames: VecDeque<Frame>,
+    /// The bytes of the frames in `frames`.
+    bytes: usize,
     missed: u64,
     closed: bool,
     /// The reader did not keep up when it was waited for: it is not waited for again
@@ -70,11 +85,8 @@ impl Bus {
         if inner.closed {
             return 0;
         }
-        if frame.id.is_some() {
-            if inner.ring.len() == REPLAY_CAPACITY {
-                inner.ring.pop_front();
-            }
-            inner.ring.push_back(frame.clone());
+        if frame.id.is_some() && frame.bytes.len() <= REPLAY_FRAME_BYTES {
+            inner.buffer(frame.clone());
         }
         let mut fullest = 0;
         inner.connections.retain(|weak| match weak.upgrade() {
@@ -170,6 +182,20 @@ impl Bus {
     }
 }
 
+impl Inner {
+    /// Into the ring, evicting the oldest frames past 512 or past the byte ceiling.
+    fn buffer(&mut self, frame: Frame) {
+        self.ring_bytes += frame.bytes.len();
+        self.ring.push_back(frame);
+        while self.ring.len() > REPLAY_CAPACITY || self.ring_bytes > REPLAY_BYTES {
+            match self.ring.pop_front() {
+                Some(old) => self.ring_bytes -= old.bytes.len(),
+                None => break,
+            }
+        }
+    }
+}
+
 /// The seed's replay rule: compare ids, not positions.
 fn replay(ring: &VecDeque<Frame>, n: u64) -> Vec<Frame> {
     let Some(oldest) = ring.front().and_then(|f| f.id) else {
@@ -191,11 +217,14 @@ impl Connection {
     /// Queues a frame; returns how many are now waiting.
     fn push(&self, frame: Frame) -> usize {
         let mut q = lock(&self.state);
-        if q.frames.len() == QUEUE_CAPACITY {
-            q.frames.pop_front();
-            q.missed += 1;
-        }
+        q.bytes += frame.bytes.len();
         q.frames.push_back(frame);
+        while q.frames.len() > QUEUE_CAPACITY || (q.bytes > QUEUE_BYTES && q.frames.len() > 1) {
+            if let Some(old) = q.frames.pop_front() {
+                q.bytes -= old.bytes.len();
+                q.missed += 1;
+            }
+        }
         let waiting = q.frames.len();
         drop(q);
         self.notify.notify_one();
@@ -222,6 +251,7 @@ impl Connection {
             return Some(Next::Frame(frames::lagged(missed)));
         }
         if let Some(frame) = q.frames.pop_front() {
+            q.bytes -= frame.bytes.len();
             q.writing = true;
             if q.frames.is_empty() {
                 q.stalled = false;
@@ -265,6 +295,15 @@ mod tests {
             "inference turn 1",
             None,
         )
+    }
+
+    impl Next {
+        fn frame_id(&self) -> Option<u64> {
+            match self {
+                Next::Frame(f) => f.id,
+                Next::Closed => None,
+            }
+        }
     }
 
     fn ids(frames: &[Frame]) -> Vec<Option<u64>> {
@@ -363,6 +402,61 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
+    }
+
+    fn big(id: u64, bytes: usize) -> Frame {
+        frames::text(id, "tsk_a", &"x".repeat(bytes), false)
+    }
+
+    #[tokio::test]
+    async fn a_frame_too_big_to_buffer_goes_out_live_only() {
+        let bus = Bus::new();
+        let (_, conn) = bus.subscribe(None);
+        bus.publish(st(0));
+        bus.publish(big(1, REPLAY_FRAME_BYTES));
+        bus.publish(st(2));
+        assert_eq!(ids(&bus.subscribe(Some(0)).0), vec![Some(2)]);
+        assert_eq!(conn.next().await, Next::Frame(st(0)));
+        let Next::Frame(live) = conn.next().await else {
+            panic!("closed")
+        };
+        assert_eq!(live.id, Some(1));
+        assert!(live.bytes.len() > REPLAY_FRAME_BYTES);
+    }
+
+    #[test]
+    fn ring_evicts_the_oldest_frames_to_stay_under_its_byte_ceiling() {
+        let bus = Bus::new();
+        let each = REPLAY_FRAME_BYTES / 2;
+        for id in 0..20 {
+            bus.publish(big(id, each));
+        }
+        let (replay, _c) = bus.subscribe(Some(0));
+        let held: usize = replay.iter().skip(1).map(|f| f.bytes.len()).sum();
+        assert!(held <= REPLAY_BYTES, "{held}");
+        let frame = replay[1].bytes.len();
+        assert_eq!(replay.len() - 1, REPLAY_BYTES / frame, "{:?}", ids(&replay));
+        assert_eq!(replay[0], frames::gap(replay[1].id.unwrap()));
+        assert_eq!(replay.last().unwrap().id, Some(19));
+    }
+
+    #[tokio::test]
+    async fn a_stalled_connection_holds_at_most_its_byte_bound() {
+        let bus = Bus::new();
+        let (_, conn) = bus.subscribe(None);
+        let each = QUEUE_BYTES / 4;
+        for id in 0..10 {
+            bus.publish(big(id, each));
+        }
+        let kept = lock(&conn.state).bytes;
+        assert!(kept <= QUEUE_BYTES, "{kept}");
+        assert_eq!(conn.next().await, Next::Frame(frames::lagged(7)));
+        assert_eq!(conn.next().await.frame_id(), Some(7));
+        // One frame bigger than the bound still reaches the client.
+        bus.publish(big(10, QUEUE_BYTES + 1));
+        assert_eq!(conn.next().await, Next::Frame(frames::lagged(2)));
+        assert_eq!(conn.next().await.frame_id(), Some(10));
+        assert_eq!(lock(&conn.state).bytes, 0);
     }
 
     #[test]

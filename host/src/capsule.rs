@@ -51,7 +51,8 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
     let resumed = resumed_from(&args, &m)?;
     let session_id = ids::session();
     let workdir = Workdir::plan(&records_choice(&args, &m), &session_id)?;
-    let wire = Arc::new(Wire::new(Bus::new()));
+    let wire =
+        Arc::new(Wire::new(Bus::new()).with_max_chunk_bytes(m.capabilities.limits.max_chunk_bytes));
     let staged = stage(&engine, &m, &args, &workdir, &wire).await?;
     let launch = launch_task(&args, &workdir)?;
     if launch.is_none() && m.lifecycle.task_acceptance == Acceptance::None {
@@ -228,12 +229,14 @@ async fn open_session(
             })?;
     }
     install_skills(m, &workdir)?;
-    let trace = Trace::create(&workdir.trace(), &session_id).map_err(|e| {
-        Error::new(
-            "E-RUN-007",
-            format!("could not create {}: {e}", workdir.trace().display()),
-        )
-    })?;
+    let trace = Trace::create(&workdir.trace(), &session_id)
+        .map_err(|e| {
+            Error::new(
+                "E-RUN-007",
+                format!("could not create {}: {e}", workdir.trace().display()),
+            )
+        })?
+        .with_max_bytes(m.capabilities.limits.max_trace_bytes);
     let mut start = session_start(m, &tools, &loop_label, &driver_label);
     start["resumed_from"] = resumed_from.into();
     let capabilities = start["capabilities"].clone();
@@ -284,6 +287,7 @@ async fn open_session(
         },
         max_task_reopens: m.lifecycle.max_task_reopens,
         capabilities,
+        limits: m.capabilities.limits,
         workdir,
     }))
 }
@@ -457,6 +461,7 @@ async fn stage(
             env: granted_env(m),
             memory_bytes: m.capabilities.memory_bytes,
             deadline: Duration::from_secs(m.capabilities.deadline_seconds),
+            max_reply_bytes: m.capabilities.limits.max_driver_reply_bytes,
             network: outbound::Policy {
                 allow: m.capabilities.network_allow.clone(),
                 retry: m.inference.retry,
@@ -474,6 +479,7 @@ async fn stage(
         deadline: Duration::from_secs(m.capabilities.deadline_seconds),
         shell_grace: Duration::from_secs(m.lifecycle.shell_grace_secs),
         input_timeout: m.lifecycle.input_timeout_secs.map(Duration::from_secs),
+        max_result_bytes: m.capabilities.limits.max_tool_result_bytes,
     });
     for binary in &m.capabilities.shell_allow {
         tools.add_shell(binary);

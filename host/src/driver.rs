@@ -48,6 +48,8 @@ pub struct DriverComponent {
     env: Vec<(String, String)>,
     memory_bytes: u64,
     deadline: Duration,
+    /// `capabilities.limits.max_driver_reply_bytes`.
+    max_reply_bytes: u64,
     network: Arc<Policy>,
     /// What the driver's requests ran into, until the session writes it to the trace.
     events: Arc<Mutex<Vec<Event>>>,
@@ -58,6 +60,7 @@ pub struct DriverLimits {
     pub env: Vec<(String, String)>,
     pub memory_bytes: u64,
     pub deadline: Duration,
+    pub max_reply_bytes: u64,
     pub network: Policy,
 }
 
@@ -86,6 +89,7 @@ impl DriverComponent {
             env: limits.env,
             memory_bytes: limits.memory_bytes,
             deadline: limits.deadline,
+            max_reply_bytes: limits.max_reply_bytes,
             network: Arc::new(limits.network),
             events: Arc::default(),
             label,
@@ -130,7 +134,11 @@ impl DriverComponent {
             .bound(configured)
             .await
             .unwrap_or_else(|| Err(deadline::exceeded(self.deadline)))?;
-        Ok(Driver { store, bindings })
+        Ok(Driver {
+            store,
+            bindings,
+            max_reply_bytes: self.max_reply_bytes,
+        })
     }
 
     /// What the driver's requests ran into since the last call, oldest first.
@@ -142,11 +150,14 @@ impl DriverComponent {
 pub struct Driver {
     store: Store<DriverState>,
     bindings: Bindings,
+    max_reply_bytes: u64,
 }
 
 impl Driver {
     /// `Err` is a trap or the deadline (the instance is unusable either way: a call
     /// stopped at its deadline was dropped mid-way); `Ok(Err)` the driver's own failure.
+    /// A reply (or error text) over `max_driver_reply_bytes` fails the call like a trap:
+    /// the session drops the instance, and the big string with it, at once.
     pub async fn infer(&mut self, request: &str) -> wasmtime::Result<Result<String, String>> {
         let sandbox = &mut self.store.data_mut().sandbox;
         sandbox.running_since = Instant::now();
@@ -155,10 +166,24 @@ impl Driver {
             .bindings
             .murmur_driver_inference()
             .call_infer(&mut self.store, request);
-        Clock::running(limit)
+        let reply = Clock::running(limit)
             .bound(call)
             .await
-            .unwrap_or_else(|| Err(wasmtime::Error::msg(deadline::exceeded(limit))))
+            .unwrap_or_else(|| Err(wasmtime::Error::msg(deadline::exceeded(limit))))?;
+        let (Ok(text) | Err(text)) = &reply;
+        let size = text.len() as u64;
+        if size > self.max_reply_bytes {
+            let what = if reply.is_ok() {
+                "driver reply"
+            } else {
+                "driver error"
+            };
+            drop(reply);
+            let why =
+                crate::limits::over(what, size, "max_driver_reply_bytes", self.max_reply_bytes);
+            return Err(wasmtime::Error::msg(why));
+        }
+        Ok(reply)
     }
 }
 

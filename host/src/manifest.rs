@@ -20,6 +20,7 @@ use serde_json::Value as Json;
 use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::{Marker, ScanError, TScalarStyle};
 
+use crate::limits::Limits;
 pub use crate::outbound::{Retry, Timeouts};
 
 /// A parsed manifest plus the warnings (unknown keys) met on the way.
@@ -313,6 +314,8 @@ pub struct Capabilities {
     pub env_allow: Vec<String>,
     pub memory_bytes: u64,
     pub deadline_seconds: u64,
+    /// The rest of `capabilities.limits`: sizes and call counts (see `limits.rs`).
+    pub limits: Limits,
 }
 
 impl Default for Capabilities {
@@ -324,6 +327,7 @@ impl Default for Capabilities {
             env_allow: Vec::new(),
             memory_bytes: 536_870_912,
             deadline_seconds: 600,
+            limits: Limits::default(),
         }
     }
 }
@@ -881,7 +885,10 @@ const SCHEMA: &[(&str, &[&str])] = &[
     ("capabilities.filesystem", &["scope", "workdir_exec"]),
     ("capabilities.shell", &["allow", "strip_env", "baseline_env"]),
     ("capabilities.env", &["allow"]),
-    ("capabilities.limits", &["memory_bytes", "deadline_seconds"]),
+    ("capabilities.limits", &["memory_bytes", "deadline_seconds", "max_chunk_bytes",
+                              "max_tool_result_bytes", "max_driver_reply_bytes",
+                              "max_tool_calls_per_reply", "max_tool_calls_per_task",
+                              "max_trace_bytes", "workdir_quota_bytes"]),
     ("network", &["internal_port"]),
     ("trace", &["include_tool_output"]),
 ];
@@ -2052,6 +2059,24 @@ fn capabilities(cx: &mut Cx, top: &Section) -> Result<Capabilities> {
         deadline_seconds: limits
             .opt_uint(cx, "deadline_seconds", 1, u64::MAX)?
             .unwrap_or(d.deadline_seconds),
+        limits: budget(cx, &limits)?,
+    })
+}
+
+/// The size and call-count keys of `capabilities.limits`; each at least 1.
+fn budget(cx: &Cx, limits: &Section) -> Result<Limits> {
+    let d = Limits::default();
+    let key = |name: &str, default: u64| -> Result<u64> {
+        Ok(limits.opt_uint(cx, name, 1, u64::MAX)?.unwrap_or(default))
+    };
+    Ok(Limits {
+        max_chunk_bytes: key("max_chunk_bytes", d.max_chunk_bytes)?,
+        max_tool_result_bytes: key("max_tool_result_bytes", d.max_tool_result_bytes)?,
+        max_driver_reply_bytes: key("max_driver_reply_bytes", d.max_driver_reply_bytes)?,
+        max_tool_calls_per_reply: key("max_tool_calls_per_reply", d.max_tool_calls_per_reply)?,
+        max_tool_calls_per_task: key("max_tool_calls_per_task", d.max_tool_calls_per_task)?,
+        max_trace_bytes: key("max_trace_bytes", d.max_trace_bytes)?,
+        workdir_quota_bytes: key("workdir_quota_bytes", d.workdir_quota_bytes)?,
     })
 }
 
@@ -3195,6 +3220,36 @@ lifecycle:
         );
         let e = s.err(&caps("  limits:\n    memory_bytes: -1\n"));
         assert!(e.message.ends_with("must be at least 1, found -1"), "{e}");
+    }
+
+    #[test]
+    fn budget_limits_typed_with_defaults() {
+        let s = Scratch::new();
+        let c = s.ok(&caps("  env:\n    allow: []\n")).manifest.capabilities;
+        assert_eq!(c.limits, Limits::default());
+        assert_eq!(c.limits.max_tool_result_bytes, 4_194_304);
+        assert_eq!(c.limits.max_tool_calls_per_reply, 64);
+        let yaml = caps(
+            "  limits:\n    max_chunk_bytes: 10\n    max_tool_result_bytes: 11\n    \
+             max_driver_reply_bytes: 12\n    max_tool_calls_per_reply: 13\n    \
+             max_tool_calls_per_task: 14\n    max_trace_bytes: 15\n    \
+             workdir_quota_bytes: 16\n",
+        );
+        let l = s.ok(&yaml).manifest.capabilities.limits;
+        assert_eq!(
+            [
+                l.max_chunk_bytes,
+                l.max_tool_result_bytes,
+                l.max_driver_reply_bytes,
+                l.max_tool_calls_per_reply,
+                l.max_tool_calls_per_task,
+                l.max_trace_bytes,
+                l.workdir_quota_bytes
+            ],
+            [10, 11, 12, 13, 14, 15, 16]
+        );
+        let e = s.err(&caps("  limits:\n    max_tool_calls_per_reply: 0\n"));
+        assert!(e.message.ends_with("must be at least 1, found 0"), "{e}");
     }
 
     fn artifact_yaml(entry: &str) -> String {

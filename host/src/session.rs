@@ -2,6 +2,7 @@
 //! host. The loop decides what happens next; the host counts turns, dispatches tools,
 //! writes frames, the trace and the result, and enforces the limits.
 
+mod budget;
 mod interrupt;
 mod lifecycle;
 
@@ -72,6 +73,8 @@ pub struct Capsule {
     pub max_task_reopens: u32,
     /// The manifest's `capabilities`, as hooks are told them at session start.
     pub capabilities: Value,
+    /// `capabilities.limits`: call bounds and the workdir quota, counted here.
+    pub limits: crate::limits::Limits,
 }
 
 /// How big a conversation may grow, and what a seed may take of it.
@@ -146,6 +149,11 @@ struct Running {
     hook_artifacts: Vec<(String, String)>,
     /// The feedback of each reopen, for `task.md`: (hook, reason).
     feedback: Vec<(String, String)>,
+    /// `call-tool` calls: in the task, and since the last `infer` returned.
+    calls: budget::Calls,
+    /// A limit that ended the task (the workdir quota): later calls are refused with
+    /// it and the task ends `failed` with it, whatever the loop reports.
+    breach: Option<String>,
 }
 
 pub struct LoopState {
@@ -301,6 +309,8 @@ impl LoopState {
             attempt_start: 0,
             hook_artifacts: Vec::new(),
             feedback: Vec::new(),
+            calls: budget::Calls::default(),
+            breach: None,
         });
         // A seed goes ahead of the loaded history and the task itself.
         let mut messages = self.task_start_hooks(&task, &history).await?;
@@ -320,6 +330,9 @@ impl LoopState {
     ) -> wasmtime::Result<Result<InferenceReply, InferenceError>> {
         let capsule = self.capsule.clone();
         let running = self.running("infer")?;
+        if let Some(why) = &running.breach {
+            return Ok(Err(InferenceError::Failed(why.clone())));
+        }
         if running.counts.turns >= u64::from(capsule.max_turns) {
             return Ok(Err(InferenceError::TurnsExhausted(capsule.max_turns)));
         }
@@ -361,6 +374,7 @@ impl LoopState {
         };
         self.resume_deadline();
         capsule.wire.after_inference();
+        self.running("infer")?.calls.replied();
         self.trace_outbound()?;
 
         let mut call = Call {
@@ -518,6 +532,12 @@ impl LoopState {
             origin: running.task.origin.clone(),
         };
         let turn = running.counts.turns.saturating_sub(1);
+        if let Some(refusal) = running
+            .calls
+            .admit(&capsule.limits, running.breach.as_deref())
+        {
+            return self.refuse(turn, &call, refusal);
+        }
         let parent = running.turn_event.as_ref().unwrap_or(&running.event_id);
         let port = crate::input::Port::of(&capsule, &running.task, parent);
         if let Some(refused) = self.call_decision(turn, &call).await? {
@@ -538,17 +558,8 @@ impl LoopState {
             let from = self.started_from(turn)?;
             crate::detached::start(&capsule, background, from).map_err(trace_failed)?;
         }
-        let call_id = (!call.id.is_empty()).then_some(call.id.as_str());
-        capsule.wire.artifact(&Artifact {
-            tool_name: &call.name,
-            content: &done.content,
-            fence_source: done.fence_source.as_deref(),
-            tool_call_id: call_id,
-            is_error: done.is_error,
-            duration_ms: Some(done.duration_ms),
-            exit_code: done.exit_code,
-            truncated: done.truncated,
-        });
+        self.workdir_quota(turn, &call, &mut done).await?;
+        self.tool_artifact(&call, &done);
         self.trace_call(turn, &call, &done)?;
         self.call_observation(turn, &call, &done).await?;
         Ok(ToolOutcome {
@@ -659,7 +670,11 @@ impl LoopState {
     /// on with the feedback.
     pub async fn finish(&mut self, outcome: TaskOutcome) -> wasmtime::Result<Option<String>> {
         let capsule = self.capsule.clone();
-        self.running("finish-task")?;
+        let breach = self.running("finish-task")?.breach.clone();
+        let outcome = match breach {
+            Some(why) => TaskOutcome::Failed(why),
+            None => outcome,
+        };
         let canceled = capsule.running.is_canceled();
         let mut end = if canceled {
             Ending::canceled()

@@ -356,13 +356,7 @@ async fn detach(
     let before = live.out.total.saturating_add(live.err.total);
     let text = detached_text(&plan.display, grace, &work_id, &log_path);
     let started = live.started;
-    let task = tokio::spawn(run_in_background(
-        live,
-        log,
-        log_path.clone(),
-        before,
-        req.timeout,
-    ));
+    let task = tokio::spawn(run_in_background(live, log, before, req.timeout));
     Ok(Background {
         work_id,
         log_path,
@@ -414,7 +408,6 @@ fn detached_text(display: &str, grace: Duration, work_id: &str, log_path: &Path)
 async fn run_in_background(
     mut live: Live,
     mut log: tokio::fs::File,
-    log_path: PathBuf,
     before: u64,
     timeout: Duration,
 ) -> Ended {

@@ -99,6 +99,8 @@ pub struct ToolGrants {
     pub shell_grace: Duration,
     /// `lifecycle.input_timeout_secs`: how long a `request-input` wait may last.
     pub input_timeout: Option<Duration>,
+    /// `capabilities.limits.max_tool_result_bytes`.
+    pub max_result_bytes: u64,
 }
 
 pub struct Tools {
@@ -133,7 +135,7 @@ pub struct Dispatched {
 }
 
 impl Dispatched {
-    fn not_reached(text: String) -> Self {
+    pub fn not_reached(text: String) -> Self {
         Dispatched {
             content: text.clone(),
             fence_source: None,
@@ -421,6 +423,13 @@ impl Tools {
             .unwrap_or_else(|| Err(wasmtime::Error::msg(deadline::exceeded(clock.limit()))));
         match called {
             Ok(result) => {
+                if let Some(why) = oversized(&result, self.grants.max_result_bytes) {
+                    // The model is told the limit instead; the text itself goes now.
+                    drop(result);
+                    let mut out = Dispatched::not_reached(format!("tool '{name}' failed: {why}"));
+                    out.reach = Reach::Tool;
+                    return out;
+                }
                 let text = result
                     .data
                     .or(result.summary)
@@ -437,6 +446,16 @@ impl Tools {
             }
         }
     }
+}
+
+/// A result over `max_tool_result_bytes`, in words; checked before anything copies it.
+fn oversized(
+    result: &crate::bindings::tool::exports::murmur::tool::run::ToolResult,
+    limit: u64,
+) -> Option<String> {
+    let len = |s: &Option<String>| s.as_ref().map_or(0, |s| s.len() as u64);
+    let size = len(&result.data) + len(&result.summary);
+    (size > limit).then(|| crate::limits::over("tool result", size, "max_tool_result_bytes", limit))
 }
 
 /// What one component call runs with, besides its input.

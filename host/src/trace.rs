@@ -12,10 +12,23 @@ use serde_json::{Map, Value};
 use crate::ids;
 
 pub struct Trace {
-    file: Mutex<File>,
+    file: Mutex<Sink>,
     path: PathBuf,
     session_id: String,
+    /// `capabilities.limits.max_trace_bytes`.
+    max_bytes: u64,
 }
+
+struct Sink {
+    file: File,
+    /// What this session wrote, the lines before it in the file not counted.
+    written: u64,
+}
+
+/// Kept free below the ceiling for the lines that close a task and the session, so a
+/// trace that reached its ceiling still ends with `task_end` and `session_end`.
+const CLOSING_ROOM: u64 = 16 * 1024;
+const CLOSING: &[&str] = &["task_end", "session_end"];
 
 /// Where a line hangs in the session ← task ← turn tree, and which task it is about.
 #[derive(Clone, Copy, Default)]
@@ -35,10 +48,26 @@ impl Trace {
     pub fn create(path: &Path, session_id: &str) -> std::io::Result<Self> {
         let file = OpenOptions::new().create(true).append(true).open(path)?;
         Ok(Trace {
-            file: Mutex::new(file),
+            file: Mutex::new(Sink { file, written: 0 }),
             path: path.to_path_buf(),
             session_id: session_id.to_string(),
+            max_bytes: u64::MAX,
         })
+    }
+
+    pub fn with_max_bytes(self, max_bytes: u64) -> Self {
+        Trace { max_bytes, ..self }
+    }
+
+    /// Whether a line of `len` bytes still fits: other lines stop short of the closing
+    /// lines' room, those may use it.
+    fn fits(&self, event_type: &str, written: u64, len: u64) -> bool {
+        let room = if CLOSING.contains(&event_type) {
+            0
+        } else {
+            CLOSING_ROOM.min(self.max_bytes / 2)
+        };
+        written.saturating_add(len) <= self.max_bytes - room
     }
 
     pub fn path(&self) -> &Path {
@@ -66,9 +95,18 @@ impl Trace {
         }
         let mut text = crate::secret::scrub(&Value::Object(line).to_string()).into_owned();
         text.push('\n');
-        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        file.write_all(text.as_bytes())?;
-        file.flush()?;
+        let mut sink = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        if !self.fits(event_type, sink.written, text.len() as u64) {
+            // The write that fails ends the task and the session: the loop traps on it.
+            return Err(std::io::Error::other(format!(
+                "the session's trace holds {} bytes and a {event_type} line does not fit \
+                 under capabilities.limits.max_trace_bytes ({})",
+                sink.written, self.max_bytes
+            )));
+        }
+        sink.file.write_all(text.as_bytes())?;
+        sink.file.flush()?;
+        sink.written += text.len() as u64;
         Ok(event_id)
     }
 }
@@ -77,6 +115,65 @@ impl Trace {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_ceiling_refuses_lines_but_keeps_room_to_close() {
+        let dir = std::env::temp_dir().join(format!("mur-trace-{}", ids::event()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let trace = Trace::create(&dir.join("trace.jsonl"), "ses_x")
+            .unwrap()
+            .with_max_bytes(CLOSING_ROOM + 2000);
+        let big = json!({"pad": "x".repeat(900)});
+        let mut refused = None;
+        for _ in 0..100 {
+            if let Err(e) = trace.write("tool_call", Place::default(), big.clone()) {
+                refused = Some(e.to_string());
+                break;
+            }
+        }
+        let refused = refused.expect("the ceiling refuses a line");
+        assert!(
+            refused.ends_with(&format!(
+                "a tool_call line does not fit under capabilities.limits.max_trace_bytes ({})",
+                CLOSING_ROOM + 2000
+            )),
+            "{refused}"
+        );
+        trace
+            .write(
+                "task_end",
+                Place::default(),
+                json!({"exit_status": "failed"}),
+            )
+            .unwrap();
+        trace
+            .write(
+                "session_end",
+                Place::default(),
+                json!({"exit_status": "failed"}),
+            )
+            .unwrap();
+        let text = std::fs::read_to_string(dir.join("trace.jsonl")).unwrap();
+        assert!(text.len() as u64 <= CLOSING_ROOM + 2000);
+        let kinds: Vec<&str> = text
+            .lines()
+            .rev()
+            .take(3)
+            .map(|l| {
+                if l.contains("\"pad\"") {
+                    "pad"
+                } else {
+                    "closing"
+                }
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            ["closing", "closing", "pad"],
+            "the refused line is not written"
+        );
+        assert!(text.lines().last().unwrap().contains("session_end"));
+    }
 
     #[test]
     fn lines_carry_the_envelope_first() {

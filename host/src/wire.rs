@@ -40,6 +40,8 @@ impl Default for InputWait {
 pub struct Wire {
     bus: Arc<Bus>,
     counters: Mutex<Counters>,
+    /// `capabilities.limits.max_chunk_bytes`.
+    max_chunk_bytes: u64,
 }
 
 struct Counters {
@@ -73,6 +75,14 @@ impl Wire {
                 in_call: false,
                 next_queued_cancel: QUEUED_CANCEL_COUNTER_START,
             }),
+            max_chunk_bytes: crate::limits::Limits::default().max_chunk_bytes,
+        }
+    }
+
+    pub fn with_max_chunk_bytes(self, max_chunk_bytes: u64) -> Self {
+        Wire {
+            max_chunk_bytes,
+            ..self
         }
     }
 
@@ -198,10 +208,21 @@ impl Wire {
     }
 }
 
+/// A chunk over the limit fails the component's call (the host function's error traps
+/// it), so the tool's result or the inference error names the limit; nothing of it is
+/// framed or kept.
+fn refuse_oversized(kind: &str, chunk: String, limit: u64) -> wasmtime::Result<String> {
+    match crate::limits::chunk_refusal(kind, &chunk, limit) {
+        Some(why) => Err(wasmtime::Error::msg(why)),
+        None => Ok(chunk),
+    }
+}
+
 /// What a driver or tool streams through `murmur:text/chunks` goes straight to the
 /// wire; both worlds link this one implementation.
 impl crate::bindings::driver::murmur::text::chunks::Host for Arc<Wire> {
     async fn text(&mut self, chunk: String) -> wasmtime::Result<()> {
+        let chunk = refuse_oversized("text", chunk, self.max_chunk_bytes)?;
         if self.text_chunk(&chunk) {
             self.bus.make_room(CROWDED, PATIENCE).await;
         }
@@ -209,6 +230,7 @@ impl crate::bindings::driver::murmur::text::chunks::Host for Arc<Wire> {
     }
 
     async fn thinking(&mut self, chunk: String) -> wasmtime::Result<()> {
+        let chunk = refuse_oversized("thinking", chunk, self.max_chunk_bytes)?;
         if self.thinking_chunk(&chunk) {
             self.bus.make_room(CROWDED, PATIENCE).await;
         }

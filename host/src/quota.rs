@@ -1,0 +1,120 @@
+//! The workdir quota (`capabilities.limits.workdir_quota_bytes`): how much the session
+//! workdir holds, measured after each tool call. The walk never follows a symlink (a
+//! link counts as itself, wherever it points) and stops as soon as the quota is passed,
+//! so a hostile tree costs at most one quota's worth of entries to measure.
+
+use std::path::{Path, PathBuf};
+
+/// Every entry costs at least one filesystem block, so a million empty files breach
+/// the quota like the disk space they take, and the walk is bounded by
+/// `quota / MIN_ENTRY_BYTES` entries.
+const MIN_ENTRY_BYTES: u64 = 4096;
+
+/// What the walk found: the bytes counted, and whether it stopped past `quota`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Measured {
+    pub bytes: u64,
+    pub over: bool,
+}
+
+/// Measures `root` against `quota`. An entry that cannot be read (removed while the walk
+/// runs, or unreadable) counts as one block and is not descended into.
+pub fn measure(root: &Path, quota: u64) -> Measured {
+    let mut bytes = 0u64;
+    let mut pending: Vec<PathBuf> = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries {
+            let Ok(entry) = entry else {
+                bytes += MIN_ENTRY_BYTES;
+                continue;
+            };
+            let path = entry.path();
+            // `symlink_metadata`: a link is measured as the link, never its target.
+            match std::fs::symlink_metadata(&path) {
+                Ok(meta) => {
+                    bytes = bytes.saturating_add(cost(&meta));
+                    if meta.is_dir() {
+                        pending.push(path);
+                    }
+                }
+                Err(_) => bytes += MIN_ENTRY_BYTES,
+            }
+            if bytes > quota {
+                return Measured { bytes, over: true };
+            }
+        }
+    }
+    Measured { bytes, over: false }
+}
+
+/// The larger of the apparent size and the blocks on disk, at least one block: a sparse
+/// file counts what it claims, a small file what it occupies.
+fn cost(meta: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    meta.len()
+        .max(meta.blocks().saturating_mul(512))
+        .max(MIN_ENTRY_BYTES)
+}
+
+/// The text a breaching call's result becomes and the task's final status carries.
+pub fn breach_text(measured: &Measured, quota: u64) -> String {
+    format!(
+        "workdir size breach: the session workdir holds at least {} bytes, over \
+         capabilities.limits.workdir_quota_bytes ({quota})",
+        measured.bytes
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("mur-quota-{}", crate::ids::event()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn counts_files_and_dirs_at_least_a_block_each() {
+        let dir = scratch();
+        std::fs::create_dir(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("sub/a"), vec![1u8; 10_000]).unwrap();
+        std::fs::write(dir.join("b"), "x").unwrap();
+        let m = measure(&dir, u64::MAX);
+        assert!(!m.over);
+        // sub (a block), a (10,000 bytes, 12,288 on disk at most), b (a block).
+        assert!(m.bytes >= 10_000 + 2 * MIN_ENTRY_BYTES, "{m:?}");
+        assert!(m.bytes <= 12_288 + 2 * MIN_ENTRY_BYTES, "{m:?}");
+    }
+
+    #[test]
+    fn does_not_follow_symlinks_and_stops_past_the_quota() {
+        let dir = scratch();
+        let outside = scratch();
+        std::fs::write(outside.join("big"), vec![0u8; 1 << 20]).unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("link")).unwrap();
+        std::os::unix::fs::symlink(outside.join("big"), dir.join("file-link")).unwrap();
+        let m = measure(&dir, u64::MAX);
+        assert_eq!(m.bytes, 2 * MIN_ENTRY_BYTES, "links count as themselves");
+        for n in 0..10 {
+            std::fs::write(dir.join(format!("f{n}")), "").unwrap();
+        }
+        let m = measure(&dir, 3 * MIN_ENTRY_BYTES);
+        assert_eq!(
+            m,
+            Measured {
+                bytes: 4 * MIN_ENTRY_BYTES,
+                over: true
+            }
+        );
+        assert_eq!(
+            breach_text(&m, 3 * MIN_ENTRY_BYTES),
+            "workdir size breach: the session workdir holds at least 16384 bytes, over \
+             capabilities.limits.workdir_quota_bytes (12288)"
+        );
+    }
+}

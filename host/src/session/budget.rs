@@ -1,0 +1,213 @@
+//! The call bounds and the workdir quota, counted by the host whatever the loop does:
+//! `max_tool_calls_per_reply` (since the last `infer` returned; later calls of the reply
+//! get an error result), `max_tool_calls_per_task` (every attempt; passing it ends the
+//! task `failed`), and `workdir_quota_bytes` after each tool call that ran (a breach
+//! ends the task `failed`).
+
+use serde_json::json;
+
+use super::{LoopState, ToolCall, ToolOutcome};
+use crate::frames::Artifact;
+use crate::limits::Limits;
+use crate::quota;
+use crate::tools::{Dispatched, Reach};
+
+/// A task's `call-tool` calls, refused ones included.
+#[derive(Default)]
+pub(super) struct Calls {
+    in_task: u64,
+    since_reply: u64,
+}
+
+/// Why a call does not run.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Refusal {
+    /// Past the reply's bound: the model is told, the call is recorded as refused.
+    Reply(String),
+    /// The call that passes the task's bound: the task ends with `ends_task`.
+    Task { told: String, ends_task: String },
+    /// A limit already ended the task: the loop only gets the error, nothing is
+    /// recorded, so a loop that ignores it cannot grow the trace or the wire.
+    Ended(String),
+}
+
+impl Calls {
+    /// An `infer` call returned: a new reply's calls count from zero.
+    pub(super) fn replied(&mut self) {
+        self.since_reply = 0;
+    }
+
+    /// Counts one call; `Some` when it must not run, naming the limit and its key.
+    pub(super) fn admit(&mut self, limits: &Limits, breach: Option<&str>) -> Option<Refusal> {
+        self.in_task += 1;
+        self.since_reply += 1;
+        if let Some(why) = breach {
+            return Some(Refusal::Ended(format!("tool call not run: {why}")));
+        }
+        let per_task = limits.max_tool_calls_per_task;
+        if self.in_task > per_task {
+            return Some(Refusal::Task {
+                told: format!(
+                    "tool call {} of this task is over \
+                     capabilities.limits.max_tool_calls_per_task ({per_task}); it did not run",
+                    self.in_task
+                ),
+                ends_task: format!(
+                    "the task asked for more than {per_task} tool calls, the bound of \
+                     capabilities.limits.max_tool_calls_per_task ({per_task})"
+                ),
+            });
+        }
+        if self.since_reply > limits.max_tool_calls_per_reply {
+            return Some(Refusal::Reply(format!(
+                "tool call {} of this model reply is over \
+                 capabilities.limits.max_tool_calls_per_reply ({}); it did not run",
+                self.since_reply, limits.max_tool_calls_per_reply
+            )));
+        }
+        None
+    }
+}
+
+impl LoopState {
+    /// A refused call: what the loop gets back, after recording it as the refusal says.
+    pub(super) fn refuse(
+        &mut self,
+        turn: u64,
+        call: &ToolCall,
+        refusal: Refusal,
+    ) -> wasmtime::Result<ToolOutcome> {
+        let told = match refusal {
+            Refusal::Ended(told) => {
+                return Ok(ToolOutcome {
+                    content: told,
+                    is_error: true,
+                });
+            }
+            Refusal::Reply(told) => told,
+            Refusal::Task { told, ends_task } => {
+                self.running("call-tool")?.breach = Some(ends_task);
+                told
+            }
+        };
+        // Not run, not shown to hooks: recorded like a call to an undeclared tool.
+        let done = Dispatched::not_reached(told);
+        self.tool_artifact(call, &done);
+        self.trace_call(turn, call, &done)?;
+        Ok(ToolOutcome {
+            content: done.content,
+            is_error: true,
+        })
+    }
+
+    /// The call's `artifact` frame: exactly what the model receives.
+    pub(super) fn tool_artifact(&self, call: &ToolCall, done: &Dispatched) {
+        let call_id = (!call.id.is_empty()).then_some(call.id.as_str());
+        self.capsule.wire.artifact(&Artifact {
+            tool_name: &call.name,
+            content: &done.content,
+            fence_source: done.fence_source.as_deref(),
+            tool_call_id: call_id,
+            is_error: done.is_error,
+            duration_ms: Some(done.duration_ms),
+            exit_code: done.exit_code,
+            truncated: done.truncated,
+        });
+    }
+
+    /// After a call that ran: over the quota, its result becomes the breach (what the
+    /// model is told), a trace line records it, and the task is ended `failed` with it.
+    pub(super) async fn workdir_quota(
+        &mut self,
+        turn: u64,
+        call: &ToolCall,
+        done: &mut Dispatched,
+    ) -> wasmtime::Result<()> {
+        if done.reach != Reach::Tool {
+            return Ok(());
+        }
+        let capsule = self.capsule.clone();
+        let quota = capsule.limits.workdir_quota_bytes;
+        let root = capsule.workdir.root.clone();
+        let measured = match tokio::task::spawn_blocking(move || quota::measure(&root, quota)).await
+        {
+            Ok(measured) if measured.over => measured,
+            // Under the quota, or the walk itself failed: nothing to report.
+            _ => return Ok(()),
+        };
+        let why = quota::breach_text(&measured, quota);
+        done.content = why.clone();
+        done.fence_source = None;
+        done.is_error = true;
+        done.error = Some(why.clone());
+        let running = self.running("call-tool")?;
+        let fields = json!({
+            "turn": turn,
+            "tool_name": call.name,
+            "bytes_at_least": measured.bytes,
+            "limit": "capabilities.limits.workdir_quota_bytes",
+            "limit_bytes": quota,
+        });
+        capsule.trace_line(running, "workdir_quota_breach", fields)?;
+        running.breach = Some(why);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(per_reply: u64, per_task: u64) -> Limits {
+        Limits {
+            max_tool_calls_per_reply: per_reply,
+            max_tool_calls_per_task: per_task,
+            ..Limits::default()
+        }
+    }
+
+    #[test]
+    fn calls_past_a_reply_s_bound_are_refused_until_the_next_reply() {
+        let l = limits(2, 100);
+        let mut calls = Calls::default();
+        assert_eq!(calls.admit(&l, None), None);
+        assert_eq!(calls.admit(&l, None), None);
+        assert_eq!(
+            calls.admit(&l, None),
+            Some(Refusal::Reply(
+                "tool call 3 of this model reply is over \
+                 capabilities.limits.max_tool_calls_per_reply (2); it did not run"
+                    .into()
+            ))
+        );
+        calls.replied();
+        assert_eq!(calls.admit(&l, None), None);
+    }
+
+    #[test]
+    fn the_task_bound_counts_refused_calls_and_every_reply() {
+        let l = limits(2, 3);
+        let mut calls = Calls::default();
+        for _ in 0..3 {
+            calls.admit(&l, None);
+            calls.replied();
+        }
+        assert_eq!(
+            calls.admit(&l, None),
+            Some(Refusal::Task {
+                told: "tool call 4 of this task is over \
+                       capabilities.limits.max_tool_calls_per_task (3); it did not run"
+                    .into(),
+                ends_task: "the task asked for more than 3 tool calls, the bound of \
+                            capabilities.limits.max_tool_calls_per_task (3)"
+                    .into(),
+            })
+        );
+        assert_eq!(
+            calls.admit(&l, Some("workdir size breach: x")),
+            Some(Refusal::Ended(
+                "tool call not run: workdir size breach: x".into()
+            ))
+        );
+    }
+}

@@ -1,0 +1,252 @@
+//! The per-capsule budget: chunk, tool result and driver reply sizes, call bounds, the
+//! trace ceiling and the workdir quota, each met by a hostile component built from
+//! source. Memory is read from `/proc/<mur pid>/status` (VmHWM, the peak RSS) while
+//! the capsule is parked after its task.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+/// A capsule with the flood tool; `driver` is the `inference:` block, `limits` extra
+/// `capabilities.limits` lines. It parks after its task so its memory can be read.
+fn capsule(name: &str, driver: &str, limits: &str, script: &str) -> Capsule {
+    let manifest = format!(
+        r#"name: limits
+version: "0.1.0"
+artifacts:
+  - name: flood
+    runtime: tool
+    source: {tool}
+  - name: flood-driver
+    runtime: driver
+    source: {driver_wasm}
+inference:
+{driver}
+capabilities:
+  network:
+    allow: [https://models.invalid]
+  limits:
+    deadline_seconds: 20
+{limits}
+lifecycle:
+  task_acceptance: none
+  after_task: sleep
+trace:
+  include_tool_output: true
+"#,
+        tool = guest("mur_tool_flood").display(),
+        driver_wasm = guest("mur_driver_flood").display(),
+    );
+    Capsule::new(name, &manifest, script)
+}
+
+const SCRIPTED: &str = "  driver: scripted\n  script: ./script.yaml\n  model: m";
+
+/// One scripted call of the flood tool, then an answer.
+fn flood_call(name: &str, input: &str, limits: &str) -> Capsule {
+    let script = format!(
+        "turns:\n  - tool_calls: [{{id: c1, name: flood, input: {input}}}]\n  - text: done\n"
+    );
+    capsule(name, SCRIPTED, limits, &script)
+}
+
+/// Runs the capsule's task, waits for its `task_end`, and returns the session and the
+/// peak RSS of `mur` in bytes.
+fn run_parked(capsule: &Capsule) -> (Session, u64) {
+    let running = capsule.spawn(&["--task", "flood the host"]);
+    let session = running.session();
+    let deadline = Instant::now() + Duration::from_secs(25);
+    loop {
+        let ended = session.record("trace.jsonl").contains("\"task_end\"");
+        if ended {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no task_end within 25 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let status = std::fs::read_to_string(format!("/proc/{}/status", running.child.id())).unwrap();
+    let hwm = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmHWM in /proc status");
+    drop(running);
+    eprintln!("{}: VmHWM {} MB", capsule.dir.display(), hwm / 1024);
+    (session, hwm * 1024)
+}
+
+fn tool_outputs(session: &Session) -> Vec<String> {
+    session
+        .events("tool_call")
+        .iter()
+        .map(|c| c["output"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+const MB: u64 = 1_000_000;
+
+#[test]
+fn a_chunk_flood_is_refused_at_the_first_chunk_and_memory_stays_bounded() {
+    let capsule = flood_call("chunk-flood", r#"{mode: chunks, n: 32, m: 16777216}"#, "");
+    let (session, hwm) = run_parked(&capsule);
+    assert_eq!(
+        tool_outputs(&session),
+        ["tool 'flood' failed: text chunk of 16777216 bytes is over \
+          capabilities.limits.max_chunk_bytes (1048576)"]
+    );
+    assert!(hwm < 200 * MB, "VmHWM {hwm}");
+}
+
+#[test]
+fn control_characters_count_as_the_json_they_become() {
+    // 200,000 bytes raw, 1,200,000 escaped: over the 1 MiB default only when escaped.
+    let capsule = flood_call("control-flood", r#"{mode: control, n: 8, m: 200000}"#, "");
+    let (session, _) = run_parked(&capsule);
+    assert_eq!(
+        tool_outputs(&session),
+        ["tool 'flood' failed: text chunk of 1200000 bytes is over \
+          capabilities.limits.max_chunk_bytes (1048576)"]
+    );
+}
+
+#[test]
+fn chunks_under_the_limit_are_held_under_the_ring_s_byte_ceiling() {
+    // 200 chunks of 1,000,000 bytes: all 200 MB of them stayed in the ring before.
+    let capsule = flood_call("ring-flood", r#"{mode: chunks, n: 200, m: 1000000}"#, "");
+    let (session, hwm) = run_parked(&capsule);
+    assert_eq!(tool_outputs(&session).len(), 1);
+    assert!(tool_outputs(&session)[0].contains("sent 200 chunks"));
+    assert!(hwm < 150 * MB, "VmHWM {hwm}");
+}
+
+#[test]
+fn a_big_tool_result_is_refused_and_the_model_gets_the_error() {
+    let capsule = flood_call("big-result", r#"{mode: result, n: 52428800}"#, "");
+    let (session, hwm) = run_parked(&capsule);
+    let want = "tool 'flood' failed: tool result of 52428800 bytes is over \
+                capabilities.limits.max_tool_result_bytes (4194304)";
+    assert_eq!(tool_outputs(&session), [want]);
+    let call = &session.events("tool_call")[0];
+    assert_eq!(call["status"], "error");
+    assert_eq!(call["output_bytes"], want.len());
+    assert!(hwm < 300 * MB, "VmHWM {hwm}");
+}
+
+#[test]
+fn a_big_driver_reply_fails_the_task_naming_the_limit() {
+    let driver = "  driver:\n    artifact: flood-driver\n    config: {mode: big, n: 52428800}\n  model: m\n  endpoint: https://models.invalid/v1";
+    let capsule = capsule("big-reply", driver, "", "");
+    let (session, hwm) = run_parked(&capsule);
+    let result = session.read("out/result.txt");
+    assert!(
+        result.starts_with("error: driver invocation failed: driver reply of 524288")
+            && result
+                .ends_with(" bytes is over capabilities.limits.max_driver_reply_bytes (16777216)"),
+        "{result}"
+    );
+    let end = &session.events("task_end")[0];
+    assert_eq!(end["exit_status"], "failed");
+    assert!(hwm < 300 * MB, "VmHWM {hwm}");
+}
+
+#[test]
+fn a_reply_with_200000_calls_runs_64_and_the_task_bound_ends_it() {
+    let driver = "  driver:\n    artifact: flood-driver\n    config: {mode: calls, n: 200000, tool: flood}\n  model: m\n  endpoint: https://models.invalid/v1";
+    let capsule = capsule(
+        "many-calls",
+        driver,
+        "    max_driver_reply_bytes: 33554432",
+        "",
+    );
+    let (session, hwm) = run_parked(&capsule);
+    let calls = session.events("tool_call");
+    // 64 ran, 960 were refused by the reply's bound, the 1025th ended the task; the
+    // other 198,975 got the error without a frame or a trace line.
+    assert_eq!(calls.len(), 1025);
+    let ran = calls.iter().filter(|c| c["status"] == "ok").count();
+    assert_eq!(ran, 64);
+    assert!(calls[64..].iter().all(|c| c["status"] == "error"));
+    assert_eq!(
+        calls[64]["output"],
+        "tool call 65 of this model reply is over \
+         capabilities.limits.max_tool_calls_per_reply (64); it did not run"
+    );
+    assert_eq!(
+        calls[1024]["output"],
+        "tool call 1025 of this task is over \
+         capabilities.limits.max_tool_calls_per_task (1024); it did not run"
+    );
+    assert_eq!(session.events("task_end")[0]["exit_status"], "failed");
+    assert_eq!(
+        session.read("out/result.txt"),
+        "error: the task asked for more than 1024 tool calls, the bound of \
+         capabilities.limits.max_tool_calls_per_task (1024)"
+    );
+    eprintln!("200,000 calls: VmHWM {} MB", hwm / MB);
+}
+
+#[test]
+fn a_call_flooding_loop_is_stopped_by_the_trace_ceiling() {
+    let capsule = flood_call("loop-flood", "{}", "    max_trace_bytes: 131072");
+    let loop_path = guest("mur_loop_flood");
+    let started = Instant::now();
+    let running = capsule.spawn(&["--task", "x", "--loop", loop_path.to_str().unwrap()]);
+    let session = running.session();
+    let run = running.wait(Duration::from_secs(25));
+    eprintln!("loop flood stopped after {:?}", started.elapsed());
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    let trace = session.record("trace.jsonl");
+    assert!(trace.len() <= 131_072, "{}", trace.len());
+    let lines: Vec<Value> = session.trace();
+    let kinds: Vec<&str> = lines
+        .iter()
+        .rev()
+        .take(2)
+        .map(|l| l["event_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["session_end", "task_end"]);
+    assert_eq!(session.events("task_end")[0]["exit_status"], "failed");
+    let result = session.read("out/result.txt");
+    assert!(
+        result.ends_with("does not fit under capabilities.limits.max_trace_bytes (131072)"),
+        "{result}"
+    );
+    let refused = session
+        .events("tool_call")
+        .iter()
+        .filter(|c| {
+            c["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("max_tool_calls_per_reply (64)"))
+        })
+        .count();
+    assert!(refused > 0);
+}
+
+#[test]
+fn a_write_past_the_workdir_quota_ends_the_task() {
+    let capsule = flood_call(
+        "quota",
+        r#"{mode: write, n: 2097152}"#,
+        "    workdir_quota_bytes: 1048576",
+    );
+    let (session, _) = run_parked(&capsule);
+    let outputs = tool_outputs(&session);
+    assert_eq!(outputs.len(), 1);
+    assert!(
+        outputs[0].starts_with("workdir size breach: the session workdir holds at least ")
+            && outputs[0]
+                .ends_with(" bytes, over capabilities.limits.workdir_quota_bytes (1048576)"),
+        "{}",
+        outputs[0]
+    );
+    assert_eq!(session.events("workdir_quota_breach").len(), 1);
+    assert_eq!(session.events("task_end")[0]["exit_status"], "failed");
+    assert_eq!(
+        session.read("out/result.txt"),
+        format!("error: {}", outputs[0])
+    );
+}
