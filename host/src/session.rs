@@ -389,7 +389,10 @@ impl LoopState {
             Ok(Err(e)) => Err(InferenceError::Failed(e)),
             Ok(Ok(raw)) => {
                 call.output_estimate = estimate_tokens(&raw);
-                parse_reply(&raw, &body).map(|(reply, reported)| {
+                // Past the task's bound every further call is refused unrun, so a reply
+                // asking for more is cut there before the loop or the conversation holds it.
+                let keep = capsule.limits.max_tool_calls_per_task.saturating_add(1);
+                parse_reply(&raw, &body, keep).map(|(reply, reported)| {
                     call.reported = reported;
                     reply
                 })
@@ -1095,8 +1098,9 @@ const USAGE_KEYS: &[&str] = &[
 fn parse_reply(
     raw: &str,
     request: &str,
+    keep_calls: u64,
 ) -> Result<(InferenceReply, serde_json::Map<String, Value>), InferenceError> {
-    let reply: Value = serde_json::from_str(raw)
+    let mut reply: Value = serde_json::from_str(raw)
         .map_err(|e| InferenceError::Malformed(format!("failed to parse driver response: {e}")))?;
     let stop = reply.get("stop_reason").and_then(Value::as_str);
     let stop_reason = match stop {
@@ -1121,9 +1125,9 @@ fn parse_reply(
             ));
         }
     };
-    let content = match reply.get("content") {
+    let content = match reply.get_mut("content").map(Value::take) {
         None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(blocks)) => blocks.clone(),
+        Some(Value::Array(blocks)) => first_calls(blocks, keep_calls),
         Some(_) => {
             return Err(InferenceError::Failed(
                 "driver response 'content' is not a list".into(),
@@ -1164,6 +1168,21 @@ fn parse_reply(
         context: None,
     };
     Ok((reply, reported))
+}
+
+/// The reply's blocks with at most `keep` tool calls, the first ones.
+fn first_calls(blocks: Vec<Value>, keep: u64) -> Vec<Value> {
+    let mut calls = 0u64;
+    blocks
+        .into_iter()
+        .filter(|block| {
+            if block.get("type").and_then(Value::as_str) != Some("tool_call") {
+                return true;
+            }
+            calls += 1;
+            calls <= keep
+        })
+        .collect()
 }
 
 fn tool_call(block: &Value) -> Option<ToolCall> {
