@@ -232,15 +232,14 @@ fn a_write_past_the_workdir_quota_ends_the_task() {
     let capsule = flood_call(
         "quota",
         r#"{mode: write, n: 2097152}"#,
-        "    workdir_quota_bytes: 1048576",
+        "    workdir_bytes: 1048576",
     );
     let (session, _) = run_parked(&capsule);
     let outputs = tool_outputs(&session);
     assert_eq!(outputs.len(), 1);
     assert!(
         outputs[0].starts_with("workdir size breach: the session workdir holds at least ")
-            && outputs[0]
-                .ends_with(" bytes, over capabilities.limits.workdir_quota_bytes (1048576)"),
+            && outputs[0].ends_with(" bytes, over capabilities.limits.workdir_bytes (1048576)"),
         "{}",
         outputs[0]
     );

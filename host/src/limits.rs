@@ -19,7 +19,7 @@ pub struct Limits {
     /// What the session may write to `trace.jsonl`.
     pub max_trace_bytes: u64,
     /// What the session workdir may hold, measured after each tool call.
-    pub workdir_quota_bytes: u64,
+    pub workdir_bytes: u64,
 }
 
 pub const MIB: u64 = 1024 * 1024;
@@ -40,7 +40,7 @@ impl Default for Limits {
             max_tool_calls_per_reply: 64,
             max_tool_calls_per_task: 1024,
             max_trace_bytes: 256 * MIB,
-            workdir_quota_bytes: 1024 * MIB,
+            workdir_bytes: 1024 * MIB,
         }
     }
 }

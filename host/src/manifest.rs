@@ -888,7 +888,7 @@ const SCHEMA: &[(&str, &[&str])] = &[
     ("capabilities.limits", &["memory_bytes", "deadline_seconds", "max_chunk_bytes",
                               "max_tool_result_bytes", "max_driver_reply_bytes",
                               "max_tool_calls_per_reply", "max_tool_calls_per_task",
-                              "max_trace_bytes", "workdir_quota_bytes"]),
+                              "max_trace_bytes", "workdir_bytes"]),
     ("network", &["internal_port"]),
     ("trace", &["include_tool_output"]),
 ];
@@ -2076,7 +2076,7 @@ fn budget(cx: &Cx, limits: &Section) -> Result<Limits> {
         max_tool_calls_per_reply: key("max_tool_calls_per_reply", d.max_tool_calls_per_reply)?,
         max_tool_calls_per_task: key("max_tool_calls_per_task", d.max_tool_calls_per_task)?,
         max_trace_bytes: key("max_trace_bytes", d.max_trace_bytes)?,
-        workdir_quota_bytes: key("workdir_quota_bytes", d.workdir_quota_bytes)?,
+        workdir_bytes: key("workdir_bytes", d.workdir_bytes)?,
     })
 }
 
@@ -3233,7 +3233,7 @@ lifecycle:
             "  limits:\n    max_chunk_bytes: 10\n    max_tool_result_bytes: 11\n    \
              max_driver_reply_bytes: 12\n    max_tool_calls_per_reply: 13\n    \
              max_tool_calls_per_task: 14\n    max_trace_bytes: 15\n    \
-             workdir_quota_bytes: 16\n",
+             workdir_bytes: 16\n",
         );
         let l = s.ok(&yaml).manifest.capabilities.limits;
         assert_eq!(
@@ -3244,7 +3244,7 @@ lifecycle:
                 l.max_tool_calls_per_reply,
                 l.max_tool_calls_per_task,
                 l.max_trace_bytes,
-                l.workdir_quota_bytes
+                l.workdir_bytes
             ],
             [10, 11, 12, 13, 14, 15, 16]
         );

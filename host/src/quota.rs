@@ -1,4 +1,4 @@
-//! The workdir quota (`capabilities.limits.workdir_quota_bytes`): how much the session
+//! The workdir quota (`capabilities.limits.workdir_bytes`): how much the session
 //! workdir holds, measured after each tool call. The walk never follows a symlink (a
 //! link counts as itself, wherever it points) and stops as soon as the quota is passed,
 //! so a hostile tree costs at most one quota's worth of entries to measure.
@@ -63,7 +63,7 @@ fn cost(meta: &std::fs::Metadata) -> u64 {
 pub fn breach_text(measured: &Measured, quota: u64) -> String {
     format!(
         "workdir size breach: the session workdir holds at least {} bytes, over \
-         capabilities.limits.workdir_quota_bytes ({quota})",
+         capabilities.limits.workdir_bytes ({quota})",
         measured.bytes
     )
 }
@@ -114,7 +114,7 @@ mod tests {
         assert_eq!(
             breach_text(&m, 3 * MIN_ENTRY_BYTES),
             "workdir size breach: the session workdir holds at least 16384 bytes, over \
-             capabilities.limits.workdir_quota_bytes (12288)"
+             capabilities.limits.workdir_bytes (12288)"
         );
     }
 }

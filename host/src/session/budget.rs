@@ -1,7 +1,7 @@
 //! The call bounds and the workdir quota, counted by the host whatever the loop does:
 //! `max_tool_calls_per_reply` (since the last `infer` returned; later calls of the reply
 //! get an error result), `max_tool_calls_per_task` (every attempt; passing it ends the
-//! task `failed`), and `workdir_quota_bytes` after each tool call that ran (a breach
+//! task `failed`), and `workdir_bytes` after each tool call that ran (a breach
 //! ends the task `failed`).
 
 use serde_json::json;
@@ -127,7 +127,7 @@ impl LoopState {
             return Ok(());
         }
         let capsule = self.capsule.clone();
-        let quota = capsule.limits.workdir_quota_bytes;
+        let quota = capsule.limits.workdir_bytes;
         let root = capsule.workdir.root.clone();
         let measured = match tokio::task::spawn_blocking(move || quota::measure(&root, quota)).await
         {
@@ -145,7 +145,7 @@ impl LoopState {
             "turn": turn,
             "tool_name": call.name,
             "bytes_at_least": measured.bytes,
-            "limit": "capabilities.limits.workdir_quota_bytes",
+            "limit": "capabilities.limits.workdir_bytes",
             "limit_bytes": quota,
         });
         capsule.trace_line(running, "workdir_quota_breach", fields)?;
