@@ -449,6 +449,7 @@ async fn stage(
                 retry: m.inference.retry,
                 timeouts: m.inference.timeouts,
             },
+            logs_dir: workdir.logs_dir(),
         },
     )?;
     let mut tools = Tools::new(ToolGrants {

@@ -1,6 +1,7 @@
 //! The inference driver component: instantiated once per session, re-instantiated
 //! after a trap, and called once per inference turn.
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -12,6 +13,7 @@ use crate::bindings::driver::exports::murmur::driver::inference::Settings;
 use crate::bindings::driver::{Driver as Bindings, DriverPre, murmur::text::chunks};
 use crate::engine::{self, Engine};
 use crate::error::Error;
+use crate::guest_log;
 use crate::outbound::{Event, Outbound, Policy};
 use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
 use crate::wire::Wire;
@@ -48,6 +50,7 @@ pub struct DriverComponent {
     memory_bytes: u64,
     deadline: Duration,
     network: Arc<Policy>,
+    output: guest_log::Target,
     /// What the driver's requests ran into, until the session writes it to the trace.
     events: Arc<Mutex<Vec<Event>>>,
     pub label: String,
@@ -58,6 +61,8 @@ pub struct DriverLimits {
     pub memory_bytes: u64,
     pub deadline: Duration,
     pub network: Policy,
+    /// Where the driver's stdout and stderr go: `driver.log` in it.
+    pub logs_dir: PathBuf,
 }
 
 impl DriverComponent {
@@ -86,6 +91,7 @@ impl DriverComponent {
             memory_bytes: limits.memory_bytes,
             deadline: limits.deadline,
             network: Arc::new(limits.network),
+            output: guest_log::Target::driver(&limits.logs_dir),
             events: Arc::default(),
             label,
         })
@@ -99,6 +105,7 @@ impl DriverComponent {
             env: self.env.clone(),
             memory_bytes: self.memory_bytes,
             deadline: self.deadline,
+            output: self.output.clone(),
         })
         .map_err(|e| e.message)?;
         let state = DriverState {

@@ -19,6 +19,7 @@ use crate::bindings::hook::{Hook as Bindings, HookPre};
 use crate::driver::trap_text;
 use crate::engine::{self, Engine};
 use crate::error::Error;
+use crate::guest_log;
 use crate::manifest::{Binding, CommitPolicy, ExecutionMode, HookContract, OnOverflow};
 use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
 
@@ -77,6 +78,7 @@ struct Loaded {
     scope: Option<PathBuf>,
     memory_bytes: u64,
     log: PathBuf,
+    output: guest_log::Target,
 }
 
 struct Live {
@@ -131,6 +133,7 @@ impl Hooks {
             let loaded = Arc::new(Loaded {
                 scope: hook.contract.scope.as_ref().map(|s| places.workdir.join(s)),
                 log: places.logs_dir.join(format!("hook-{}.log", hook.name)),
+                output: guest_log::Target::hook(&places.logs_dir, &hook.name),
                 memory_bytes: places.memory_bytes,
                 name: hook.name.clone(),
                 contract: hook.contract.clone(),
@@ -272,6 +275,7 @@ impl Loaded {
             env: Vec::new(),
             memory_bytes: self.memory_bytes,
             deadline: self.deadline(),
+            output: self.output.clone(),
         })
         .map_err(|e| e.message)?;
         let mut store = Store::new(self.pre.engine(), HookState { sandbox });

@@ -12,6 +12,7 @@ mod engine;
 mod error;
 mod fence;
 mod frames;
+mod guest_log;
 mod hooks;
 mod ids;
 mod input;

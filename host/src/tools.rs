@@ -18,6 +18,7 @@ use crate::driver::trap_text;
 use crate::engine::{self, Engine};
 use crate::error::Error;
 use crate::fence;
+use crate::guest_log;
 use crate::input::{self, Inbox, Port};
 use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
 use crate::shell::{self, Background, Ran, ShellOutcome, ShellRequest};
@@ -217,7 +218,7 @@ impl Tools {
             .and_then(ToolPre::new)
             .map_err(link)?;
         let (mut store, bindings) = self
-            .instantiate(&pre, wire.clone(), None, None)
+            .instantiate(name, &pre, wire.clone(), None, None)
             .await
             .map_err(|e| {
                 Error::new(
@@ -253,6 +254,7 @@ impl Tools {
 
     async fn instantiate(
         &self,
+        name: &str,
         pre: &ToolPre<ToolState>,
         wire: Arc<Wire>,
         task: Option<TaskInfo>,
@@ -265,6 +267,7 @@ impl Tools {
             env: self.grants.env.clone(),
             memory_bytes: self.grants.memory_bytes,
             deadline: self.grants.deadline,
+            output: guest_log::Target::tool(&self.grants.logs_dir, name),
         })
         .map_err(|e| wasmtime::Error::msg(e.message))?;
         let mut store = Store::new(
@@ -396,7 +399,7 @@ impl Tools {
     ) -> Dispatched {
         let called = async {
             let (mut store, bindings) = self
-                .instantiate(pre, call.wire, Some(call.task), call.port)
+                .instantiate(name, pre, call.wire, Some(call.task), call.port)
                 .await?;
             bindings
                 .murmur_tool_run()
