@@ -20,6 +20,7 @@ mod manifest;
 mod murmur_md;
 mod outbound;
 mod queue;
+mod reaper;
 mod resume;
 mod sandbox;
 mod secret;
