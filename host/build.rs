@@ -22,6 +22,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("mur-tool-wordcount", "components/tool-wordcount"),
     ("mur-tool-probe", "components/tool-probe"),
     ("mur-tool-ask", "components/tool-ask"),
+    ("mur-tool-stderr", "components/tool-stderr"),
     ("mur-driver-probe", "components/driver-probe"),
     ("mur-hook-gatekeeper", "components/hook-gatekeeper"),
     ("mur-hook-memory", "components/hook-memory"),

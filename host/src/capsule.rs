@@ -376,9 +376,10 @@ async fn kill_leftovers(capsule: &Capsule) {
     let n = killed.len();
     let noun = if n == 1 { "process" } else { "processes" };
     eprintln!("[murmur] killed {n} {noun} left behind by shell commands");
-    capsule
-        .workdir
-        .log(&format!("killed {n} leftover {noun}: {}", killed.join(", ")));
+    capsule.workdir.log(&format!(
+        "killed {n} leftover {noun}: {}",
+        killed.join(", ")
+    ));
 }
 
 /// The first SIGTERM or SIGINT stops the session cleanly (the running task is

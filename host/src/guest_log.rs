@@ -259,7 +259,11 @@ impl Instance {
             return;
         }
         if self.first.is_none() && ending {
-            let pending = self.streams.iter().map(|s| s.line.as_str()).find(|l| !l.trim().is_empty());
+            let pending = self
+                .streams
+                .iter()
+                .map(|s| s.line.as_str())
+                .find(|l| !l.trim().is_empty());
             self.first = pending.map(|l| cut(l, NOTE_CHARS));
         }
         let Some(first) = self.first.take() else {
@@ -524,7 +528,8 @@ mod tests {
         }
         drop(output);
         let text = std::fs::read_to_string(&target.path).unwrap();
-        let cap_line = "\n[log capped at 1048576 bytes: the rest of this component's output was dropped]\n";
+        let cap_line =
+            "\n[log capped at 1048576 bytes: the rest of this component's output was dropped]\n";
         assert!(text.ends_with(cap_line), "{}", &text[text.len() - 200..]);
         assert_eq!(text.len() as u64, LOG_CAP + cap_line.len() as u64);
         assert_eq!(text.matches("[log capped").count(), 1);
