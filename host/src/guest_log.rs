@@ -133,7 +133,7 @@ impl Sink {
         if written + len > LOG_CAP {
             let room = usize::try_from(LOG_CAP - written).unwrap_or(0);
             let cut = floor_char_boundary(text, room);
-            let _ = file.write_all(text[..cut].as_bytes());
+            let _ = file.write_all(&text.as_bytes()[..cut]);
             let _ = writeln!(
                 file,
                 "\n[log capped at {LOG_CAP} bytes: the rest of this component's output was dropped]"
