@@ -24,6 +24,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("mur-tool-probe", "components/tool-probe"),
     ("mur-tool-hostile-fs", "components/tool-hostile-fs"),
     ("mur-tool-ask", "components/tool-ask"),
+    ("mur-tool-stderr", "components/tool-stderr"),
     ("mur-driver-probe", "components/driver-probe"),
     ("mur-hook-gatekeeper", "components/hook-gatekeeper"),
     ("mur-hook-memory", "components/hook-memory"),

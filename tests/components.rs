@@ -413,12 +413,16 @@ fn a_driver_sees_no_filesystem_and_only_granted_variables() {
 fn a_trapping_driver_fails_the_task_as_driver_invocation_failed() {
     let run = run_probe_driver(&probe_driver("driver-trap", "trap"));
     assert_eq!(run.status, 1);
-    // The guest's own panic message comes first: a component's stderr is the host's.
+    // The guest's own panic message is in its log; mur's stderr gets one note naming it.
     assert!(
-        run.stderr.contains("the probe driver traps on purpose"),
+        run.stderr
+            .lines()
+            .any(|l| l.starts_with("[driver] ") && l.ends_with("driver.log)")),
         "{}",
         run.stderr
     );
+    let log = run.session().record("logs/driver.log");
+    assert!(log.contains("the probe driver traps on purpose"), "{log}");
     assert!(
         run.stderr.contains("error[E-RUN-040]: the task did not complete: failed (error: driver invocation failed: wasm trap: "),
         "{}",

@@ -46,6 +46,8 @@ impl From<manifest::ManifestError> for Error {
 pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
     let started = Instant::now();
     let m = load_manifest(&args)?;
+    // Before any command runs, so whatever a command leaves behind is ours to kill.
+    let adopted = crate::reaper::adopt_orphans();
     let engine = Engine::new()?;
     // Before this session's directory exists, so `@1` is the previous run.
     let resumed = resumed_from(&args, &m)?;
@@ -78,6 +80,12 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
     )
     .await?;
     murmur_md::write(&capsule, &m, &url, &loop_label);
+    if let Err(e) = &adopted {
+        capsule.workdir.log(&format!(
+            "could not become a child subreaper ({e}): processes shell commands leave behind may outlive the session"
+        ));
+    }
+    let reaping = tokio::spawn(crate::reaper::reap_while_running());
     announce(&args, &m, &capsule, &url);
 
     let server = tokio::spawn(server::serve(
@@ -103,6 +111,8 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
     let (totals, ran) = session_loop.run(capsule.clone()).await;
     // No task can deliver a result any more: account for what still runs, and kill it.
     crate::detached::abandon_all(&capsule).await;
+    reaping.abort();
+    kill_leftovers(&capsule).await;
     let last = capsule
         .finished
         .lock()
@@ -371,6 +381,24 @@ fn parks_after_its_task(m: &Manifest) -> bool {
     m.lifecycle.after_task == AfterTask::Sleep && m.lifecycle.task_acceptance != Acceptance::Queue
 }
 
+/// Kills what shell commands left running below mur, and says so.
+async fn kill_leftovers(capsule: &Capsule) {
+    let killed = tokio::task::spawn_blocking(crate::reaper::kill_leftovers)
+        .await
+        .map(|k| k.processes)
+        .unwrap_or_default();
+    if killed.is_empty() {
+        return;
+    }
+    let n = killed.len();
+    let noun = if n == 1 { "process" } else { "processes" };
+    eprintln!("[murmur] killed {n} {noun} left behind by shell commands");
+    capsule.workdir.log(&format!(
+        "killed {n} leftover {noun}: {}",
+        killed.join(", ")
+    ));
+}
+
 /// The first SIGTERM or SIGINT stops the session cleanly (the running task is
 /// canceled, the trace closed); a second one exits at once.
 async fn stop_on_signals(capsule: Arc<Capsule>) {
@@ -392,6 +420,11 @@ async fn stop_on_signals(capsule: Arc<Capsule>) {
         _ = int.recv() => {}
     }
     eprintln!("[murmur] exiting without tearing down");
+    // Still no orphans: killing what is left takes milliseconds.
+    let killed = crate::reaper::kill_leftovers().processes.len();
+    if killed > 0 {
+        eprintln!("[murmur] killed {killed} processes left behind by shell commands");
+    }
     std::process::exit(143);
 }
 
@@ -467,6 +500,7 @@ async fn stage(
                 retry: m.inference.retry,
                 timeouts: m.inference.timeouts,
             },
+            logs_dir: workdir.logs_dir(),
         },
     )?;
     let mut tools = Tools::new(ToolGrants {

@@ -1,6 +1,7 @@
 //! The inference driver component: instantiated once per session, re-instantiated
 //! after a trap, and called once per inference turn.
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -13,6 +14,7 @@ use crate::bindings::driver::{Driver as Bindings, DriverPre, murmur::text::chunk
 use crate::deadline::{self, Clock};
 use crate::engine::{self, Engine};
 use crate::error::Error;
+use crate::guest_log;
 use crate::outbound::{Event, Outbound, Policy};
 use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
 use crate::wire::Wire;
@@ -51,6 +53,7 @@ pub struct DriverComponent {
     /// `capabilities.limits.max_driver_reply_bytes`.
     max_reply_bytes: u64,
     network: Arc<Policy>,
+    output: guest_log::Target,
     /// What the driver's requests ran into, until the session writes it to the trace.
     events: Arc<Mutex<Vec<Event>>>,
     pub label: String,
@@ -62,6 +65,8 @@ pub struct DriverLimits {
     pub deadline: Duration,
     pub max_reply_bytes: u64,
     pub network: Policy,
+    /// Where the driver's stdout and stderr go: `driver.log` in it.
+    pub logs_dir: PathBuf,
 }
 
 impl DriverComponent {
@@ -91,6 +96,7 @@ impl DriverComponent {
             deadline: limits.deadline,
             max_reply_bytes: limits.max_reply_bytes,
             network: Arc::new(limits.network),
+            output: guest_log::Target::driver(&limits.logs_dir),
             events: Arc::default(),
             label,
         })
@@ -104,6 +110,7 @@ impl DriverComponent {
             env: self.env.clone(),
             memory_bytes: self.memory_bytes,
             deadline: self.deadline,
+            output: self.output.clone(),
         })
         .map_err(|e| e.message)?;
         let state = DriverState {

@@ -19,6 +19,7 @@ use crate::bindings::hook::{Hook as Bindings, HookPre};
 use crate::driver::trap_text;
 use crate::engine::{self, Engine};
 use crate::error::Error;
+use crate::guest_log;
 use crate::manifest::{Binding, CommitPolicy, ExecutionMode, HookContract, OnOverflow};
 use crate::rooted::Rooted;
 use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
@@ -81,6 +82,7 @@ struct Loaded {
     hooks_dir: PathBuf,
     memory_bytes: u64,
     log: PathBuf,
+    output: guest_log::Target,
 }
 
 struct Live {
@@ -136,6 +138,7 @@ impl Hooks {
                 scope: hook.contract.scope.clone(),
                 hooks_dir: places.hooks_dir.clone(),
                 log: places.logs_dir.join(format!("hook-{}.log", hook.name)),
+                output: guest_log::Target::hook(&places.logs_dir, &hook.name),
                 memory_bytes: places.memory_bytes,
                 name: hook.name.clone(),
                 contract: hook.contract.clone(),
@@ -274,6 +277,7 @@ impl Loaded {
             env: Vec::new(),
             memory_bytes: self.memory_bytes,
             deadline: self.deadline(),
+            output: self.output.clone(),
         })
         .map_err(|e| e.message)?;
         let mut store = Store::new(self.pre.engine(), HookState { sandbox });

@@ -10,6 +10,7 @@ use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView};
 
 use crate::error::Error;
+use crate::guest_log::{self, Output};
 
 /// What every guest store carries besides its own state.
 pub struct Sandbox {
@@ -19,6 +20,8 @@ pub struct Sandbox {
     /// Where the epoch deadline counts from: the call's (or the loop's task's) start.
     pub running_since: Instant,
     pub deadline: Duration,
+    /// Ends the instance's last line in its log when the store goes.
+    _output: Output,
 }
 
 /// What a component is granted.
@@ -28,14 +31,18 @@ pub struct Grants<'a> {
     pub env: Vec<(String, String)>,
     pub memory_bytes: u64,
     pub deadline: Duration,
+    /// Where the component's stdout and stderr go (`logs/<component>.log`).
+    pub output: guest_log::Target,
 }
 
 impl Sandbox {
     pub fn new(grants: &Grants<'_>) -> Result<Self, Error> {
         let mut builder = WasiCtxBuilder::new();
-        // Guest panics and prints are diagnostics: stderr, never our stdout (which
-        // `--json` promises to keep to one line).
-        builder.inherit_stderr();
+        // Guest panics and prints are diagnostics for the component's author: its log,
+        // escaped, never our stdout (which `--json` keeps to one line) nor raw on our
+        // stderr (where they could pass for mur's own lines).
+        let output = Output::new(&grants.output);
+        builder.stdout(output.stdout()).stderr(output.stderr());
         builder.envs(&grants.env);
         builder
             .allow_tcp(false)
@@ -65,6 +72,7 @@ impl Sandbox {
                 .build(),
             running_since: Instant::now(),
             deadline: grants.deadline,
+            _output: output,
         })
     }
 

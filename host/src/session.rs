@@ -27,6 +27,7 @@ use crate::driver::{Driver, DriverComponent, trap_text};
 use crate::engine::{self, Engine};
 use crate::error::Error;
 use crate::frames::{Artifact, State};
+use crate::guest_log;
 use crate::hooks::Hooks;
 use crate::manifest::Compaction;
 use crate::outbound::Event;
@@ -1248,6 +1249,7 @@ impl LoopComponent {
             env: capsule.grants.env.clone(),
             memory_bytes: capsule.grants.memory_bytes,
             deadline: capsule.grants.deadline,
+            output: guest_log::Target::session_loop(&capsule.workdir.logs_dir()),
         }) {
             Ok(sandbox) => sandbox,
             Err(e) => return (Totals::default(), Err(e)),

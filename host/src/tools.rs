@@ -19,6 +19,7 @@ use crate::driver::trap_text;
 use crate::engine::{self, Engine};
 use crate::error::Error;
 use crate::fence;
+use crate::guest_log;
 use crate::input::{self, Inbox, Port};
 use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
 use crate::shell::{self, Background, Ran, ShellOutcome, ShellRequest};
@@ -224,7 +225,7 @@ impl Tools {
             .and_then(ToolPre::new)
             .map_err(link)?;
         let clock = Arc::new(Clock::running(self.grants.deadline));
-        let started = clock.bound(self.instantiate(&pre, wire.clone(), None, None, &clock));
+        let started = clock.bound(self.instantiate(name, &pre, wire.clone(), None, None, &clock));
         let (mut store, bindings) = started
             .await
             .unwrap_or_else(|| Err(wasmtime::Error::msg(deadline::exceeded(clock.limit()))))
@@ -262,6 +263,7 @@ impl Tools {
 
     async fn instantiate(
         &self,
+        name: &str,
         pre: &ToolPre<ToolState>,
         wire: Arc<Wire>,
         task: Option<TaskInfo>,
@@ -275,6 +277,7 @@ impl Tools {
             env: self.grants.env.clone(),
             memory_bytes: self.grants.memory_bytes,
             deadline: self.grants.deadline,
+            output: guest_log::Target::tool(&self.grants.logs_dir, name),
         })
         .map_err(|e| wasmtime::Error::msg(e.message))?;
         let mut store = Store::new(
@@ -410,7 +413,7 @@ impl Tools {
         let clock = Arc::new(Clock::running(self.grants.deadline));
         let called = async {
             let (mut store, bindings) = self
-                .instantiate(pre, call.wire, Some(call.task), call.port, &clock)
+                .instantiate(name, pre, call.wire, Some(call.task), call.port, &clock)
                 .await?;
             bindings
                 .murmur_tool_run()
