@@ -506,7 +506,8 @@ async fn stage(
     let mut tools = Tools::new(ToolGrants {
         workdir: workdir.root.clone(),
         home: workdir.capsule_home(),
-        logs_dir: workdir.shell_logs_dir(),
+        logs_dir: workdir.logs_dir(),
+        shell_logs_dir: workdir.shell_logs_dir(),
         env: granted_env(m),
         shell_env: shell_env(m),
         memory_bytes: m.capabilities.memory_bytes,

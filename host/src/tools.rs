@@ -89,7 +89,10 @@ impl Tool {
 pub struct ToolGrants {
     pub workdir: PathBuf,
     pub home: PathBuf,
+    /// The host's records' logs: each tool component's output log.
     pub logs_dir: PathBuf,
+    /// In the workdir, for the model to read: the full output of shell commands.
+    pub shell_logs_dir: PathBuf,
     /// What tool components see: only the variables the manifest grants.
     pub env: Vec<(String, String)>,
     /// What shell commands see: those, and a PATH to find programs.
@@ -376,7 +379,7 @@ impl Tools {
             command,
             workdir: self.grants.workdir.clone(),
             home: self.grants.home.clone(),
-            logs_dir: self.grants.logs_dir.clone(),
+            logs_dir: self.grants.shell_logs_dir.clone(),
             timeout: self.grants.deadline,
             env: self.grants.shell_env.clone(),
         };
