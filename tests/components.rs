@@ -356,36 +356,6 @@ fn bind_address_is_used() {
     );
 }
 
-/// A capsule whose driver is the probe driver in `mode`.
-fn probe_driver(name: &str, mode: &str) -> Capsule {
-    let manifest = format!(
-        r#"name: drivers
-version: "0.1.0"
-artifacts:
-  - name: probe-driver
-    runtime: driver
-    source: {driver}
-inference:
-  driver:
-    artifact: probe-driver
-    config: {{mode: {mode}}}
-  endpoint: https://models.invalid/v1
-  model: m
-capabilities:
-  network:
-    allow: [https://models.invalid]
-  env:
-    allow: [MUR_TEST_GRANTED]
-  limits:
-    deadline_seconds: 1
-lifecycle:
-  task_acceptance: none
-"#,
-        driver = guest("mur_driver_probe").display(),
-    );
-    Capsule::new(name, &manifest, "")
-}
-
 fn run_probe_driver(capsule: &Capsule) -> Run {
     Run::from(
         mur()

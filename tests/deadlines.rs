@@ -186,34 +186,6 @@ trace:
     assert_eq!(s.read("out/result.txt"), "done");
 }
 
-/// A capsule whose driver is the probe driver in `mode`, with a 1 s deadline.
-fn probe_driver(name: &str, mode: &str) -> Capsule {
-    let manifest = format!(
-        r#"name: deadlines
-version: "0.1.0"
-artifacts:
-  - name: probe-driver
-    runtime: driver
-    source: {driver}
-inference:
-  driver:
-    artifact: probe-driver
-    config: {{mode: {mode}}}
-  endpoint: https://models.invalid/v1
-  model: m
-capabilities:
-  network:
-    allow: [https://models.invalid]
-  limits:
-    deadline_seconds: 1
-lifecycle:
-  task_acceptance: none
-"#,
-        driver = guest("mur_driver_probe").display(),
-    );
-    Capsule::new(name, &manifest, "")
-}
-
 #[test]
 fn a_sleeping_driver_is_stopped_at_its_deadline() {
     for mode in ["sleep", "sleep-configure"] {

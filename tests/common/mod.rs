@@ -97,6 +97,37 @@ impl Capsule {
     }
 }
 
+/// A capsule whose driver is the probe driver (`components/driver-probe`) in `mode`,
+/// with a 1 s deadline and the variable `MUR_TEST_GRANTED` granted.
+pub fn probe_driver(name: &str, mode: &str) -> Capsule {
+    let manifest = format!(
+        r#"name: probe-driver
+version: "0.1.0"
+artifacts:
+  - name: probe-driver
+    runtime: driver
+    source: {driver}
+inference:
+  driver:
+    artifact: probe-driver
+    config: {{mode: {mode}}}
+  endpoint: https://models.invalid/v1
+  model: m
+capabilities:
+  network:
+    allow: [https://models.invalid]
+  env:
+    allow: [MUR_TEST_GRANTED]
+  limits:
+    deadline_seconds: 1
+lifecycle:
+  task_acceptance: none
+"#,
+        driver = guest("mur_driver_probe").display(),
+    );
+    Capsule::new(name, &manifest, "")
+}
+
 /// The binary with a shared component cache, so tests compile each component once.
 pub fn mur() -> Command {
     let mut cmd = Command::new(MUR);
