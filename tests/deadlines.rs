@@ -489,3 +489,37 @@ fn mur_stop_ends_a_loop_sleeping_before_its_first_task() {
     assert_eq!(session.events("session_end")[0]["exit_status"], "ok");
     assert!(session.events("task_start").is_empty());
 }
+
+/// `mur stop` interrupts a tool and a driver sleeping far inside their deadlines: the
+/// call is dropped, the task ends `canceled` and the session ends.
+#[test]
+fn mur_stop_ends_a_sleeping_tool_and_a_sleeping_driver() {
+    let tool = format!(
+        "artifacts:\n  - name: probe\n    runtime: tool\n    source: {}\n\
+         inference:\n  driver: scripted\n  script: ./script.yaml\n  model: scripted-test\n",
+        guest("mur_tool_probe").display()
+    );
+    let driver = format!(
+        "artifacts:\n  - name: probe-driver\n    runtime: driver\n    source: {}\n\
+         inference:\n  driver:\n    artifact: probe-driver\n    config: {{mode: sleep}}\n  \
+         endpoint: https://models.invalid/v1\n  model: m\n",
+        guest("mur_driver_probe").display()
+    );
+    let script = "turns:\n  - tool_calls: [{id: c0, name: probe, input: {probe: sleep, seconds: 3600}}]\n  - text: done\n";
+    for (name, parts) in [("stop-tool", tool), ("stop-driver", driver)] {
+        let manifest = format!(
+            "name: {name}\nversion: \"0.1.0\"\n{parts}capabilities:\n  network:\n    \
+             allow: [https://models.invalid]\n  limits:\n    deadline_seconds: 600\n"
+        );
+        let capsule = Capsule::new(name, &manifest, script);
+        let running = capsule.spawn(QUEUE);
+        let (stream, task, context) = submit_taken(&running);
+        // Past the turn's status, into the sleeping call.
+        std::thread::sleep(Duration::from_millis(500));
+        let asked = Instant::now();
+        let stop = Run::from(mur().args(["stop", &running.address]).output().unwrap());
+        assert_eq!(stop.status, 0, "{name}: {}", stop.stderr);
+        assert!(asked.elapsed() < Duration::from_secs(10), "{name}");
+        assert_canceled(running, stream, &task, &context);
+    }
+}
