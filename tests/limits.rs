@@ -56,7 +56,13 @@ fn flood_call(name: &str, input: &str, limits: &str) -> Capsule {
 /// Runs the capsule's task, waits for its `task_end`, and returns the session and the
 /// peak RSS of `mur` in bytes.
 fn run_parked(capsule: &Capsule) -> (Session, u64) {
-    let running = capsule.spawn(&["--task", "flood the host"]);
+    run_parked_with(capsule, &[])
+}
+
+fn run_parked_with(capsule: &Capsule, args: &[&str]) -> (Session, u64) {
+    let mut all = vec!["--task", "flood the host"];
+    all.extend_from_slice(args);
+    let running = capsule.spawn(&all);
     let session = running.session();
     let deadline = Instant::now() + Duration::from_secs(25);
     loop {
@@ -238,7 +244,7 @@ fn a_write_past_the_workdir_quota_ends_the_task() {
     let outputs = tool_outputs(&session);
     assert_eq!(outputs.len(), 1);
     assert!(
-        outputs[0].starts_with("workdir size breach: the session workdir holds at least ")
+        outputs[0].starts_with("workdir size breach: the session workdir grew by at least ")
             && outputs[0].ends_with(" bytes, over capabilities.limits.workdir_bytes (1048576)"),
         "{}",
         outputs[0]
@@ -249,4 +255,22 @@ fn a_write_past_the_workdir_quota_ends_the_task() {
         session.read("out/result.txt"),
         format!("error: {}", outputs[0])
     );
+}
+
+/// The quota bounds what a session adds: a chosen workdir that already holds more than
+/// the quota is no breach.
+#[test]
+fn the_quota_counts_what_the_session_adds_to_its_workdir() {
+    let capsule = flood_call(
+        "quota-baseline",
+        r#"{mode: write, n: 4096}"#,
+        "    workdir_bytes: 1048576",
+    );
+    let wd = capsule.dir.join("project");
+    std::fs::create_dir_all(&wd).unwrap();
+    std::fs::write(wd.join("existing.bin"), vec![7u8; 3 << 20]).unwrap();
+    let (session, _) = run_parked_with(&capsule, &["--workdir", wd.to_str().unwrap()]);
+    assert!(session.events("workdir_quota_breach").is_empty());
+    assert_eq!(session.events("task_end")[0]["exit_status"], "ok");
+    assert_eq!(session.read("out/result.txt"), "done");
 }

@@ -298,6 +298,7 @@ async fn open_session(
         max_task_reopens: m.lifecycle.max_task_reopens,
         capabilities,
         limits: m.capabilities.limits,
+        workdir_baseline: crate::quota::measure(&workdir.root, u64::MAX).bytes,
         workdir,
     }))
 }

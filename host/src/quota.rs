@@ -1,5 +1,6 @@
-//! The workdir quota (`capabilities.limits.workdir_bytes`): how much the session
-//! workdir holds, measured after each tool call. The walk never follows a symlink (a
+//! The workdir quota (`capabilities.limits.workdir_bytes`): how much a session may add
+//! to its workdir, measured after each tool call against what the workdir held when the
+//! session started (a `--workdir` may already hold a large project). The walk never follows a symlink (a
 //! link counts as itself, wherever it points) and stops as soon as the quota is passed,
 //! so a hostile tree costs at most one quota's worth of entries to measure.
 
@@ -60,11 +61,11 @@ fn cost(meta: &std::fs::Metadata) -> u64 {
 }
 
 /// The text a breaching call's result becomes and the task's final status carries.
-pub fn breach_text(measured: &Measured, quota: u64) -> String {
+pub fn breach_text(measured: &Measured, baseline: u64, quota: u64) -> String {
     format!(
-        "workdir size breach: the session workdir holds at least {} bytes, over \
+        "workdir size breach: the session workdir grew by at least {} bytes, over \
          capabilities.limits.workdir_bytes ({quota})",
-        measured.bytes
+        measured.bytes.saturating_sub(baseline)
     )
 }
 
@@ -112,9 +113,9 @@ mod tests {
             }
         );
         assert_eq!(
-            breach_text(&m, 3 * MIN_ENTRY_BYTES),
-            "workdir size breach: the session workdir holds at least 16384 bytes, over \
-             capabilities.limits.workdir_bytes (12288)"
+            breach_text(&m, MIN_ENTRY_BYTES, 2 * MIN_ENTRY_BYTES),
+            "workdir size breach: the session workdir grew by at least 12288 bytes, over \
+             capabilities.limits.workdir_bytes (8192)"
         );
     }
 }

@@ -76,6 +76,8 @@ pub struct Capsule {
     pub capabilities: Value,
     /// `capabilities.limits`: call bounds and the workdir quota, counted here.
     pub limits: crate::limits::Limits,
+    /// What the workdir held when the session started: the quota counts growth past it.
+    pub workdir_baseline: u64,
 }
 
 /// How big a conversation may grow, and what a seed may take of it.

@@ -128,14 +128,16 @@ impl LoopState {
         }
         let capsule = self.capsule.clone();
         let quota = capsule.limits.workdir_bytes;
+        let baseline = capsule.workdir_baseline;
+        let allowed = baseline.saturating_add(quota);
         let root = capsule.workdir.root.clone();
-        let measured = match tokio::task::spawn_blocking(move || quota::measure(&root, quota)).await
-        {
-            Ok(measured) if measured.over => measured,
-            // Under the quota, or the walk itself failed: nothing to report.
-            _ => return Ok(()),
-        };
-        let why = quota::breach_text(&measured, quota);
+        let measured =
+            match tokio::task::spawn_blocking(move || quota::measure(&root, allowed)).await {
+                Ok(measured) if measured.over => measured,
+                // Under the quota, or the walk itself failed: nothing to report.
+                _ => return Ok(()),
+            };
+        let why = quota::breach_text(&measured, baseline, quota);
         done.content = why.clone();
         done.fence_source = None;
         done.is_error = true;
@@ -145,6 +147,7 @@ impl LoopState {
             "turn": turn,
             "tool_name": call.name,
             "bytes_at_least": measured.bytes,
+            "bytes_at_start": baseline,
             "limit": "capabilities.limits.workdir_bytes",
             "limit_bytes": quota,
         });
