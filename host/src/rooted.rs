@@ -80,6 +80,11 @@ impl Rooted {
         self.dir.read_to_string(rel)
     }
 
+    /// Removes the file (or link) at `rel`, beneath this directory.
+    pub fn remove_file(&self, rel: &str) -> io::Result<()> {
+        self.dir.remove_file(rel).map_err(|e| refused(rel, e))
+    }
+
     /// Creates the folder `rel` and its parents beneath this directory.
     pub fn create_dir_all(&self, rel: &str) -> io::Result<()> {
         self.dir.create_dir_all(rel).map_err(|e| refused(rel, e))

@@ -791,6 +791,7 @@ impl Capture {
 /// A temp file in the logs dir holding one stream's full output; removed when dropped, so an
 /// abandoned or finished run leaves only the assembled log behind.
 struct Spill {
+    workdir: PathBuf,
     path: PathBuf,
     file: std::fs::File,
 }
@@ -806,7 +807,11 @@ impl Spill {
             std::process::id()
         );
         let (path, file) = create_log(workdir, logs_dir, &name).ok()?;
-        let mut spill = Self { path, file };
+        let mut spill = Self {
+            workdir: workdir.to_path_buf(),
+            path,
+            file,
+        };
         spill.file.write_all(head).ok()?;
         Some(spill)
     }
@@ -815,7 +820,7 @@ impl Spill {
 impl Drop for Spill {
     fn drop(&mut self) {
         // Best effort: a leftover temp file is harmless, and there is no one to report to.
-        let _ = std::fs::remove_file(&self.path);
+        remove_log(&self.workdir, &self.path);
     }
 }
 
@@ -896,7 +901,7 @@ async fn write_log(
         Some(path)
     } else {
         drop(file);
-        let _ = tokio::fs::remove_file(&path).await;
+        remove_log(&req.workdir, &path);
         None
     }
 }
@@ -914,6 +919,16 @@ fn create_log_file(workdir: &Path, logs_dir: &Path) -> Option<(PathBuf, tokio::f
         }
     }
     None
+}
+
+/// Removes a log the host created, beneath the workdir: a folder on the way may since
+/// have become a link. Best effort.
+fn remove_log(workdir: &Path, path: &Path) {
+    let workdir = std::path::absolute(workdir).unwrap_or_else(|_| workdir.to_path_buf());
+    if let Ok(rel) = path.strip_prefix(&workdir) {
+        let _ = crate::rooted::Rooted::open(&workdir)
+            .and_then(|view| view.remove_file(&rel.to_string_lossy()));
+    }
 }
 
 /// `$HOME` for the command, created beneath the workdir (a link there leading out is
