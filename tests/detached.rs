@@ -66,14 +66,14 @@ fn stop(address: &str) {
     assert!(reply.contains("\"stopped\""), "{reply}");
 }
 
-/// The pid the command wrote (its shell: the process group leader).
-fn read_pid(session: &Session) -> String {
-    wait_for("the pid file", || {
-        std::fs::read_to_string(session.workdir.join("pid"))
-            .ok()
-            .map(|t| t.trim().to_string())
-            .filter(|t| !t.is_empty())
-    })
+/// The command's process group leader, as `shell_detached` records it: a host pid (the
+/// command itself runs in a PID namespace, where its own `$$` means nothing out here),
+/// which ends only after every process of the command has.
+fn leader_pid(detached: &Value) -> String {
+    detached["pid"]
+        .as_u64()
+        .expect("shell_detached pid")
+        .to_string()
 }
 
 /// Gone, or a zombie nobody reaped yet (a container's pid 1 may never reap): it runs nothing.
@@ -88,6 +88,10 @@ fn process_gone(pid: &str) -> bool {
 
 /// Kills a command's group that a test deliberately left running.
 fn kill_group(pid: &str) {
+    assert!(
+        pid.parse::<u32>().is_ok_and(|p| p > 1),
+        "not a group to kill: {pid}"
+    );
     let _ = std::process::Command::new("kill")
         .args(["-9", "--", &format!("-{pid}")])
         .status();
@@ -206,7 +210,7 @@ fn a_quick_command_stays_in_the_foreground() {
 /// on stderr, and its process group is killed. A resume of that session reports nothing.
 #[test]
 fn a_command_still_running_at_exit_is_abandoned_and_killed() {
-    let command = "echo $$ > pid; sleep 30";
+    let command = "sleep 30";
     let script = command_script(command, "");
     let cap = Capsule::new("detached-exit", &manifest(EXIT), &script);
     let run = cap.run(&["--task", "go"]);
@@ -239,7 +243,7 @@ fn a_command_still_running_at_exit_is_abandoned_and_killed() {
     let at = |k: &str| kinds.iter().position(|x| x == k).unwrap();
     assert!(at("shell_abandoned") < at("session_end"), "{kinds:?}");
 
-    let pid = read_pid(&session);
+    let pid = leader_pid(&detached);
     let gone = wait_for("the abandoned command to die", || {
         process_gone(&pid).then_some(true)
     });
@@ -259,7 +263,7 @@ fn a_command_still_running_at_exit_is_abandoned_and_killed() {
 /// task, and marks it `shell_lost` in the old trace; a second resume reports nothing.
 #[test]
 fn resume_reports_commands_a_killed_runtime_left_behind_once() {
-    let command = "echo $$ > pid; sleep 30";
+    let command = "sleep 30";
     let script = command_script(command, "");
     let cap = Capsule::new("detached-killed", &manifest(QUEUE), &script);
     let mut running = cap.spawn(&["--task", "go"]);
@@ -268,7 +272,7 @@ fn resume_reports_commands_a_killed_runtime_left_behind_once() {
         events(&old, "shell_detached").into_iter().next()
     });
     let work_id = detached["work_id"].as_str().unwrap().to_string();
-    let pid = read_pid(&old);
+    let pid = leader_pid(&detached);
     running.child.kill().unwrap();
     running.child.wait().unwrap();
 

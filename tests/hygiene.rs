@@ -79,13 +79,14 @@ fn wait_gone(pid: &str) -> bool {
     false
 }
 
-/// A `setsid` command and a redirected background command both outlive the command
-/// that started them; when mur's task ends they are killed, and mur says so.
+/// Unconfined (`advisory`), a `setsid` command and a redirected background command both
+/// outlive the command that started them; when mur's task ends they are killed, and mur
+/// says so. (Confined, they end with their command: see `confined_shell.rs`.)
 #[test]
 fn processes_a_command_leaves_behind_die_with_the_session() {
     let manifest = format!(
         "name: hygiene\nversion: \"0.1.0\"\ninference:\n  driver: scripted\n  script: ./script.yaml\n  model: scripted-test\n\
-         capabilities:\n  shell:\n    allow: [bash]\n{STATELESS}"
+         capabilities:\n  containment: advisory\n  shell:\n    allow: [bash]\n{STATELESS}"
     );
     let setsid = "setsid sleep 300 > /dev/null 2>&1 < /dev/null & echo $! > setsid.pid";
     let background = "sleep 300 > /dev/null 2>&1 & echo $! > background.pid";

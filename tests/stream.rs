@@ -7,7 +7,6 @@ mod common;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -1665,39 +1664,11 @@ fn lanes_run_peer_before_bg_in_arrival_order() {
 }
 
 /// Kills a process we caused to start if the test fails before it is gone.
-struct KillOnDrop(i32);
+struct KillOnDrop(String);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
-        if process_alive(self.0) {
-            // SAFETY: kill takes plain integers; the pid is the `sleep` this test started.
-            unsafe {
-                libc::kill(self.0, libc::SIGKILL);
-            }
-        }
-    }
-}
-
-/// Alive: present and not a zombie.
-fn process_alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
-fn wait_for_file(path: &Path) -> String {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Ok(text) = std::fs::read_to_string(path)
-            && text.ends_with('\n')
-        {
-            return text;
-        }
-        assert!(Instant::now() < deadline, "{} never came", path.display());
-        std::thread::sleep(Duration::from_millis(20));
+        kill_running(&self.0);
     }
 }
 
@@ -1705,24 +1676,24 @@ fn wait_for_file(path: &Path) -> String {
 /// and the command it was waiting on is killed.
 #[test]
 fn cancel_ends_a_running_task_and_its_command() {
+    let sleep = marker(30);
     let script = format!(
         "turns:\n{}{}",
-        bash_turn("echo $$ > sleep.pid; exec sleep 30"),
+        bash_turn(&format!("touch started; exec sleep {sleep}")),
         text_turn("should not matter")
     );
     let (_capsule, running) = queued("cancelrun", &script);
     let a = running.address.as_str();
-    let session = running.session();
     let mut s = submit(a, "m1");
     let first = s.frame(WAIT);
     let t = first.task().to_string();
     let c = first.data["context_id"].as_str().unwrap().to_string();
-    let pid: i32 = wait_for_file(&session.workdir.join("sleep.pid"))
-        .trim()
-        .parse()
-        .unwrap();
-    let _guard = KillOnDrop(pid);
-    assert!(process_alive(pid));
+    let _guard = KillOnDrop(sleep.clone());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pids_running(&sleep).is_empty() {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let asked = Instant::now();
     assert_eq!(
         cancel(a, &t),
@@ -1736,7 +1707,7 @@ fn cancel_ends_a_running_task_and_its_command() {
     );
     assert!(asked.elapsed() < Duration::from_secs(5));
     let deadline = Instant::now() + Duration::from_secs(5);
-    while process_alive(pid) {
+    while !pids_running(&sleep).is_empty() {
         assert!(Instant::now() < deadline, "the canceled command still runs");
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -15,6 +15,7 @@ use crate::bindings::driver::exports::murmur::driver::inference::Settings;
 use crate::builtin;
 use crate::bus::Bus;
 use crate::cli::RunArgs;
+use crate::confine::{self, Class, Jail, proxy};
 use crate::driver::{DriverComponent, DriverLimits};
 use crate::engine::Engine;
 use crate::error::Error;
@@ -53,6 +54,12 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
     let resumed = resumed_from(&args, &m)?;
     let session_id = ids::session();
     let workdir = Workdir::plan(&records_choice(&args, &m), &session_id)?;
+    // A class the kernel cannot back stops the launch before anything is created.
+    let jail = plan_shell(&m, &args, &workdir)?;
+    if args.explain_scope {
+        print!("{}", explain_scope(&m, jail.as_ref(), &workdir));
+        return Ok(ExitCode::SUCCESS);
+    }
     let wire =
         Arc::new(Wire::new(Bus::new()).with_max_chunk_bytes(m.capabilities.limits.max_chunk_bytes));
     let staged = stage(&engine, &m, &args, &workdir, &wire).await?;
@@ -75,7 +82,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         session_id,
         workdir,
         wire,
-        staged,
+        (staged, jail),
         (launch.as_deref(), resumed_id),
     )
     .await?;
@@ -96,6 +103,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
     let signals = tokio::spawn(stop_on_signals(capsule.clone()));
     if let Some(text) = launch {
         capsule.queue.push_own(Pending {
+            breach: None,
             id: ids::task(),
             context_id: ids::context(),
             text,
@@ -214,17 +222,32 @@ async fn open_session(
     session_id: String,
     workdir: Workdir,
     wire: Arc<Wire>,
-    staged: Staged,
+    (staged, jail): (Staged, Option<Jail>),
     (launch, resumed_from): (Option<&str>, Option<&str>),
 ) -> Result<Arc<Capsule>, Error> {
     let Staged {
         loop_label,
         driver,
         driver_label,
-        tools,
+        mut tools,
         hooks,
     } = staged;
     workdir.create()?;
+    let (verdicts, verdicts_rx) = tokio::sync::mpsc::unbounded_channel();
+    let containment = match jail {
+        Some(jail) => {
+            let declared = jail_declared(m);
+            let jail = Arc::new(arm_shell(m, jail, &workdir, verdicts).await?);
+            let record = jail.record(declared);
+            tools.confine_shell(jail);
+            record
+        }
+        None => json!({
+            "declared": jail_declared(m).name(),
+            "achieved": null,
+            "reason": "no shell: capabilities.shell.allow is empty",
+        }),
+    };
     stage_hooks(m, &hooks, &workdir).await;
     if let Some(text) = launch {
         workdir
@@ -249,6 +272,7 @@ async fn open_session(
         .with_max_bytes(m.capabilities.limits.max_trace_bytes);
     let mut start = session_start(m, &tools, &loop_label, &driver_label);
     start["resumed_from"] = resumed_from.into();
+    start["containment"] = containment;
     let capabilities = start["capabilities"].clone();
     let session_event = trace
         .write("session_start", Place::default(), start)
@@ -257,7 +281,7 @@ async fn open_session(
         "tools: {}",
         serde_json::Value::Array(tools.specs())
     ));
-    Ok(Arc::new(Capsule {
+    let capsule = Arc::new(Capsule {
         session_id,
         name: m.name.clone(),
         version: m.version.clone(),
@@ -300,7 +324,131 @@ async fn open_session(
         limits: m.capabilities.limits,
         workdir_baseline: crate::quota::measure(&workdir.root, u64::MAX).bytes,
         workdir,
-    }))
+    });
+    tokio::spawn(trace_proxy(Arc::downgrade(&capsule), verdicts_rx));
+    Ok(capsule)
+}
+
+/// What `capabilities.containment` declares; `scoped` when it says nothing.
+fn jail_declared(m: &Manifest) -> Class {
+    m.capabilities.containment.unwrap_or(Class::Scoped)
+}
+
+/// The shell's sandbox as the manifest and `--containment` ask for it, checked against
+/// this kernel. `None` when the capsule has no shell.
+fn plan_shell(m: &Manifest, args: &RunArgs, workdir: &Workdir) -> Result<Option<Jail>, Error> {
+    if m.capabilities.shell_allow.is_empty() {
+        return Ok(None);
+    }
+    let c = &m.capabilities;
+    let policy = confine::Policy {
+        declared: jail_declared(m),
+        raised: args.containment.map(Class::from),
+        network: c.shell_network,
+        workdir_exec: c.workdir_exec,
+        limits: confine::Limits {
+            memory_bytes: c.memory_bytes,
+            cpu_seconds: c.limits.shell_cpu_seconds,
+            file_bytes: c.limits.workdir_bytes,
+            open_files: c.limits.shell_open_files,
+            processes: c.limits.shell_processes,
+            commands: c.limits.shell_concurrency,
+        },
+    };
+    Jail::plan(&policy, &workdir.root).map(Some)
+}
+
+/// Builds the planned sandbox now that the workdir exists, with the session's proxy
+/// when commands may use the network through it.
+async fn arm_shell(
+    m: &Manifest,
+    jail: Jail,
+    workdir: &Workdir,
+    verdicts: tokio::sync::mpsc::UnboundedSender<proxy::Verdict>,
+) -> Result<Jail, Error> {
+    let scratch = workdir.records.join("sandbox-root");
+    std::fs::create_dir_all(&scratch).map_err(|e| {
+        Error::new(
+            "E-IO-003",
+            format!("could not create {}: {e}", scratch.display()),
+        )
+    })?;
+    let proxy = if jail.class() != Class::Advisory && jail.network() == confine::Network::Proxy {
+        Some(start_proxy(m, verdicts).await?)
+    } else {
+        None
+    };
+    jail.arm(&scratch, proxy)
+}
+
+async fn start_proxy(
+    m: &Manifest,
+    verdicts: tokio::sync::mpsc::UnboundedSender<proxy::Verdict>,
+) -> Result<proxy::Proxy, Error> {
+    let rules = m.capabilities.network_allow.clone();
+    let decide: proxy::Decide = Arc::new(move |to: &proxy::Destination| {
+        let host = if to.host.contains(':') {
+            format!("[{}]", to.host)
+        } else {
+            to.host.clone()
+        };
+        crate::outbound::allowed(&rules, &format!("{}://{host}:{}", to.scheme, to.port))
+    });
+    let report: proxy::Report = Arc::new(move |verdict| {
+        let _ = verdicts.send(verdict);
+    });
+    proxy::Proxy::start(ids::token(), decide, report)
+        .await
+        .map_err(|e| {
+            Error::new(
+                "E-IO-003",
+                format!("could not start the shell's network proxy on 127.0.0.1: {e}"),
+            )
+        })
+}
+
+/// Each connection the proxy allowed or refused, as a trace line under the session.
+async fn trace_proxy(
+    capsule: std::sync::Weak<Capsule>,
+    mut verdicts: tokio::sync::mpsc::UnboundedReceiver<proxy::Verdict>,
+) {
+    while let Some(verdict) = verdicts.recv().await {
+        let Some(capsule) = capsule.upgrade() else {
+            return;
+        };
+        let to = &verdict.destination;
+        let kind = if verdict.allowed {
+            "shell_http_allowed"
+        } else {
+            "shell_http_denied"
+        };
+        let place = Place {
+            parent: Some(&capsule.session_event),
+            task: None,
+        };
+        let fields = json!({
+            "method": to.method,
+            "host": to.host,
+            "port": to.port,
+            "reason": verdict.reason,
+        });
+        let _ = capsule.trace.write(kind, place, fields);
+    }
+}
+
+/// `mur run --explain-scope`.
+fn explain_scope(m: &Manifest, jail: Option<&Jail>, workdir: &Workdir) -> String {
+    let Some(jail) = jail else {
+        return "shell: none (capabilities.shell.allow is empty): this capsule runs no commands\n"
+            .to_string();
+    };
+    let hosts: Vec<String> = m
+        .capabilities
+        .network_allow
+        .iter()
+        .map(murmur_md::net_rule)
+        .collect();
+    confine::explain::explain(jail, &hosts, &workdir.records)
 }
 
 /// `on-stage`: before the session loop exists, with no trace yet; a hook may write
@@ -516,6 +664,11 @@ async fn stage(
         shell_grace: Duration::from_secs(m.lifecycle.shell_grace_secs),
         input_timeout: m.lifecycle.input_timeout_secs.map(Duration::from_secs),
         max_result_bytes: m.capabilities.limits.max_tool_result_bytes,
+        shell_slots: Arc::new(tokio::sync::Semaphore::new(
+            usize::try_from(m.capabilities.limits.shell_concurrency)
+                .unwrap_or(usize::MAX)
+                .min(tokio::sync::Semaphore::MAX_PERMITS),
+        )),
     });
     for binary in &m.capabilities.shell_allow {
         tools.add_shell(binary);
@@ -852,6 +1005,9 @@ fn announce(args: &RunArgs, m: &Manifest, capsule: &Capsule, url: &str) {
         println!("murmur: url {url}");
         println!("session: {}", capsule.session_id);
         println!("workdir: {}", capsule.workdir.root.display());
+    }
+    if let Some(jail) = capsule.tools.jail() {
+        eprintln!("{}", jail.launch_line());
     }
 }
 

@@ -105,6 +105,30 @@ pub struct RunArgs {
     /// left unaccounted for are reported to this run as one completion task.
     #[arg(long, value_name = "SESSION", num_args = 0..=1, default_missing_value = "@1")]
     pub resume: Option<String>,
+    /// Confine shell commands at least this strongly; the stronger of this and
+    /// capabilities.containment (default scoped) wins.
+    #[arg(long, value_enum, value_name = "CLASS")]
+    pub containment: Option<ContainmentArg>,
+    /// Print what a shell command of this capsule could reach, and exit.
+    #[arg(long)]
+    pub explain_scope: bool,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum ContainmentArg {
+    Advisory,
+    Scoped,
+    Sealed,
+}
+
+impl From<ContainmentArg> for crate::confine::Class {
+    fn from(c: ContainmentArg) -> Self {
+        match c {
+            ContainmentArg::Advisory => crate::confine::Class::Advisory,
+            ContainmentArg::Scoped => crate::confine::Class::Scoped,
+            ContainmentArg::Sealed => crate::confine::Class::Sealed,
+        }
+    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]

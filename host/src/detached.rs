@@ -134,11 +134,43 @@ async fn watch(capsule: Arc<Capsule>, work_id: String, task: JoinHandle<Ended>) 
         error: Some(format!("the command's task failed: {e}")),
         tail: String::new(),
     });
-    complete(&capsule, &work_id, &work, &ended);
+    let breach = quota_after(&capsule, &work_id, &work).await;
+    complete(&capsule, &work_id, &work, &ended, breach);
+}
+
+/// The workdir quota, checked when a detached command ends as after every tool call:
+/// over it, the trace says so and the completion task fails with the breach.
+async fn quota_after(capsule: &Capsule, work_id: &str, work: &Work) -> Option<String> {
+    let quota = capsule.limits.workdir_bytes;
+    let baseline = capsule.workdir_baseline;
+    let root = capsule.workdir.root.clone();
+    let allowed = baseline.saturating_add(quota);
+    let measured = tokio::task::spawn_blocking(move || crate::quota::measure(&root, allowed))
+        .await
+        .ok()
+        .filter(|m| m.over)?;
+    let why = crate::quota::breach_text(&measured, baseline, quota);
+    let fields = json!({
+        "work_id": work_id,
+        "bytes_at_least": measured.bytes,
+        "bytes_at_start": baseline,
+        "limit": "capabilities.limits.workdir_bytes",
+        "limit_bytes": quota,
+    });
+    let place = Place {
+        parent: Some(&work.detached_event),
+        task: Some(&work.task_id),
+    };
+    if let Err(e) = capsule.trace.write("workdir_quota_breach", place, fields) {
+        capsule.workdir.log(&format!(
+            "could not write workdir_quota_breach for {work_id}: {e}"
+        ));
+    }
+    Some(why)
 }
 
 /// `shell_completed`, and the result as a `completion` task in the `bg` lane.
-fn complete(capsule: &Capsule, work_id: &str, work: &Work, ended: &Ended) {
+fn complete(capsule: &Capsule, work_id: &str, work: &Work, ended: &Ended, breach: Option<String>) {
     let task_id = ids::task();
     let ok = ended.exit_code == 0 && !ended.timed_out && ended.error.is_none();
     let written = capsule.trace.write(
@@ -165,10 +197,15 @@ fn complete(capsule: &Capsule, work_id: &str, work: &Work, ended: &Ended) {
             "could not write shell_completed for {work_id}: {e}"
         ));
     }
+    let mut text = completion_text(work_id, work, ended);
+    if let Some(why) = &breach {
+        text.push_str(&format!("\nThe workdir is over its quota: {why}"));
+    }
     capsule.queue.push_own(Pending {
+        breach,
         id: task_id,
         context_id: work.context_id.clone(),
-        text: completion_text(work_id, work, ended),
+        text,
         origin: "completion".into(),
         source: "detached_shell",
         message_id: None,

@@ -32,6 +32,11 @@ pub fn message() -> String {
     mint("msg_")
 }
 
+/// A secret for a local credential (the shell proxy's): random, not time-ordered.
+pub fn token() -> String {
+    Uuid::new_v4().simple().to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

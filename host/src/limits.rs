@@ -20,6 +20,14 @@ pub struct Limits {
     pub max_trace_bytes: u64,
     /// What the session workdir may hold, measured after each tool call.
     pub workdir_bytes: u64,
+    /// CPU time of each process a shell command starts.
+    pub shell_cpu_seconds: u64,
+    /// Open files of each process a shell command starts.
+    pub shell_open_files: u64,
+    /// Processes one shell command may have at once.
+    pub shell_processes: u64,
+    /// Shell commands running at once, foreground and background together.
+    pub shell_concurrency: u64,
 }
 
 pub const MIB: u64 = 1024 * 1024;
@@ -31,7 +39,10 @@ impl Default for Limits {
     /// scripted driver's long streamed replies reach 13 MB, hence 16 MiB.
     /// 64 calls per reply is above what providers send in practice; 1024 per task is
     /// 16 such replies. A 256 MiB trace is thousands of ordinary sessions' worth, and a
-    /// 1 GiB workdir matches the confined shell's quota (issue 11).
+    /// 1 GiB workdir is the confined shell's quota. A shell command's CPU time matches
+    /// the default call deadline; 1024 open files is the usual soft limit; 256 processes
+    /// is far above a build's parallel jobs and far below what exhausts a machine; 8
+    /// commands at once keeps one reply asking for thousands from starting thousands.
     fn default() -> Self {
         Limits {
             max_chunk_bytes: MIB,
@@ -41,6 +52,10 @@ impl Default for Limits {
             max_tool_calls_per_task: 1024,
             max_trace_bytes: 256 * MIB,
             workdir_bytes: 1024 * MIB,
+            shell_cpu_seconds: 600,
+            shell_open_files: 1024,
+            shell_processes: 256,
+            shell_concurrency: 8,
         }
     }
 }

@@ -5,6 +5,7 @@ mod capsule;
 mod cli;
 mod client;
 mod compaction;
+mod confine;
 mod control;
 mod deadline;
 mod detached;

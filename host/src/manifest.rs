@@ -20,6 +20,7 @@ use serde_json::Value as Json;
 use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::{Marker, ScanError, TScalarStyle};
 
+use crate::confine::{Class, Network as ShellNetwork};
 use crate::limits::Limits;
 pub use crate::outbound::{Retry, Timeouts};
 
@@ -311,6 +312,12 @@ pub struct Capabilities {
     pub network_allow: Vec<NetRule>,
     pub filesystem_scope: Option<String>,
     pub shell_allow: Vec<String>,
+    /// `capabilities.containment`; `None` when the manifest says nothing (then `scoped`).
+    pub containment: Option<Class>,
+    /// `capabilities.shell.network`.
+    pub shell_network: ShellNetwork,
+    /// `capabilities.filesystem.workdir_exec`.
+    pub workdir_exec: bool,
     pub env_allow: Vec<String>,
     pub memory_bytes: u64,
     pub deadline_seconds: u64,
@@ -324,6 +331,9 @@ impl Default for Capabilities {
             network_allow: Vec::new(),
             filesystem_scope: None,
             shell_allow: Vec::new(),
+            containment: None,
+            shell_network: ShellNetwork::None,
+            workdir_exec: false,
             env_allow: Vec::new(),
             memory_bytes: 536_870_912,
             deadline_seconds: 600,
@@ -880,15 +890,16 @@ const SCHEMA: &[(&str, &[&str])] = &[
     ("context", &["max_tokens", "seed_budget", "seed_overflow_margin"]),
     ("lifecycle", &["task_acceptance", "after_task", "queue_depth", "conversation",
                     "max_task_reopens", "shell_grace_secs", "input_timeout_secs"]),
-    ("capabilities", &["network", "filesystem", "shell", "env", "limits"]),
+    ("capabilities", &["network", "filesystem", "shell", "env", "limits", "containment"]),
     ("capabilities.network", &["allow"]),
     ("capabilities.filesystem", &["scope", "workdir_exec"]),
-    ("capabilities.shell", &["allow", "strip_env", "baseline_env"]),
+    ("capabilities.shell", &["allow", "strip_env", "baseline_env", "network"]),
     ("capabilities.env", &["allow"]),
     ("capabilities.limits", &["memory_bytes", "deadline_seconds", "max_chunk_bytes",
                               "max_tool_result_bytes", "max_driver_reply_bytes",
                               "max_tool_calls_per_reply", "max_tool_calls_per_task",
-                              "max_trace_bytes", "workdir_bytes"]),
+                              "max_trace_bytes", "workdir_bytes", "shell_cpu_seconds",
+                              "shell_open_files", "shell_processes", "shell_concurrency"]),
     ("network", &["internal_port"]),
     ("trace", &["include_tool_output"]),
 ];
@@ -2044,7 +2055,6 @@ fn capabilities(cx: &mut Cx, top: &Section) -> Result<Capabilities> {
     let shell = sec.sub(cx, "shell")?;
     let env = sec.sub(cx, "env")?;
     let limits = sec.sub(cx, "limits")?;
-    fs.opt_bool(cx, "workdir_exec")?;
     shell.str_list(cx, "strip_env")?;
     shell.str_list(cx, "baseline_env")?;
     let d = Capabilities::default();
@@ -2052,6 +2062,11 @@ fn capabilities(cx: &mut Cx, top: &Section) -> Result<Capabilities> {
         network_allow: net_rules(cx, &net)?,
         filesystem_scope: scope(cx, &fs)?,
         shell_allow: shell_allow(cx, &shell)?,
+        containment: sec.opt_enum(cx, "containment", Class::NAMES)?,
+        shell_network: shell
+            .opt_enum(cx, "network", ShellNetwork::NAMES)?
+            .unwrap_or_default(),
+        workdir_exec: fs.opt_bool(cx, "workdir_exec")?.unwrap_or(false),
         env_allow: env.str_list(cx, "allow")?,
         memory_bytes: limits
             .opt_uint(cx, "memory_bytes", 1, u64::MAX)?
@@ -2077,6 +2092,10 @@ fn budget(cx: &Cx, limits: &Section) -> Result<Limits> {
         max_tool_calls_per_task: key("max_tool_calls_per_task", d.max_tool_calls_per_task)?,
         max_trace_bytes: key("max_trace_bytes", d.max_trace_bytes)?,
         workdir_bytes: key("workdir_bytes", d.workdir_bytes)?,
+        shell_cpu_seconds: key("shell_cpu_seconds", d.shell_cpu_seconds)?,
+        shell_open_files: key("shell_open_files", d.shell_open_files)?,
+        shell_processes: key("shell_processes", d.shell_processes)?,
+        shell_concurrency: key("shell_concurrency", d.shell_concurrency)?,
     })
 }
 

@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use crate::confine::{Class, Jail, explain};
 use crate::manifest::{Manifest, NetRule};
 use crate::session::Capsule;
 use crate::tools::Kind;
@@ -50,7 +51,7 @@ fn render(capsule: &Capsule, m: &Manifest, url: &str, loop_label: &str) -> Strin
     directory(&mut out, capsule);
     tools(&mut out, capsule);
     calling(&mut out);
-    shell(&mut out, m);
+    shell(&mut out, m, capsule.tools.jail().map(|j| &**j));
     checkpoints(&mut out);
     out
 }
@@ -215,7 +216,7 @@ fn calling(out: &mut String) {
     );
 }
 
-fn shell(out: &mut String, m: &Manifest) {
+fn shell(out: &mut String, m: &Manifest, jail: Option<&Jail>) {
     let _ = writeln!(out, "## Running Shell Commands\n");
     if m.capabilities.shell_allow.is_empty() {
         let _ = writeln!(
@@ -243,6 +244,31 @@ fn shell(out: &mut String, m: &Manifest) {
         "\nCommands run in the work folder with stdin closed; the result gives the exit code, stdout and \
          stderr (16 KiB each; longer output is saved under logs/).\n"
     );
+    if let Some(jail) = jail {
+        sandbox(out, m, jail);
+    }
+}
+
+/// What a command can and cannot reach, so the model does not spend turns finding out.
+fn sandbox(out: &mut String, m: &Manifest, jail: &Jail) {
+    if jail.class() == Class::Advisory {
+        let _ = writeln!(
+            out,
+            "Your commands are NOT confined (containment: advisory): they run as the user who \
+             started the runtime, with that user's files, network and processes.\n"
+        );
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "Your commands run in a sandbox (containment: {}). A command can reach exactly this:\n",
+        jail.class().name()
+    );
+    let hosts: Vec<String> = m.capabilities.network_allow.iter().map(net_rule).collect();
+    for line in explain::reach(jail, &hosts) {
+        let _ = writeln!(out, "- {line}");
+    }
+    let _ = writeln!(out);
 }
 
 fn checkpoints(out: &mut String) {

@@ -56,6 +56,9 @@ pub struct Pending {
     /// `task_md` for the launch task, `a2a` for one that came over HTTP.
     pub source: &'static str,
     pub message_id: Option<String>,
+    /// Set when the task must fail as it starts: the workdir passed its quota while
+    /// the detached command it reports on ran.
+    pub breach: Option<String>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -238,6 +241,7 @@ mod tests {
 
     fn task(id: &str, origin: &str) -> Pending {
         Pending {
+            breach: None,
             id: id.into(),
             context_id: "ctx".into(),
             text: String::new(),

@@ -185,6 +185,7 @@ pub fn report(capsule: &Capsule, resumed: &Resumed) {
         resumed.session_id
     );
     capsule.queue.push_own(Pending {
+        breach: None,
         id: task_id,
         context_id: first.context_id.clone().unwrap_or_else(ids::context),
         text: report_text(&resumed.session_id, &marked),

@@ -414,6 +414,7 @@ async fn message_stream(socket: TcpStream, request: &Request, capsule: &Capsule,
             return stream.pump(&conn, |f| f.ends_stream).await.map(|_| ());
         }
         let task = Pending {
+            breach: None,
             id: ids::task(),
             context_id: message.context_id.clone().unwrap_or_else(ids::context),
             text: message_text(&message),

@@ -313,7 +313,7 @@ impl LoopState {
             hook_artifacts: Vec::new(),
             feedback: Vec::new(),
             calls: budget::Calls::default(),
-            breach: None,
+            breach: task.breach.clone(),
         });
         // A seed goes ahead of the loaded history and the task itself.
         let mut messages = self.task_start_hooks(&task, &history).await?;

@@ -7,11 +7,15 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::process::{Child, Command};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::confine::{Confined, Jail};
 
 /// Binaries that get the command as one script (`<binary> -c <command>`) instead of split argv.
 pub const INTERPRETERS: &[&str] = &["bash", "sh", "zsh", "fish", "dash", "ksh"];
@@ -158,7 +162,7 @@ fn is_executable_file(path: &Path) -> bool {
 }
 
 /// One shell tool call, as the host decided to run it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ShellRequest {
     /// The allowed binary, as named in `capabilities.shell.allow`.
     pub binary: String,
@@ -175,6 +179,11 @@ pub struct ShellRequest {
     pub timeout: Duration,
     /// The only environment the child gets, besides `HOME`.
     pub env: Vec<(String, String)>,
+    /// The sandbox the command starts in.
+    pub jail: Arc<Jail>,
+    /// Shared by every command of the session: one is taken while a command runs,
+    /// foreground or background, so at most so many run at once.
+    pub slots: Arc<Semaphore>,
 }
 
 /// What a command that was started did.
@@ -272,8 +281,14 @@ const TAIL_BYTES: u64 = 2048;
 pub async fn run_with_grace(req: &ShellRequest, grace: Option<Duration>) -> Result<Ran, String> {
     let plan = Plan::new(req)?;
     create_home(req).map_err(|e| format!("failed to create home '{}': {e}", req.home.display()))?;
+    let slot = req
+        .slots
+        .clone()
+        .acquire_owned()
+        .await
+        .map_err(|_| "the session is ending; the command was not run".to_string())?;
     let started = Instant::now();
-    let mut child = spawn(req, &plan)?;
+    let (mut child, confined) = spawn(req, &plan)?;
     let mut group = GroupGuard::for_child(&child)?;
     let mut stdout = child.stdout.take().ok_or("child stdout pipe missing")?;
     let mut stderr = child.stderr.take().ok_or("child stderr pipe missing")?;
@@ -296,6 +311,8 @@ pub async fn run_with_grace(req: &ShellRequest, grace: Option<Duration>) -> Resu
                 out,
                 err,
                 started,
+                _slot: slot,
+                _confined: confined,
             };
             return detach(req, &plan, detach_after.unwrap_or_default(), live)
                 .await
@@ -328,6 +345,9 @@ struct Live {
     out: Capture,
     err: Capture,
     started: Instant,
+    /// Held until the command ends, in the background too.
+    _slot: OwnedSemaphorePermit,
+    _confined: Confined,
 }
 
 /// Moves a running command to the background: what it printed so far starts its log, and a
@@ -593,7 +613,7 @@ fn child_path(req: &ShellRequest) -> String {
         .unwrap_or_default()
 }
 
-fn spawn(req: &ShellRequest, plan: &Plan) -> Result<Child, String> {
+fn spawn(req: &ShellRequest, plan: &Plan) -> Result<(Child, Confined), String> {
     let mut cmd = Command::new(&plan.program);
     cmd.args(&plan.args)
         .env_clear()
@@ -608,8 +628,11 @@ fn spawn(req: &ShellRequest, plan: &Plan) -> Result<Child, String> {
         // used instead of a `pre_exec` setpgid so spawning stays on the posix_spawn fast path.
         .process_group(0)
         .kill_on_drop(true);
-    cmd.spawn()
-        .map_err(|e| format!("failed to start '{}': {e}", req.binary))
+    let confined = req.jail.confine(cmd.as_std_mut())?;
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("failed to start '{}': {e}", req.binary))?;
+    Ok((child, confined))
 }
 
 /// Kills the command's process group unless disarmed, including when `run` is dropped.
@@ -940,7 +963,14 @@ fn create_home(req: &ShellRequest) -> std::io::Result<()> {
             req.workdir.display()
         ))
     })?;
-    crate::rooted::Rooted::open(&req.workdir)?.create_dir_all(&inside.to_string_lossy())
+    let view = crate::rooted::Rooted::open(&req.workdir)?;
+    view.create_dir_all(&inside.to_string_lossy())?;
+    // A confined command's TMPDIR is inside the workdir too.
+    let tmp = req.env.iter().rev().find(|(k, _)| k == "TMPDIR");
+    if let Some(inside) = tmp.and_then(|(_, v)| Path::new(v).strip_prefix(&req.workdir).ok()) {
+        view.create_dir_all(&inside.to_string_lossy())?;
+    }
+    Ok(())
 }
 
 /// A new file `name` in `logs_dir`, created beneath `workdir` (never through a link that
@@ -1014,6 +1044,8 @@ mod tests {
             workdir,
             timeout: Duration::from_secs(20),
             env: vec![("PATH".to_string(), host_path())],
+            jail: Arc::new(Jail::advisory(&root)),
+            slots: Arc::new(Semaphore::new(8)),
         };
         (scratch, req)
     }

@@ -14,6 +14,7 @@ use crate::bindings::driver::murmur::text::chunks;
 use crate::bindings::tool::exports::murmur::tool::run::Status;
 use crate::bindings::tool::murmur::task::task::{self as task_api, TaskInfo};
 use crate::bindings::tool::{Tool as Bindings, ToolPre};
+use crate::confine::Jail;
 use crate::deadline::{self, Clock};
 use crate::driver::trap_text;
 use crate::engine::{self, Engine};
@@ -105,11 +106,16 @@ pub struct ToolGrants {
     pub input_timeout: Option<Duration>,
     /// `capabilities.limits.max_tool_result_bytes`.
     pub max_result_bytes: u64,
+    /// `capabilities.limits.shell_concurrency` slots, shared by every shell command.
+    pub shell_slots: Arc<tokio::sync::Semaphore>,
 }
 
 pub struct Tools {
     pub list: Vec<Tool>,
     grants: ToolGrants,
+    /// The sandbox shell commands start in, set once the workdir exists. Until then a
+    /// shell call is refused, never run unconfined.
+    jail: Option<Arc<Jail>>,
     /// The open `request-input` wait, which the server answers.
     pub inbox: Inbox,
 }
@@ -177,7 +183,17 @@ impl Tools {
             list: Vec::new(),
             inbox: Inbox::new(grants.input_timeout),
             grants,
+            jail: None,
         }
+    }
+
+    /// Every shell command from now on starts in `jail`.
+    pub fn confine_shell(&mut self, jail: Arc<Jail>) {
+        self.jail = Some(jail);
+    }
+
+    pub fn jail(&self) -> Option<&Arc<Jail>> {
+        self.jail.as_ref()
     }
 
     pub fn add_shell(&mut self, binary: &str) {
@@ -374,6 +390,11 @@ impl Tools {
             Ok(command) => command,
             Err(e) => return Dispatched::not_reached(e),
         };
+        let Some(jail) = &self.jail else {
+            return Dispatched::not_reached(
+                "the shell sandbox was not set up; the command was not run".into(),
+            );
+        };
         let request = ShellRequest {
             binary: binary.to_string(),
             command,
@@ -381,7 +402,9 @@ impl Tools {
             home: self.grants.home.clone(),
             logs_dir: self.grants.shell_logs_dir.clone(),
             timeout: self.grants.deadline,
-            env: self.grants.shell_env.clone(),
+            env: jail.environment(&self.grants.shell_env, &self.grants.home),
+            jail: jail.clone(),
+            slots: self.grants.shell_slots.clone(),
         };
         match shell::run_with_grace(&request, Some(self.grants.shell_grace)).await {
             Ok(Ran::Detached(background)) => {

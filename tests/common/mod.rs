@@ -128,6 +128,47 @@ lifecycle:
     Capsule::new(name, &manifest, "")
 }
 
+/// The host pids of live processes with `marker` as one of their arguments. A confined
+/// command runs in a PID namespace of its own, so the pid it sees (`$$`) is not one the
+/// test can use; a unique argument (`sleep 30.<marker>`) finds it from outside.
+pub fn pids_running(marker: &str) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = stat
+                .rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('Z'));
+            let args = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            !zombie && args.split(|b| *b == 0).any(|a| a == marker.as_bytes())
+        })
+        .collect()
+}
+
+/// SIGKILLs what [`pids_running`] finds: the cleanup of a test that failed midway.
+pub fn kill_running(marker: &str) {
+    for pid in pids_running(marker) {
+        // SAFETY: kill takes plain integers; the pid runs the test's own marker.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+}
+
+/// A marker no other test's process carries: `<number>.<test pid><n>`.
+pub fn marker(seconds: u32) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "{seconds}.{}{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
 /// The binary with a shared component cache, so tests compile each component once.
 pub fn mur() -> Command {
     let mut cmd = Command::new(MUR);

@@ -1,0 +1,268 @@
+//! The steps a command's child takes between fork and exec to enter its sandbox.
+//!
+//! They run in the forked copy of mur, where only async-signal-safe calls are allowed:
+//! everything is prepared by [`Steps::new`] in the parent (paths as C strings, map
+//! texts, limits), and [`enter`] only makes system calls on it.
+//!
+//! The child unshares a user and PID namespace, then forks once more: the grandchild is
+//! process 1 of the new PID namespace and becomes the command, so when it ends, is
+//! killed or times out, the kernel kills every process it started (a `setsid` one
+//! included). The child in between waits for it and exits the same way, so mur sees the
+//! command's own exit status; it has closed every descriptor, so pipes end when the
+//! command's processes do.
+
+use std::os::fd::RawFd;
+
+use seccompiler::BpfProgram;
+
+use super::Limits;
+use super::sealed::Root;
+
+/// What the child does, prepared in the parent.
+pub struct Steps {
+    active: bool,
+    uid_map: Vec<u8>,
+    gid_map: Vec<u8>,
+    rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t)>,
+    root: Option<Root>,
+}
+
+const UID_MAP: &std::ffi::CStr = c"/proc/self/uid_map";
+const GID_MAP: &std::ffi::CStr = c"/proc/self/gid_map";
+const SETGROUPS: &std::ffi::CStr = c"/proc/self/setgroups";
+
+impl Steps {
+    /// No sandbox: the `advisory` class.
+    pub fn none() -> Steps {
+        Steps {
+            active: false,
+            uid_map: Vec::new(),
+            gid_map: Vec::new(),
+            rlimits: Vec::new(),
+            root: None,
+        }
+    }
+
+    pub fn new(limits: &Limits, root: Option<Root>) -> Steps {
+        // SAFETY: geteuid and getegid cannot fail and take no arguments.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        Steps {
+            active: true,
+            // The user keeps their own ids inside, so files look as they do outside.
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+            rlimits: vec![
+                (libc::RLIMIT_AS, limits.memory_bytes),
+                (libc::RLIMIT_CPU, limits.cpu_seconds),
+                (libc::RLIMIT_FSIZE, limits.file_bytes),
+                (libc::RLIMIT_NOFILE, limits.open_files),
+                (libc::RLIMIT_NPROC, limits.processes),
+                (libc::RLIMIT_CORE, 0),
+            ],
+            root,
+        }
+    }
+}
+
+/// Enters the sandbox; returns in the process that will exec the command.
+///
+/// Runs between fork and exec: no allocation, no locks, system calls only.
+pub fn enter(
+    steps: &Steps,
+    cgroup_procs: Option<&std::ffi::CStr>,
+    ruleset: Option<RawFd>,
+    filters: &[BpfProgram],
+) -> std::io::Result<()> {
+    if !steps.active {
+        return Ok(());
+    }
+    let namespaces = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWPID
+        | if steps.root.is_some() {
+            libc::CLONE_NEWNS
+        } else {
+            0
+        };
+    // SAFETY: plain system calls on memory `steps` owns, in a single-threaded child.
+    unsafe {
+        // If mur dies, so does the command (and with it, its PID namespace).
+        check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
+        if let Some(procs) = cgroup_procs {
+            // Joined while still root outside, so every process after counts in it.
+            let mut digits = [0u8; 20];
+            write_file(procs, decimal(libc::getpid(), &mut digits))?;
+        }
+        check(libc::unshare(namespaces))?;
+        write_file(SETGROUPS, b"deny")?;
+        write_file(UID_MAP, &steps.uid_map)?;
+        write_file(GID_MAP, &steps.gid_map)?;
+        let pid = libc::fork();
+        if pid < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if pid > 0 {
+            relay(pid);
+        }
+        // Process 1 of the new namespace: dies if the relay does.
+        check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
+        if let Some(root) = &steps.root {
+            root.enter()?;
+        }
+        for (resource, limit) in &steps.rlimits {
+            let limit = libc::rlimit {
+                rlim_cur: *limit,
+                rlim_max: *limit,
+            };
+            check(libc::setrlimit(*resource, &raw const limit))?;
+        }
+        drop_capabilities()?;
+        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
+        if let Some(fd) = ruleset {
+            check(libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) as libc::c_int)?;
+        }
+        for filter in filters {
+            seccompiler::apply_filter(filter).map_err(|_| std::io::Error::last_os_error())?;
+        }
+    }
+    Ok(())
+}
+
+/// The child in between: waits for the command and ends the same way. Never returns.
+unsafe fn relay(pid: libc::pid_t) -> ! {
+    // SAFETY: system calls only; the descriptors closed are this process's copies.
+    unsafe {
+        // Holding mur's error pipe or the command's output pipes open would make mur
+        // wait for this process rather than the command.
+        if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
+            for fd in 0..1024 {
+                libc::close(fd);
+            }
+        }
+        let mut status = 0;
+        loop {
+            let waited = libc::waitpid(pid, &raw mut status, 0);
+            if waited == pid {
+                break;
+            }
+            if waited < 0 && *libc::__errno_location() != libc::EINTR {
+                libc::_exit(127);
+            }
+        }
+        if libc::WIFSIGNALED(status) {
+            let signal = libc::WTERMSIG(status);
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&raw mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &raw const none, std::ptr::null_mut());
+            libc::signal(signal, libc::SIG_DFL);
+            libc::kill(libc::getpid(), signal);
+            libc::_exit(128 + signal);
+        }
+        libc::_exit(libc::WEXITSTATUS(status));
+    }
+}
+
+/// Root inside the user namespace keeps no capability across exec, so a command cannot
+/// use the namespace's privileges (over its own files, say) even as uid 0.
+unsafe fn drop_capabilities() -> std::io::Result<()> {
+    const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
+    const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
+    const SECBIT_NO_SETUID_FIXUP: libc::c_ulong = 1 << 2;
+    const SECBIT_NO_SETUID_FIXUP_LOCKED: libc::c_ulong = 1 << 3;
+    const SECBIT_NO_CAP_AMBIENT_RAISE: libc::c_ulong = 1 << 6;
+    const SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: libc::c_ulong = 1 << 7;
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let bits = SECBIT_NOROOT
+        | SECBIT_NOROOT_LOCKED
+        | SECBIT_NO_SETUID_FIXUP
+        | SECBIT_NO_SETUID_FIXUP_LOCKED
+        | SECBIT_NO_CAP_AMBIENT_RAISE
+        | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+    // SAFETY: prctl and capset on stack values this function owns.
+    unsafe {
+        check(libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0))?;
+        let mut cap = 0;
+        while libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) == 0 {
+            cap += 1;
+        }
+        let header = Header {
+            version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+            pid: 0,
+        };
+        let data = [
+            Data {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            },
+            Data {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            },
+        ];
+        check(libc::syscall(libc::SYS_capset, &raw const header, data.as_ptr()) as libc::c_int)?;
+    }
+    Ok(())
+}
+
+unsafe fn write_file(path: &std::ffi::CStr, text: &[u8]) -> std::io::Result<()> {
+    // SAFETY: open, write and close on a C string and a byte slice the caller owns.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let written = libc::write(fd, text.as_ptr().cast(), text.len());
+        libc::close(fd);
+        if written != text.len() as isize {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// `n` in decimal, in `buf`: formatting without allocating.
+fn decimal(n: libc::pid_t, buf: &mut [u8; 20]) -> &[u8] {
+    let mut n = n.unsigned_abs();
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[at..];
+        }
+    }
+}
+
+fn check(rc: libc::c_int) -> std::io::Result<()> {
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_writes_every_digit() {
+        let mut buf = [0u8; 20];
+        assert_eq!(decimal(0, &mut buf), b"0");
+        assert_eq!(decimal(7, &mut buf), b"7");
+        assert_eq!(decimal(4_194_304, &mut buf), b"4194304");
+        assert_eq!(decimal(i32::MAX, &mut buf), b"2147483647");
+    }
+}

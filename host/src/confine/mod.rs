@@ -1,0 +1,387 @@
+//! The confined shell: every shell command runs inside an OS sandbox as strong as the
+//! capsule's containment class says, or the capsule does not start.
+//!
+//! What a class means is decided once, at launch: the kernel is probed, the Landlock
+//! ruleset and the seccomp program are built, and the result is a [`Jail`] every command
+//! of the session is spawned into. The parts:
+//! - `kernel`: what this kernel can back (Landlock ABI, seccomp, user namespaces);
+//! - `filesystem`: the Landlock ruleset (what a command may read, write and execute);
+//! - `syscalls`: the seccomp program (no sockets but the allowed ones, no namespaces,
+//!   no tracing, no io_uring);
+//! - `child`: the steps run in the forked child before it execs;
+//! - `sealed`: the composed root of the `sealed` class;
+//! - `proxy`: the HTTP(S) proxy of `capabilities.shell.network: proxy`;
+//! - `explain`: what a command can reach, in words, for `--explain-scope` and MURMUR.md.
+
+mod child;
+pub mod explain;
+mod filesystem;
+mod kernel;
+mod pids;
+pub mod proxy;
+mod sealed;
+mod syscalls;
+
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use crate::error::Error;
+
+pub use kernel::Kernel;
+
+/// Variables the sandbox sets itself, whatever the capsule grants.
+const CONFINED_VARS: &[&str] = &[
+    "PATH",
+    "TMPDIR",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+    "NO_PROXY",
+    "no_proxy",
+];
+
+/// `capabilities.containment`: how strongly shell commands are confined. Ordered from
+/// weakest to strongest, so the stronger of the manifest's and `--containment` wins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Class {
+    /// The explicit opt-out: commands run as the user who started mur.
+    Advisory,
+    /// Landlock (reads and writes), seccomp (sockets, namespaces, tracing), a user and PID
+    /// namespace of its own, and resource limits.
+    Scoped,
+    /// `scoped` plus a private mount namespace pivoted onto a composed root that holds
+    /// only the system directories and the workdir.
+    Sealed,
+}
+
+impl Class {
+    pub const NAMES: &'static [(&'static str, Class)] = &[
+        ("advisory", Class::Advisory),
+        ("scoped", Class::Scoped),
+        ("sealed", Class::Sealed),
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Advisory => "advisory",
+            Class::Scoped => "scoped",
+            Class::Sealed => "sealed",
+        }
+    }
+}
+
+/// `capabilities.shell.network`: what a confined command may reach on the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Network {
+    /// No IPv4 or IPv6 socket at all, loopback included.
+    #[default]
+    None,
+    /// One TCP port: the session's proxy, which lets through `capabilities.network.allow`.
+    Proxy,
+}
+
+impl Network {
+    pub const NAMES: &'static [(&'static str, Network)] =
+        &[("none", Network::None), ("proxy", Network::Proxy)];
+}
+
+/// What the capsule asks of its shell, from the manifest and the command line.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// What the manifest declared (`scoped` when it says nothing).
+    pub declared: Class,
+    /// `--containment`, when given.
+    pub raised: Option<Class>,
+    pub network: Network,
+    /// `capabilities.filesystem.workdir_exec`.
+    pub workdir_exec: bool,
+    pub limits: Limits,
+}
+
+impl Policy {
+    /// The class in force: the stronger of the declared and the raised.
+    pub fn class(&self) -> Class {
+        self.raised.map_or(self.declared, |r| r.max(self.declared))
+    }
+}
+
+/// The resource limits of every process a command starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Address space of each process (`capabilities.limits.memory_bytes`).
+    pub memory_bytes: u64,
+    /// CPU time of each process (`capabilities.limits.shell_cpu_seconds`).
+    pub cpu_seconds: u64,
+    /// The largest file a command may write (`capabilities.limits.workdir_bytes`).
+    pub file_bytes: u64,
+    /// Open files per process (`capabilities.limits.shell_open_files`).
+    pub open_files: u64,
+    /// Processes in one command's sandbox (`capabilities.limits.shell_processes`).
+    pub processes: u64,
+    /// Commands running at once, foreground and background
+    /// (`capabilities.limits.shell_concurrency`).
+    pub commands: u64,
+}
+
+impl Limits {
+    #[cfg(test)]
+    fn unlimited() -> Limits {
+        Limits {
+            memory_bytes: u64::MAX,
+            cpu_seconds: u64::MAX,
+            file_bytes: u64::MAX,
+            open_files: u64::MAX,
+            processes: u64::MAX,
+            commands: u64::MAX,
+        }
+    }
+}
+
+/// A session's sandbox, built once and entered by every shell command.
+pub struct Jail {
+    class: Class,
+    network: Network,
+    kernel: Kernel,
+    /// The Landlock ruleset, handed to each child's `landlock_restrict_self`.
+    ruleset: Option<OwnedFd>,
+    /// The seccomp programs, installed in order in each child.
+    filters: Vec<seccompiler::BpfProgram>,
+    steps: child::Steps,
+    /// The session's proxy, under `network: proxy`: the one TCP port a command may reach.
+    proxy: Option<proxy::Proxy>,
+    /// For root, whom `RLIMIT_NPROC` does not bind: a pids cgroup per command.
+    pids: Option<pids::Pids>,
+    workdir: PathBuf,
+    workdir_exec: bool,
+    limits: Limits,
+    armed: bool,
+}
+
+/// What a confined command holds while it runs: its pids cgroup, removed after it.
+pub struct Confined {
+    _cgroup: Option<pids::Group>,
+}
+
+impl Jail {
+    /// Checks `policy` against this kernel, before anything is created: a class the
+    /// kernel cannot back stops the launch here.
+    ///
+    /// # Errors
+    ///
+    /// `E-CAP-01x` naming the missing mechanism.
+    pub fn plan(policy: &Policy, workdir: &Path) -> Result<Jail, Error> {
+        let class = policy.class();
+        let kernel = if class == Class::Advisory {
+            Kernel::unprobed()
+        } else {
+            Kernel::probe()
+        };
+        kernel.backs(class)?;
+        Ok(Jail {
+            class,
+            network: policy.network,
+            kernel,
+            ruleset: None,
+            filters: Vec::new(),
+            steps: child::Steps::none(),
+            proxy: None,
+            pids: None,
+            workdir: workdir.to_path_buf(),
+            workdir_exec: policy.workdir_exec,
+            limits: policy.limits,
+            armed: class == Class::Advisory,
+        })
+    }
+
+    /// No sandbox at all, for commands that run as the user (`advisory`).
+    #[cfg(test)]
+    pub fn advisory(workdir: &Path) -> Jail {
+        Jail {
+            class: Class::Advisory,
+            network: Network::None,
+            kernel: Kernel::unprobed(),
+            ruleset: None,
+            filters: Vec::new(),
+            steps: child::Steps::none(),
+            proxy: None,
+            pids: None,
+            workdir: workdir.to_path_buf(),
+            workdir_exec: true,
+            limits: Limits::unlimited(),
+            armed: true,
+        }
+    }
+
+    /// Builds the ruleset, the seccomp programs and the child's steps, now that the
+    /// workdir exists. `scratch` is an empty folder outside every guest's view where
+    /// `sealed` composes its root; `proxy` is the session's proxy under `network: proxy`.
+    ///
+    /// # Errors
+    ///
+    /// `E-CAP-01x` when a part cannot be built.
+    pub fn arm(mut self, scratch: &Path, proxy: Option<proxy::Proxy>) -> Result<Jail, Error> {
+        self.proxy = proxy;
+        if self.class == Class::Advisory {
+            return Ok(self);
+        }
+        let rules = filesystem::Rules {
+            workdir: &self.workdir,
+            workdir_exec: self.workdir_exec,
+            proxy_port: self.proxy_port(),
+        };
+        self.ruleset = Some(filesystem::ruleset(&self.kernel, &rules)?);
+        self.filters = syscalls::programs(&syscalls::Allowed {
+            inet_stream: self.proxy.is_some(),
+            unix_sockets: self.unix_sockets(),
+        })?;
+        let root = if self.class == Class::Sealed {
+            Some(sealed::Root::plan(&self.workdir, scratch)?)
+        } else {
+            None
+        };
+        self.steps = child::Steps::new(&self.limits, root);
+        self.pids = pids::Pids::open(self.limits.processes)?;
+        self.armed = true;
+        Ok(self)
+    }
+
+    pub fn class(&self) -> Class {
+        self.class
+    }
+
+    pub fn network(&self) -> Network {
+        self.network
+    }
+
+    pub fn kernel(&self) -> &Kernel {
+        &self.kernel
+    }
+
+    pub fn workdir_exec(&self) -> bool {
+        self.workdir_exec
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Whether a command may open Unix sockets (then only inside the workdir).
+    pub fn unix_sockets(&self) -> bool {
+        self.class == Class::Sealed || self.kernel.resolves_unix()
+    }
+
+    pub fn proxy_port(&self) -> Option<u16> {
+        self.proxy.as_ref().map(|p| p.addr().port())
+    }
+
+    pub fn workdir(&self) -> &Path {
+        &self.workdir
+    }
+
+    /// Makes `cmd` start inside the sandbox. Advisory leaves it as it is.
+    ///
+    /// # Errors
+    ///
+    /// The sandbox was planned but never armed: the command must not run unconfined.
+    pub fn confine(
+        self: &std::sync::Arc<Self>,
+        cmd: &mut std::process::Command,
+    ) -> Result<Confined, String> {
+        if !self.armed {
+            return Err("the shell sandbox was not set up; the command was not run".into());
+        }
+        if self.class == Class::Advisory {
+            return Ok(Confined { _cgroup: None });
+        }
+        let cgroup = match &self.pids {
+            Some(pids) => Some(
+                pids.group()
+                    .map_err(|e| format!("the command's pids cgroup could not be made: {e}"))?,
+            ),
+            None => None,
+        };
+        let procs = cgroup.as_ref().map(|g| g.procs().to_owned());
+        let jail = self.clone();
+        // SAFETY: the closure runs in the forked child, before exec. Everything it needs
+        // was allocated here, in the parent; it only makes system calls on that memory
+        // (see `child::enter`), which is what is allowed between fork and exec.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(cmd, move || jail.enter(procs.as_deref()));
+        }
+        Ok(Confined { _cgroup: cgroup })
+    }
+
+    /// The environment of a confined command: `base` with a PATH it can execute from,
+    /// `TMPDIR` inside the workdir (`home/tmp`), and the proxy's address when there is one.
+    pub fn environment(&self, base: &[(String, String)], home: &Path) -> Vec<(String, String)> {
+        if self.class == Class::Advisory {
+            return base.to_vec();
+        }
+        let mut env: Vec<(String, String)> = base
+            .iter()
+            .filter(|(k, _)| !CONFINED_VARS.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        let host_path = base
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map_or("", |(_, v)| v.as_str());
+        env.push(("PATH".into(), self.path(host_path)));
+        env.push((
+            "TMPDIR".into(),
+            home.join("tmp").to_string_lossy().into_owned(),
+        ));
+        if let Some(proxy) = &self.proxy {
+            let url = proxy.url();
+            for key in [
+                "HTTP_PROXY",
+                "HTTPS_PROXY",
+                "http_proxy",
+                "https_proxy",
+                "ALL_PROXY",
+                "all_proxy",
+            ] {
+                env.push((key.into(), url.clone()));
+            }
+            env.push(("NO_PROXY".into(), String::new()));
+            env.push(("no_proxy".into(), String::new()));
+        }
+        env
+    }
+
+    fn enter(&self, cgroup_procs: Option<&std::ffi::CStr>) -> std::io::Result<()> {
+        let ruleset = self.ruleset.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+        child::enter(&self.steps, cgroup_procs, ruleset, &self.filters)
+    }
+
+    /// The PATH a confined command gets: the entries it can execute from, in order.
+    pub fn path(&self, host_path: &str) -> String {
+        if self.class == Class::Advisory {
+            return host_path.to_string();
+        }
+        let usable: Vec<&str> = host_path
+            .split(':')
+            .filter(|dir| filesystem::executable_dir(Path::new(dir)))
+            .collect();
+        if usable.is_empty() {
+            "/usr/local/bin:/usr/bin:/bin".to_string()
+        } else {
+            usable.join(":")
+        }
+    }
+
+    /// The one line `mur run` prints at launch, e.g.
+    /// `shell: scoped (landlock abi 7 + seccomp), no network`.
+    pub fn launch_line(&self) -> String {
+        explain::launch_line(self)
+    }
+
+    /// `session_start.containment`: declared and achieved, with the mechanisms.
+    pub fn record(&self, declared: Class) -> serde_json::Value {
+        explain::record(self, declared)
+    }
+}

@@ -1,0 +1,244 @@
+//! The composed root of the `sealed` class: a private mount namespace whose `/` is an
+//! empty tmpfs holding only the system directories (read-only), `/etc` (read-only), a
+//! few devices and the workdir at its own path. Paths outside simply do not exist, so a
+//! command cannot even name another session, the records or a socket elsewhere.
+//!
+//! Planned in the parent (every path a C string, every mount's flags read from the
+//! original mount), entered by the PID namespace's first process before exec.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::Error;
+
+use super::filesystem::{CONFIG_DIR, DEVICES_RO, DEVICES_RW, SYSTEM_DIRS};
+
+/// One thing to put into the new root.
+enum Part {
+    /// A directory bind-mounted at the same path; read-only with the flags it had.
+    Dir {
+        source: CString,
+        target: CString,
+        read_only: Option<libc::c_ulong>,
+    },
+    /// A device file bind-mounted onto an empty file.
+    Device { source: CString, target: CString },
+    /// A symbolic link as it is outside (`/bin -> usr/bin`).
+    Link { points_to: CString, target: CString },
+    /// A directory on the way to a mount point.
+    Mkdir { target: CString },
+}
+
+/// The root, planned.
+pub struct Root {
+    scratch: CString,
+    workdir: CString,
+    parts: Vec<Part>,
+}
+
+impl Root {
+    /// Plans a root for `workdir`, composed on the empty folder `scratch`.
+    pub fn plan(workdir: &Path, scratch: &Path) -> Result<Root, Error> {
+        let mut parts = Vec::new();
+        for dir in SYSTEM_DIRS.iter().chain(std::iter::once(&CONFIG_DIR)) {
+            let dir = Path::new(dir);
+            match std::fs::symlink_metadata(dir) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    let points_to = std::fs::read_link(dir).map_err(|e| io(dir, &e))?;
+                    parts.push(Part::Link {
+                        points_to: c_path(&points_to)?,
+                        target: c_path(&scratch.join(relative(dir)))?,
+                    });
+                }
+                Ok(meta) if meta.is_dir() => {
+                    mkdirs(&mut parts, scratch, dir)?;
+                    parts.push(Part::Dir {
+                        source: c_path(dir)?,
+                        target: c_path(&scratch.join(relative(dir)))?,
+                        read_only: Some(read_only_flags(dir)?),
+                    });
+                }
+                _ => {}
+            }
+        }
+        mkdirs(&mut parts, scratch, Path::new("/dev"))?;
+        for device in DEVICES_RW.iter().chain(DEVICES_RO).map(Path::new) {
+            if device.exists() {
+                parts.push(Part::Device {
+                    source: c_path(device)?,
+                    target: c_path(&scratch.join(relative(device)))?,
+                });
+            }
+        }
+        mkdirs(&mut parts, scratch, workdir)?;
+        parts.push(Part::Dir {
+            source: c_path(workdir)?,
+            target: c_path(&scratch.join(relative(workdir)))?,
+            read_only: None,
+        });
+        Ok(Root {
+            scratch: c_path(scratch)?,
+            workdir: c_path(workdir)?,
+            parts,
+        })
+    }
+
+    /// Mounts the root and pivots onto it. Runs between fork and exec, with the
+    /// capabilities of the new user namespace: system calls only.
+    pub fn enter(&self) -> std::io::Result<()> {
+        // SAFETY: mount, mkdir, open, symlink, pivot_root and chdir on C strings this
+        // plan owns; the mount namespace is this process's own.
+        unsafe {
+            // Nothing mounted here may propagate back to the host's namespace.
+            mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE)?;
+            mount(
+                Some(c"tmpfs"),
+                &self.scratch,
+                Some(c"tmpfs"),
+                libc::MS_NOSUID | libc::MS_NODEV,
+            )?;
+            for part in &self.parts {
+                part.place()?;
+            }
+            check(libc::chdir(self.scratch.as_ptr()))?;
+            // pivot_root(".", ".") stacks the old root on the new one; detaching it
+            // leaves only the new root.
+            check(libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) as i32)?;
+            check(libc::umount2(c".".as_ptr(), libc::MNT_DETACH))?;
+            check(libc::chdir(self.workdir.as_ptr()))?;
+        }
+        Ok(())
+    }
+}
+
+impl Part {
+    unsafe fn place(&self) -> std::io::Result<()> {
+        // SAFETY: as `Root::enter`.
+        unsafe {
+            match self {
+                Part::Mkdir { target } => {
+                    if libc::mkdir(target.as_ptr(), 0o755) != 0
+                        && *libc::__errno_location() != libc::EEXIST
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Part::Link { points_to, target } => {
+                    check(libc::symlink(points_to.as_ptr(), target.as_ptr()))?;
+                }
+                Part::Device { source, target } => {
+                    let fd = libc::open(
+                        target.as_ptr(),
+                        libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                        0o644,
+                    );
+                    check(fd)?;
+                    libc::close(fd);
+                    mount(Some(source), target, None, libc::MS_BIND)?;
+                }
+                Part::Dir {
+                    source,
+                    target,
+                    read_only,
+                } => {
+                    mount(Some(source), target, None, libc::MS_BIND | libc::MS_REC)?;
+                    if let Some(flags) = read_only {
+                        mount(
+                            None,
+                            target,
+                            None,
+                            libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | flags,
+                        )?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+unsafe fn mount(
+    source: Option<&std::ffi::CStr>,
+    target: &std::ffi::CStr,
+    kind: Option<&std::ffi::CStr>,
+    flags: libc::c_ulong,
+) -> std::io::Result<()> {
+    let ptr = |s: Option<&std::ffi::CStr>| s.map_or(std::ptr::null(), std::ffi::CStr::as_ptr);
+    // SAFETY: every pointer is a C string the caller owns, or null where mount allows it.
+    check(unsafe {
+        libc::mount(
+            ptr(source),
+            target.as_ptr(),
+            ptr(kind),
+            flags,
+            std::ptr::null(),
+        )
+    })
+}
+
+/// The flags a read-only remount must repeat: in a user namespace the kernel refuses
+/// to clear `nosuid`, `nodev`, `noexec` or the atime mode of a mount it did not make.
+fn read_only_flags(dir: &Path) -> Result<libc::c_ulong, Error> {
+    let path = c_path(dir)?;
+    // SAFETY: statvfs fills the zeroed struct it is given from a C string path.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(path.as_ptr(), &raw mut stat) } != 0 {
+        return Err(io(dir, &std::io::Error::last_os_error()));
+    }
+    let pairs = [
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ];
+    Ok(pairs
+        .iter()
+        .filter(|(st, _)| stat.f_flag & st != 0)
+        .fold(0, |flags, (_, ms)| flags | ms))
+}
+
+/// Each directory from `scratch` down to `scratch/<path>`.
+fn mkdirs(parts: &mut Vec<Part>, scratch: &Path, path: &Path) -> Result<(), Error> {
+    let mut at = scratch.to_path_buf();
+    for component in relative(path).components() {
+        at.push(component);
+        parts.push(Part::Mkdir {
+            target: c_path(&at)?,
+        });
+    }
+    Ok(())
+}
+
+fn relative(path: &Path) -> PathBuf {
+    path.strip_prefix("/").unwrap_or(path).to_path_buf()
+}
+
+fn c_path(path: &Path) -> Result<CString, Error> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        Error::new(
+            "E-CAP-013",
+            format!("the path {} holds a NUL byte", path.display()),
+        )
+    })
+}
+
+fn io(path: &Path, e: &std::io::Error) -> Error {
+    Error::new(
+        "E-CAP-013",
+        format!(
+            "the sealed root could not be planned: {}: {e}",
+            path.display()
+        ),
+    )
+}
+
+fn check(rc: libc::c_int) -> std::io::Result<()> {
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
