@@ -34,6 +34,23 @@ fn capsule(name: &str, extra: &str, commands: &[&str]) -> Capsule {
     Capsule::new(name, &manifest, &script)
 }
 
+/// A capsule that keeps running (queue + sleep) whose one command detaches at once;
+/// `extra` goes under `capabilities:`. The turn after the command's completion task
+/// would answer `it ended`.
+fn detaching(name: &str, extra: &str, command: &str) -> Capsule {
+    let manifest = format!(
+        "name: confined\nversion: \"0.1.0\"\ninference:\n  driver: scripted\n  \
+         script: ./script.yaml\n  model: scripted-test\ncapabilities:\n  shell:\n    \
+         allow: [bash]\n{extra}lifecycle:\n  task_acceptance: queue\n  after_task: sleep\n  \
+         shell_grace_secs: 0\n"
+    );
+    let script = format!(
+        "turns:\n  - tool_calls: [{{id: c0, name: bash, input: {{command: {command:?}}}}}]\n  \
+         - text: started\n  - text: it ended\n"
+    );
+    Capsule::new(name, &manifest, &script)
+}
+
 /// Whether this kernel backs `scoped`; prints why not when it does not.
 fn confinable() -> bool {
     let probe = capsule("confined-probe", "", &[]);
@@ -273,7 +290,7 @@ fn a_write_past_the_quota_fails_the_task_with_the_limit_named() {
     let c = capsule(
         "confined-quota",
         "  limits:\n    workdir_bytes: 2097152\n",
-        &["head -c 3000000 /dev/zero > big; ls -l big", "echo never"],
+        &["head -c 3000000 /dev/zero > big", "echo never"],
     );
     let run = c.run(&["--task", "fill the disk"]);
     assert_eq!(run.status, 1, "{}", run.stderr);
@@ -297,6 +314,45 @@ fn a_write_past_the_quota_fails_the_task_with_the_limit_named() {
         1,
         "the second command must not run"
     );
+    // head was stopped by the file-size limit, and the trace says which limit.
+    let shell = &session.events("shell")[0];
+    assert_eq!(shell["exit_code"], 128 + 25);
+    assert_eq!(shell["resource_limit"], "capabilities.limits.workdir_bytes");
+}
+
+#[test]
+fn a_detached_write_past_the_quota_fails_its_completion_task() {
+    if !confinable() {
+        return;
+    }
+    let c = detaching(
+        "confined-detached-quota",
+        "  limits:\n    workdir_bytes: 2097152\n",
+        "sleep 0.3; head -c 3000000 /dev/zero > big",
+    );
+    let running = c.spawn(&["--task", "fill the disk in the background"]);
+    let session = running.session();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while session_events(&session, "task_end").len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let completed = session_events(&session, "shell_completed");
+    assert_eq!(completed.len(), 1, "no shell_completed");
+    assert_eq!(completed[0]["status"], "failed");
+    assert_eq!(
+        completed[0]["resource_limit"],
+        "capabilities.limits.workdir_bytes"
+    );
+    let breach = session_events(&session, "workdir_quota_breach");
+    assert_eq!(breach.len(), 1, "{breach:?}");
+    assert_eq!(breach[0]["work_id"], completed[0]["work_id"]);
+    let ends = session_events(&session, "task_end");
+    assert_eq!(ends.len(), 2, "{ends:?}");
+    assert_eq!(ends[1]["task_id"], completed[0]["completion_task_id"]);
+    assert_eq!(ends[1]["exit_status"], "failed");
+    // The completion task failed at its first turn: the script's last text never ran.
+    assert!(session_events(&session, "inference").len() < 3);
+    drop(running);
 }
 
 /// Processes running `sleep <marker>` anywhere on the machine.
@@ -418,16 +474,11 @@ fn a_detached_command_is_confined_the_same_way() {
     if !confinable() {
         return;
     }
-    let command = "sleep 0.5; echo inside > made.txt; cat ../../secret.txt; echo end";
-    let manifest = "name: confined\nversion: \"0.1.0\"\ninference:\n  driver: scripted\n  \
-                    script: ./script.yaml\n  model: scripted-test\ncapabilities:\n  shell:\n    \
-                    allow: [bash]\nlifecycle:\n  task_acceptance: queue\n  after_task: sleep\n  \
-                    shell_grace_secs: 0\n";
-    let script = format!(
-        "turns:\n  - tool_calls: [{{id: c0, name: bash, input: {{command: {command:?}}}}}]\n  \
-         - text: started\n  - text: it ended\n"
+    let c = detaching(
+        "confined-detached",
+        "",
+        "sleep 0.5; echo inside > made.txt; cat ../../secret.txt; echo end",
     );
-    let c = Capsule::new("confined-detached", manifest, &script);
     c.file("secret.txt", "the user's secret\n");
     let running = c.spawn(&["--task", "run it in the background"]);
     let session = running.session();

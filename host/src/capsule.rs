@@ -121,6 +121,10 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
     crate::detached::abandon_all(&capsule).await;
     reaping.abort();
     kill_leftovers(&capsule).await;
+    if let Some(jail) = capsule.tools.jail() {
+        // Every command has ended: what the sandbox made outside the workdir goes.
+        jail.release();
+    }
     let last = capsule
         .finished
         .lock()

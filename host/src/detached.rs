@@ -133,6 +133,7 @@ async fn watch(capsule: Arc<Capsule>, work_id: String, task: JoinHandle<Ended>) 
         timed_out: false,
         error: Some(format!("the command's task failed: {e}")),
         tail: String::new(),
+        resource_limit: None,
     });
     let breach = quota_after(&capsule, &work_id, &work).await;
     complete(&capsule, &work_id, &work, &ended, breach);
@@ -172,24 +173,31 @@ async fn quota_after(capsule: &Capsule, work_id: &str, work: &Work) -> Option<St
 /// `shell_completed`, and the result as a `completion` task in the `bg` lane.
 fn complete(capsule: &Capsule, work_id: &str, work: &Work, ended: &Ended, breach: Option<String>) {
     let task_id = ids::task();
-    let ok = ended.exit_code == 0 && !ended.timed_out && ended.error.is_none();
+    let ok = ended.exit_code == 0
+        && !ended.timed_out
+        && ended.error.is_none()
+        && ended.resource_limit.is_none();
+    let mut fields = json!({
+        "work_id": work_id,
+        "binary": work.binary,
+        "command": work.command,
+        "exit_code": ended.exit_code,
+        "duration_ms": ended.duration_ms,
+        "output_path": work.log_path,
+        "output_bytes": ended.output_bytes,
+        "status": if ok { "ok" } else { "failed" },
+        "completion_task_id": task_id,
+    });
+    if let Some(limit) = ended.resource_limit {
+        fields["resource_limit"] = limit.into();
+    }
     let written = capsule.trace.write(
         "shell_completed",
         Place {
             parent: Some(&work.detached_event),
             task: Some(&work.task_id),
         },
-        json!({
-            "work_id": work_id,
-            "binary": work.binary,
-            "command": work.command,
-            "exit_code": ended.exit_code,
-            "duration_ms": ended.duration_ms,
-            "output_path": work.log_path,
-            "output_bytes": ended.output_bytes,
-            "status": if ok { "ok" } else { "failed" },
-            "completion_task_id": task_id,
-        }),
+        fields,
     );
     if let Err(e) = written {
         // The task below still carries the result; only the record of it is missing.
@@ -224,6 +232,11 @@ fn completion_text(work_id: &str, work: &Work, ended: &Ended) -> String {
     );
     if ended.timed_out {
         text.push_str("It ran past the shell deadline and was killed.\n");
+    }
+    if let Some(limit) = ended.resource_limit {
+        text.push_str(&format!(
+            "It was killed by the sandbox: it passed {limit}.\n"
+        ));
     }
     if let Some(error) = &ended.error {
         text.push_str(&format!("Problem: {error}\n"));

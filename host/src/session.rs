@@ -651,21 +651,21 @@ impl LoopState {
         if let Some(shell) = &done.shell {
             running.counts.shell_calls += 1;
             let command = lifecycle::shell_command(&call.input);
+            let mut fields = json!({
+                "turn": turn,
+                "binary": shell.resolved_binary,
+                "command": command,
+                "exit_code": shell.exit_code,
+                "stdout_bytes": shell.stdout_bytes,
+                "stderr_bytes": shell.stderr_bytes,
+                "duration_ms": shell.duration_ms,
+            });
+            if let Some(limit) = shell.resource_limit {
+                fields["resource_limit"] = limit.into();
+            }
             capsule
                 .trace
-                .write(
-                    "shell",
-                    place,
-                    json!({
-                        "turn": turn,
-                        "binary": shell.resolved_binary,
-                        "command": command,
-                        "exit_code": shell.exit_code,
-                        "stdout_bytes": shell.stdout_bytes,
-                        "stderr_bytes": shell.stderr_bytes,
-                        "duration_ms": shell.duration_ms,
-                    }),
-                )
+                .write("shell", place, fields)
                 .map_err(trace_failed)?;
         }
         Ok(())

@@ -203,6 +203,8 @@ pub struct ShellOutcome {
     /// The absolute path found on `PATH`, else the bare name.
     pub resolved_binary: String,
     pub timed_out: bool,
+    /// The sandbox limit the command was killed for, when its exit proves one.
+    pub resource_limit: Option<&'static str>,
 }
 
 /// Runs `req` to completion (or until its timeout) and reports the result.
@@ -267,6 +269,8 @@ pub struct Ended {
     pub error: Option<String>,
     /// The last bytes of its output, as the log holds them.
     pub tail: String,
+    /// The sandbox limit it was killed for, when its exit proves one.
+    pub resource_limit: Option<&'static str>,
 }
 
 /// How much of a background command's output its completion report repeats.
@@ -376,7 +380,13 @@ async fn detach(
     let before = live.out.total.saturating_add(live.err.total);
     let text = detached_text(&plan.display, grace, &work_id, &log_path);
     let started = live.started;
-    let task = tokio::spawn(run_in_background(live, log, before, req.timeout));
+    let task = tokio::spawn(run_in_background(
+        live,
+        log,
+        before,
+        req.timeout,
+        req.jail.clone(),
+    ));
     Ok(Background {
         work_id,
         log_path,
@@ -430,6 +440,7 @@ async fn run_in_background(
     mut log: tokio::fs::File,
     before: u64,
     timeout: Duration,
+    jail: Arc<Jail>,
 ) -> Ended {
     let left = timeout.saturating_sub(live.started.elapsed());
     let mut copied = Copied::default();
@@ -481,6 +492,7 @@ async fn run_in_background(
         timed_out,
         error,
         tail,
+        resource_limit: jail.resource_limit(exit_code),
     }
 }
 
@@ -874,7 +886,12 @@ async fn finish(
     if timed_out {
         text.push_str(&timeout_note(req.timeout));
     }
+    let resource_limit = req.jail.resource_limit(exit_code);
+    if let Some(limit) = resource_limit {
+        text.push_str(&format!("\n(killed by the sandbox: it passed {limit})"));
+    }
     ShellOutcome {
+        resource_limit,
         text,
         exit_code,
         stdout_bytes: out.total,

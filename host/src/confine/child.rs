@@ -23,7 +23,8 @@ pub struct Steps {
     active: bool,
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
-    rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t)>,
+    /// Resource, soft limit, hard limit.
+    rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t, libc::rlim_t)>,
     root: Option<Root>,
 }
 
@@ -52,12 +53,18 @@ impl Steps {
             uid_map: format!("{uid} {uid} 1\n").into_bytes(),
             gid_map: format!("{gid} {gid} 1\n").into_bytes(),
             rlimits: vec![
-                (libc::RLIMIT_AS, limits.memory_bytes),
-                (libc::RLIMIT_CPU, limits.cpu_seconds),
-                (libc::RLIMIT_FSIZE, limits.file_bytes),
-                (libc::RLIMIT_NOFILE, limits.open_files),
-                (libc::RLIMIT_NPROC, limits.processes),
-                (libc::RLIMIT_CORE, 0),
+                (libc::RLIMIT_AS, limits.memory_bytes, limits.memory_bytes),
+                // A second past the soft limit: SIGXCPU (which says why) comes first,
+                // SIGKILL only for a process that ignores it.
+                (
+                    libc::RLIMIT_CPU,
+                    limits.cpu_seconds,
+                    limits.cpu_seconds.saturating_add(1),
+                ),
+                (libc::RLIMIT_FSIZE, limits.file_bytes, limits.file_bytes),
+                (libc::RLIMIT_NOFILE, limits.open_files, limits.open_files),
+                (libc::RLIMIT_NPROC, limits.processes, limits.processes),
+                (libc::RLIMIT_CORE, 0, 0),
             ],
             root,
         }
@@ -108,10 +115,10 @@ pub fn enter(
         if let Some(root) = &steps.root {
             root.enter()?;
         }
-        for (resource, limit) in &steps.rlimits {
+        for (resource, soft, hard) in &steps.rlimits {
             let limit = libc::rlimit {
-                rlim_cur: *limit,
-                rlim_max: *limit,
+                rlim_cur: *soft,
+                rlim_max: *hard,
             };
             check(libc::setrlimit(*resource, &raw const limit))?;
         }

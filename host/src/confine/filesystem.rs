@@ -3,6 +3,7 @@
 //! and reaches nothing else: not the user's home, not the records, not `/tmp`, not
 //! other sessions. Landlock denies by default, so the rules list only what is allowed.
 
+use std::collections::BTreeSet;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -26,6 +27,9 @@ pub const DEVICES_RW: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 pub const DEVICES_RO: &[&str] = &["/dev/urandom", "/dev/random"];
 /// Read, but entry by entry: a secret there (`shadow`, `sudoers`, host keys) is left out.
 pub const CONFIG_DIR: &str = "/etc";
+/// Where a link in `/etc` may lead without its target being allowed: kernel views of
+/// the host (`/etc/mtab -> /proc/self/mounts`) and devices.
+const NEVER_LINKED: &[&str] = &["/proc", "/sys", "/dev"];
 
 /// How deep the `/etc` walk goes to find a directory wholly readable by everyone; past
 /// it, a directory that hides something is left out whole.
@@ -143,11 +147,17 @@ pub fn executable_dir(dir: &Path) -> bool {
 }
 
 /// The parts of `dir` everyone may read: a wholly readable directory as one entry, and
-/// below one that hides something, its readable entries one by one. A symbolic link is
-/// followed only to a readable file under the system directories or `dir` itself.
+/// below one that hides something, its readable entries one by one. A symbolic link
+/// needs no rule of its own, since Landlock checks the file it leads to: one into the
+/// system directories is readable through them, and one to a secret is not. Only a
+/// link to a readable file outside every allowed place (`resolv.conf -> /run/...`) adds
+/// that file.
 pub fn readable_config(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     collect_readable(dir, 0, &mut found);
+    let mut outside = BTreeSet::new();
+    outside_link_targets(dir, 0, &mut outside);
+    found.extend(outside);
     found
 }
 
@@ -156,23 +166,11 @@ fn collect_readable(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
         found.push(dir.to_path_buf());
         return;
     }
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
-    entries.sort();
-    for path in entries {
+    for (path, meta) in sorted_entries(dir) {
         if found.len() >= MAX_CONFIG_RULES {
             return;
         }
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
-            continue;
-        };
-        if meta.file_type().is_symlink() {
-            if let Some(target) = readable_link_target(&path) {
-                found.push(target);
-            }
-        } else if meta.is_dir() && world_enterable(&meta) && depth < MAX_CONFIG_DEPTH {
+        if meta.is_dir() && world_enterable(&meta) && depth < MAX_CONFIG_DEPTH {
             collect_readable(&path, depth + 1, found);
         } else if meta.is_file() && world_readable(&meta) {
             found.push(path);
@@ -180,7 +178,23 @@ fn collect_readable(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
     }
 }
 
-/// A directory whose whole tree everyone may read (and that holds no link leading out).
+/// `dir`'s entries, sorted, with their own metadata (a link as the link).
+fn sorted_entries(dir: &Path) -> Vec<(PathBuf, std::fs::Metadata)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut entries: Vec<(PathBuf, std::fs::Metadata)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let path = e.path();
+            std::fs::symlink_metadata(&path).ok().map(|m| (path, m))
+        })
+        .collect();
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    entries
+}
+
+/// A directory whose whole tree everyone may read (links aside, as above).
 fn wholly_readable(dir: &Path, depth: usize) -> bool {
     let Ok(meta) = std::fs::symlink_metadata(dir) else {
         return false;
@@ -188,30 +202,50 @@ fn wholly_readable(dir: &Path, depth: usize) -> bool {
     if !meta.is_dir() || !world_enterable(&meta) || depth > MAX_CONFIG_DEPTH {
         return false;
     }
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return false;
-    };
-    entries.filter_map(Result::ok).all(|entry| {
-        let path = entry.path();
-        match std::fs::symlink_metadata(&path) {
-            // A link is resolved by the kernel at each open: its target must be allowed
-            // on its own, so a directory holding one is listed entry by entry.
-            Ok(m) if m.file_type().is_symlink() => false,
-            Ok(m) if m.is_dir() => wholly_readable(&path, depth + 1),
-            Ok(m) => world_readable(&m),
-            Err(_) => false,
+    sorted_entries(dir).iter().all(|(path, meta)| {
+        if meta.file_type().is_symlink() {
+            true
+        } else if meta.is_dir() {
+            wholly_readable(path, depth + 1)
+        } else {
+            world_readable(meta)
         }
     })
 }
 
-fn readable_link_target(link: &Path) -> Option<PathBuf> {
+/// Readable files outside the allowed places that links under `dir` lead to.
+fn outside_link_targets(dir: &Path, depth: usize, out: &mut BTreeSet<PathBuf>) {
+    for (path, meta) in sorted_entries(dir) {
+        if out.len() >= MAX_CONFIG_RULES {
+            return;
+        }
+        if meta.file_type().is_symlink() {
+            if let Some(target) = outside_target(&path) {
+                out.insert(target);
+            }
+        } else if meta.is_dir() && world_enterable(&meta) && depth < MAX_CONFIG_DEPTH {
+            outside_link_targets(&path, depth + 1, out);
+        }
+    }
+}
+
+fn outside_target(link: &Path) -> Option<PathBuf> {
     let target = link.canonicalize().ok()?;
-    let meta = std::fs::metadata(&target).ok()?;
-    let inside = SYSTEM_DIRS
+    let allowed = SYSTEM_DIRS
         .iter()
-        .chain(std::iter::once(&CONFIG_DIR))
+        .chain(&[CONFIG_DIR])
+        .chain(NEVER_LINKED)
         .any(|root| target.starts_with(root));
-    (inside && meta.is_file() && world_readable(&meta)).then_some(target)
+    let meta = std::fs::metadata(&target).ok()?;
+    (!allowed && meta.is_file() && world_readable(&meta) && reachable_by_all(&target))
+        .then_some(target)
+}
+
+/// Every folder on the way lets anyone through.
+fn reachable_by_all(path: &Path) -> bool {
+    path.ancestors()
+        .skip(1)
+        .all(|dir| std::fs::metadata(dir).is_ok_and(|m| m.mode() & 0o001 != 0))
 }
 
 fn world_readable(meta: &std::fs::Metadata) -> bool {
@@ -273,16 +307,32 @@ mod tests {
     }
 
     #[test]
-    fn a_link_is_followed_only_into_the_system_directories() {
+    fn a_link_to_a_secret_or_the_host_s_proc_adds_nothing() {
         let dir = scratch("links");
         std::fs::write(dir.join("hidden"), "h").unwrap();
         mode(&dir.join("hidden"), 0o600);
         symlink("/proc/self/mounts", dir.join("mtab")).unwrap();
         symlink(dir.join("nowhere"), dir.join("dangling")).unwrap();
         mode(&dir, 0o755);
-        // Neither link leads to a readable file under /usr, /bin, /lib* or /etc.
+        // Neither link leads to a readable file anywhere a rule could add.
         assert_eq!(readable_config(&dir), Vec::<PathBuf>::new());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn links_keep_a_tree_whole_and_only_outside_targets_are_added() {
+        let dir = scratch("whole-links");
+        let outside = scratch("outside-target");
+        std::fs::write(outside.join("resolv.conf"), "nameserver 127.0.0.1\n").unwrap();
+        mode(&outside.join("resolv.conf"), 0o644);
+        mode(&outside, 0o755);
+        symlink("/usr/bin/env", dir.join("env")).unwrap();
+        symlink(outside.join("resolv.conf"), dir.join("resolv.conf")).unwrap();
+        mode(&dir, 0o755);
+        let target = outside.join("resolv.conf").canonicalize().unwrap();
+        assert_eq!(readable_config(&dir), vec![dir.clone(), target]);
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(&outside).unwrap();
     }
 
     #[test]

@@ -358,6 +358,28 @@ impl Jail {
         child::enter(&self.steps, cgroup_procs, ruleset, &self.filters)
     }
 
+    /// Removes what the sandbox made outside the workdir (the pids cgroups) once every
+    /// command has ended.
+    pub fn release(&self) {
+        if let Some(pids) = &self.pids {
+            pids.release();
+        }
+    }
+
+    /// The limit a command's exit proves it hit: killed by SIGXFSZ (a file past
+    /// `workdir_bytes`) or SIGXCPU (past `shell_cpu_seconds`). `None` when no single
+    /// limit is proven, and always for an unconfined command (the limits are not ours).
+    pub fn resource_limit(&self, exit_code: i32) -> Option<&'static str> {
+        if self.class == Class::Advisory {
+            return None;
+        }
+        match exit_code - 128 {
+            libc::SIGXFSZ => Some("capabilities.limits.workdir_bytes"),
+            libc::SIGXCPU => Some("capabilities.limits.shell_cpu_seconds"),
+            _ => None,
+        }
+    }
+
     /// The PATH a confined command gets: the entries it can execute from, in order.
     pub fn path(&self, host_path: &str) -> String {
         if self.class == Class::Advisory {

@@ -47,7 +47,37 @@ impl Drop for Group {
 
 impl Drop for Pids {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.session);
+        self.release();
+    }
+}
+
+/// Removes `dir`'s command groups, then `dir`: a cgroup goes with `rmdir` once it holds
+/// no process, and not before.
+fn remove_session(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if name.to_string_lossy().starts_with('c') && entry.path().is_dir() {
+                let _ = std::fs::remove_dir(entry.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// The session folders of mur processes that are gone (killed outright, say).
+fn sweep_stale(own: &Path) {
+    let Ok(entries) = std::fs::read_dir(own) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let pid = name.to_str().and_then(|n| n.strip_prefix("mur-"));
+        if let Some(pid) = pid.filter(|p| p.bytes().all(|b| b.is_ascii_digit()))
+            && !Path::new("/proc").join(pid).exists()
+        {
+            remove_session(&entry.path());
+        }
     }
 }
 
@@ -77,6 +107,7 @@ impl Pids {
         };
         let own =
             own_pids_cgroup().ok_or_else(|| refuse("no pids controller is mounted".into()))?;
+        sweep_stale(&own);
         let session = own.join(format!("mur-{}", std::process::id()));
         std::fs::create_dir_all(&session)
             .map_err(|e| refuse(format!("{} could not be made: {e}", session.display())))?;
@@ -85,6 +116,11 @@ impl Pids {
             max: processes.saturating_add(1),
             next: AtomicU64::new(0),
         }))
+    }
+
+    /// Removes the session's folder; idempotent.
+    pub fn release(&self) {
+        remove_session(&self.session);
     }
 
     /// A fresh cgroup for one command.
