@@ -92,7 +92,10 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
             "could not become a child subreaper ({e}): processes shell commands leave behind may outlive the session"
         ));
     }
-    let reaping = tokio::spawn(crate::reaper::reap_while_running());
+    // Only an unconfined command can leave orphans to mur: a confined one is process 1
+    // of its own namespace, which adopts (and, as it ends, kills) its orphans itself.
+    let unconfined = capsule.tools.jail().is_some_and(|j| j.unconfined());
+    let reaping = unconfined.then(|| tokio::spawn(crate::reaper::reap_while_running()));
     announce(&args, &m, &capsule, &url);
 
     let server = tokio::spawn(server::serve(
@@ -119,7 +122,9 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
     let (totals, ran) = session_loop.run(capsule.clone()).await;
     // No task can deliver a result any more: account for what still runs, and kill it.
     crate::detached::abandon_all(&capsule).await;
-    reaping.abort();
+    if let Some(reaping) = reaping {
+        reaping.abort();
+    }
     kill_leftovers(&capsule).await;
     if let Some(jail) = capsule.tools.jail() {
         // Every command has ended: what the sandbox made outside the workdir goes.

@@ -15,7 +15,7 @@ use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::process::{Child, Command};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::confine::{Confined, Jail};
+use crate::confine::{self, Confined, Jail};
 
 /// Binaries that get the command as one script (`<binary> -c <command>`) instead of split argv.
 pub const INTERPRETERS: &[&str] = &["bash", "sh", "zsh", "fish", "dash", "ksh"];
@@ -292,10 +292,8 @@ pub async fn run_with_grace(req: &ShellRequest, grace: Option<Duration>) -> Resu
         .await
         .map_err(|_| "the session is ending; the command was not run".to_string())?;
     let started = Instant::now();
-    let (mut child, confined) = spawn(req, &plan)?;
+    let (mut child, mut stdout, mut stderr, confined) = spawn(req, &plan).await?;
     let mut group = GroupGuard::for_child(&child)?;
-    let mut stdout = child.stdout.take().ok_or("child stdout pipe missing")?;
-    let mut stderr = child.stderr.take().ok_or("child stderr pipe missing")?;
     let mut out = Capture::new(req, "stdout");
     let mut err = Capture::new(req, "stderr");
     let detach_after = grace.filter(|g| *g < req.timeout);
@@ -342,16 +340,16 @@ pub async fn run_with_grace(req: &ShellRequest, grace: Option<Duration>) -> Resu
 
 /// A running command and everything read from it so far.
 struct Live {
-    child: Child,
-    stdout: tokio::process::ChildStdout,
-    stderr: tokio::process::ChildStderr,
+    child: Proc,
+    stdout: Stream,
+    stderr: Stream,
     group: GroupGuard,
     out: Capture,
     err: Capture,
     started: Instant,
     /// Held until the command ends, in the background too.
     _slot: OwnedSemaphorePermit,
-    _confined: Confined,
+    _confined: Option<Confined>,
 }
 
 /// Moves a running command to the background: what it printed so far starts its log, and a
@@ -625,12 +623,56 @@ fn child_path(req: &ShellRequest) -> String {
         .unwrap_or_default()
 }
 
-fn spawn(req: &ShellRequest, plan: &Plan) -> Result<(Child, Confined), String> {
+/// A command's output stream, whichever way it was started.
+type Stream = Box<dyn AsyncRead + Send + Sync + Unpin>;
+
+/// A started command: a plain child (`advisory`), or one cloned into its sandbox.
+enum Proc {
+    Plain(Child),
+    Confined(confine::spawn::Process),
+}
+
+impl Proc {
+    fn id(&self) -> Option<u32> {
+        match self {
+            Proc::Plain(child) => child.id(),
+            Proc::Confined(process) => Some(process.id()),
+        }
+    }
+
+    async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        match self {
+            Proc::Plain(child) => child.wait().await,
+            Proc::Confined(process) => process.wait().await,
+        }
+    }
+}
+
+async fn spawn(
+    req: &ShellRequest,
+    plan: &Plan,
+) -> Result<(Proc, Stream, Stream, Option<Confined>), String> {
+    if !req.jail.unconfined() {
+        let (started, confined) = req
+            .jail
+            .spawn(&confine::spawn::Request {
+                program: &plan.program,
+                args: &plan.args,
+                env: &child_env(req),
+                cwd: &req.workdir,
+            })
+            .await?;
+        return Ok((
+            Proc::Confined(started.process),
+            Box::new(started.stdout),
+            Box::new(started.stderr),
+            Some(confined),
+        ));
+    }
     let mut cmd = Command::new(&plan.program);
     cmd.args(&plan.args)
         .env_clear()
-        .envs(req.env.iter().map(|(k, v)| (k, v)))
-        .env("HOME", &req.home)
+        .envs(child_env(req))
         .current_dir(&req.workdir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -640,11 +682,24 @@ fn spawn(req: &ShellRequest, plan: &Plan) -> Result<(Child, Confined), String> {
         // used instead of a `pre_exec` setpgid so spawning stays on the posix_spawn fast path.
         .process_group(0)
         .kill_on_drop(true);
-    let confined = req.jail.confine(cmd.as_std_mut())?;
-    let child = cmd
+    let mut child = cmd
         .spawn()
         .map_err(|e| format!("failed to start '{}': {e}", req.binary))?;
-    Ok((child, confined))
+    let stdout = child.stdout.take().ok_or("child stdout pipe missing")?;
+    let stderr = child.stderr.take().ok_or("child stderr pipe missing")?;
+    Ok((Proc::Plain(child), Box::new(stdout), Box::new(stderr), None))
+}
+
+/// The command's whole environment: what it was granted, and `HOME`.
+fn child_env(req: &ShellRequest) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = req
+        .env
+        .iter()
+        .filter(|(k, _)| k != "HOME")
+        .cloned()
+        .collect();
+    env.push(("HOME".into(), req.home.to_string_lossy().into_owned()));
+    env
 }
 
 /// Kills the command's process group unless disarmed, including when `run` is dropped.
@@ -653,7 +708,7 @@ struct GroupGuard {
 }
 
 impl GroupGuard {
-    fn for_child(child: &Child) -> Result<Self, String> {
+    fn for_child(child: &Proc) -> Result<Self, String> {
         let pid = child
             .id()
             .ok_or("child exited before its process group was known")?;
@@ -685,7 +740,7 @@ impl Drop for GroupGuard {
 }
 
 async fn collect<O, E>(
-    child: &mut Child,
+    child: &mut Proc,
     stdout: &mut O,
     stderr: &mut E,
     out: &mut Capture,
@@ -707,7 +762,7 @@ where
 /// Reads what the killed group left in the pipes, then reaps the leader; both bounded.
 /// `None` when the leader could not be reaped in time.
 async fn drain_after_kill<O, E>(
-    child: &mut Child,
+    child: &mut Proc,
     stdout: &mut O,
     stderr: &mut E,
     out: &mut Capture,

@@ -1,15 +1,10 @@
-//! The steps a command's child takes between fork and exec to enter its sandbox.
+//! The steps a command's child takes between clone and exec to enter its sandbox.
 //!
-//! They run in the forked copy of mur, where only async-signal-safe calls are allowed:
-//! everything is prepared by [`Steps::new`] in the parent (paths as C strings, map
-//! texts, limits), and [`enter`] only makes system calls on it.
-//!
-//! The child unshares a user and PID namespace, then forks once more: the grandchild is
-//! process 1 of the new PID namespace and becomes the command, so when it ends, is
-//! killed or times out, the kernel kills every process it started (a `setsid` one
-//! included). The child in between waits for it and exits the same way, so mur sees the
-//! command's own exit status; it has closed every descriptor, so pipes end when the
-//! command's processes do.
+//! They run in the cloned child, in memory it shares with mur until it execs, where
+//! only system calls are allowed: everything is prepared by [`Steps::new`] in the parent
+//! (paths as C strings, map texts, limits), and [`confine_self`] only makes system
+//! calls on it. The child is already process 1 of its own user and PID namespaces
+//! (see `spawn`).
 
 use std::os::fd::RawFd;
 
@@ -71,10 +66,22 @@ impl Steps {
     }
 }
 
-/// Enters the sandbox; returns in the process that will exec the command.
+/// The namespaces a command's clone makes: a user and PID namespace, and a mount
+/// namespace for the sealed root.
+pub fn namespaces(steps: &Steps) -> libc::c_int {
+    let mount = if steps.root.is_some() {
+        libc::CLONE_NEWNS
+    } else {
+        0
+    };
+    libc::CLONE_NEWUSER | libc::CLONE_NEWPID | mount
+}
+
+/// Confines the freshly cloned child, process 1 of its new namespaces, before it execs.
 ///
-/// Runs between fork and exec: no allocation, no locks, system calls only.
-pub fn enter(
+/// Runs between clone and exec in memory shared with mur: no allocation, no locks,
+/// system calls only.
+pub fn confine_self(
     steps: &Steps,
     cgroup_procs: Option<&std::ffi::CStr>,
     ruleset: Option<RawFd>,
@@ -83,35 +90,18 @@ pub fn enter(
     if !steps.active {
         return Ok(());
     }
-    let namespaces = libc::CLONE_NEWUSER
-        | libc::CLONE_NEWPID
-        | if steps.root.is_some() {
-            libc::CLONE_NEWNS
-        } else {
-            0
-        };
-    // SAFETY: plain system calls on memory `steps` owns, in a single-threaded child.
+    // SAFETY: plain system calls on memory `steps` owns, in the child.
     unsafe {
         // If mur dies, so does the command (and with it, its PID namespace).
         check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
         if let Some(procs) = cgroup_procs {
-            // Joined while still root outside, so every process after counts in it.
+            // Joined first, so every process the command starts counts in it.
             let mut digits = [0u8; 20];
             write_file(procs, decimal(libc::getpid(), &mut digits))?;
         }
-        check(libc::unshare(namespaces))?;
         write_file(SETGROUPS, b"deny")?;
         write_file(UID_MAP, &steps.uid_map)?;
         write_file(GID_MAP, &steps.gid_map)?;
-        let pid = libc::fork();
-        if pid < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        if pid > 0 {
-            relay(pid);
-        }
-        // Process 1 of the new namespace: dies if the relay does.
-        check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
         if let Some(root) = &steps.root {
             root.enter()?;
         }
@@ -132,40 +122,6 @@ pub fn enter(
         }
     }
     Ok(())
-}
-
-/// The child in between: waits for the command and ends the same way. Never returns.
-unsafe fn relay(pid: libc::pid_t) -> ! {
-    // SAFETY: system calls only; the descriptors closed are this process's copies.
-    unsafe {
-        // Holding mur's error pipe or the command's output pipes open would make mur
-        // wait for this process rather than the command.
-        if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
-            for fd in 0..1024 {
-                libc::close(fd);
-            }
-        }
-        let mut status = 0;
-        loop {
-            let waited = libc::waitpid(pid, &raw mut status, 0);
-            if waited == pid {
-                break;
-            }
-            if waited < 0 && *libc::__errno_location() != libc::EINTR {
-                libc::_exit(127);
-            }
-        }
-        if libc::WIFSIGNALED(status) {
-            let signal = libc::WTERMSIG(status);
-            let mut none: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&raw mut none);
-            libc::sigprocmask(libc::SIG_SETMASK, &raw const none, std::ptr::null_mut());
-            libc::signal(signal, libc::SIG_DFL);
-            libc::kill(libc::getpid(), signal);
-            libc::_exit(128 + signal);
-        }
-        libc::_exit(libc::WEXITSTATUS(status));
-    }
 }
 
 /// Root inside the user namespace keeps no capability across exec, so a command cannot

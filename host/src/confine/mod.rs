@@ -8,7 +8,8 @@
 //! - `filesystem`: the Landlock ruleset (what a command may read, write and execute);
 //! - `syscalls`: the seccomp program (no sockets but the allowed ones, no namespaces,
 //!   no tracing, no io_uring);
-//! - `child`: the steps run in the forked child before it execs;
+//! - `spawn`: the clone that starts a command in its namespaces;
+//! - `child`: the steps the child takes before it execs;
 //! - `sealed`: the composed root of the `sealed` class;
 //! - `proxy`: the HTTP(S) proxy of `capabilities.shell.network: proxy`;
 //! - `explain`: what a command can reach, in words, for `--explain-scope` and MURMUR.md.
@@ -20,6 +21,7 @@ mod kernel;
 mod pids;
 pub mod proxy;
 mod sealed;
+pub mod spawn;
 mod syscalls;
 
 use std::os::fd::OwnedFd;
@@ -281,20 +283,23 @@ impl Jail {
         &self.workdir
     }
 
-    /// Makes `cmd` start inside the sandbox. Advisory leaves it as it is.
+    /// Whether commands run unconfined (`advisory`), started as plain processes.
+    pub fn unconfined(&self) -> bool {
+        self.class == Class::Advisory
+    }
+
+    /// Starts a command inside the sandbox.
     ///
     /// # Errors
     ///
-    /// The sandbox was planned but never armed: the command must not run unconfined.
-    pub fn confine(
+    /// The sandbox was planned but never armed (the command must not run unconfined),
+    /// or the command could not be started in it.
+    pub async fn spawn(
         self: &std::sync::Arc<Self>,
-        cmd: &mut std::process::Command,
-    ) -> Result<Confined, String> {
-        if !self.armed {
+        req: &spawn::Request<'_>,
+    ) -> Result<(spawn::Started, Confined), String> {
+        if !self.armed || self.class == Class::Advisory {
             return Err("the shell sandbox was not set up; the command was not run".into());
-        }
-        if self.class == Class::Advisory {
-            return Ok(Confined { _cgroup: None });
         }
         let cgroup = match &self.pids {
             Some(pids) => Some(
@@ -305,13 +310,14 @@ impl Jail {
         };
         let procs = cgroup.as_ref().map(|g| g.procs().to_owned());
         let jail = self.clone();
-        // SAFETY: the closure runs in the forked child, before exec. Everything it needs
-        // was allocated here, in the parent; it only makes system calls on that memory
-        // (see `child::enter`), which is what is allowed between fork and exec.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(cmd, move || jail.enter(procs.as_deref()));
-        }
-        Ok(Confined { _cgroup: cgroup })
+        let enter: spawn::Enter = Box::new(move || {
+            let ruleset = jail.ruleset.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+            child::confine_self(&jail.steps, procs.as_deref(), ruleset, &jail.filters)
+        });
+        let started = spawn::spawn(req, child::namespaces(&self.steps), enter)
+            .await
+            .map_err(|e| format!("failed to start '{}' in the sandbox: {e}", req.program))?;
+        Ok((started, Confined { _cgroup: cgroup }))
     }
 
     /// The environment of a confined command: `base` with a PATH it can execute from,
@@ -351,11 +357,6 @@ impl Jail {
             env.push(("no_proxy".into(), String::new()));
         }
         env
-    }
-
-    fn enter(&self, cgroup_procs: Option<&std::ffi::CStr>) -> std::io::Result<()> {
-        let ruleset = self.ruleset.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
-        child::enter(&self.steps, cgroup_procs, ruleset, &self.filters)
     }
 
     /// Removes what the sandbox made outside the workdir (the pids cgroups) once every

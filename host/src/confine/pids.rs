@@ -14,7 +14,7 @@ use crate::error::Error;
 /// The session's folder in the pids hierarchy; each command gets a child of it.
 pub struct Pids {
     session: PathBuf,
-    /// Processes per command, plus the relay process that waits for it.
+    /// Processes per command.
     max: u64,
     next: AtomicU64,
 }
@@ -113,7 +113,7 @@ impl Pids {
             .map_err(|e| refuse(format!("{} could not be made: {e}", session.display())))?;
         Ok(Some(Pids {
             session,
-            max: processes.saturating_add(1),
+            max: processes,
             next: AtomicU64::new(0),
         }))
     }
