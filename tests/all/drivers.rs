@@ -4,13 +4,11 @@
 //! answer in `out/result.txt`, the trace, the frames of `message/stream`, the exit status
 //! — and what the provider was sent. No test reaches beyond 127.0.0.1.
 
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
-use common::mock_model::{MockModel, Reply, anthropic, crlf, openai, split_awkwardly};
-use common::*;
+use crate::common::mock_model::{MockModel, Reply, anthropic, crlf, openai, split_awkwardly};
+use crate::common::*;
 use serde_json::{Value, json};
 
 /// The API key the capsules read from `${MOCK_API_KEY}`; it must show up nowhere but in
@@ -295,7 +293,7 @@ fn echo_schema() -> Value {
     json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]})
 }
 
-fn assert_openai_request(r: &common::mock_model::Recorded) {
+fn assert_openai_request(r: &crate::common::mock_model::Recorded) {
     assert_eq!(
         (r.method.as_str(), r.path.as_str()),
         ("POST", "/v1/chat/completions")
@@ -312,7 +310,7 @@ fn assert_openai_request(r: &common::mock_model::Recorded) {
     );
 }
 
-fn assert_anthropic_request(r: &common::mock_model::Recorded) {
+fn assert_anthropic_request(r: &crate::common::mock_model::Recorded) {
     assert_eq!(
         (r.method.as_str(), r.path.as_str()),
         ("POST", "/v1/messages")

@@ -6,13 +6,11 @@
 //! Where this kernel cannot back `scoped` (no Landlock ABI 6, no user namespaces), the
 //! tests that need it print why and return.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 const ONE_TASK: &str = "lifecycle:\n  task_acceptance: none\n  after_task: exit\n";

@@ -1,9 +1,7 @@
 //! Tool components, skills and the sandbox, end to end: what a component can and
 //! cannot see, the limits that stop it, and the component cache.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 
 /// A capsule with the probe and wordcount tools, each call's output in the trace.

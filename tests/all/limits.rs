@@ -3,11 +3,9 @@
 //! source. Memory is read from `/proc/<mur pid>/status` (VmHWM, the peak RSS) while
 //! the capsule is parked after its task.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 /// A capsule with the flood tool; `driver` is the `inference:` block, `limits` extra

@@ -3,12 +3,10 @@
 //! `completion` task, is abandoned (and killed) when the session ends first, and is
 //! reported lost by `mur run --resume` when its runtime was killed outright.
 
-mod common;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 
 const JSON_CT: (&str, &str) = ("content-type", "application/json");

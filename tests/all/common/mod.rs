@@ -1,8 +1,6 @@
 //! Shared helpers for the end-to-end tests: a capsule in a temporary directory, the
 //! real `mur` binary, and readers for what it leaves behind.
 
-#![allow(dead_code)]
-
 pub mod mock_model;
 
 use std::io::{BufRead, BufReader, Read, Write};

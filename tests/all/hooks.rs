@@ -12,15 +12,13 @@
 //! are written before the run) and the session's records are under
 //! `records/<session-id>/`, out of the capsule's sight.
 
-mod common;
-
 use std::io::{ErrorKind, Read};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::mock_model::{MockModel, Reply, openai};
-use common::*;
+use crate::common::mock_model::{MockModel, Reply, openai};
+use crate::common::*;
 use serde_json::{Value, json};
 
 /// The bound on any one wait: what these capsules do takes a second or two.

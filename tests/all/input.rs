@@ -3,13 +3,11 @@
 //! (`shared/seeds/streaming-protocol.md`, status frames and the input-wait counter).
 //! Frames are read as raw bytes off the socket, every read with a deadline.
 
-mod common;
-
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 
 const SSE_HEAD: &str = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: keep-alive\r\n\r\n";

@@ -3,11 +3,9 @@
 //! reaches for the host's records. Each test checks that the file outside stays byte
 //! for byte as it was, and that the host's records are out of the tool's reach.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 
 const PRECIOUS: &str = "precious bytes\nnot to be overwritten\n";

@@ -1,9 +1,7 @@
 //! `mur run` end to end: the real binary, real components built from source, the
 //! scripted driver, and what a user sees (stdout, exit status, files, trace lines).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 
 const ECHO_SCRIPT: &str = r#"

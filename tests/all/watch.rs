@@ -2,15 +2,13 @@
 //! capsules (scripted driver), and against small fake servers for what no capsule
 //! writes yet (`capsule-closed`, `lagged`, non-200 answers).
 
-mod common;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 /// How long any one wait in these tests may take before it fails the test.
 const LIMIT: Duration = Duration::from_secs(60);
@@ -395,7 +393,7 @@ fn watch_warns_about_a_gap_when_the_buffer_has_evicted_frames() {
         r#"{"jsonrpc":"2.0","id":1,"method":"stream/watch","params":{}}"#,
     );
     let text = read_until_frame(raw, "event: gap\n");
-    let gap = common::frames(text.split_once("\r\n\r\n").unwrap().1)
+    let gap = crate::common::frames(text.split_once("\r\n\r\n").unwrap().1)
         .into_iter()
         .find(|f| f.1 == "gap")
         .unwrap();

@@ -1,11 +1,9 @@
 //! Process hygiene end to end: a component's stdout and stderr reach its own escaped
 //! log, never mur's terminal raw, and mur leaves no process behind when it ends.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 const STATELESS: &str = "lifecycle:\n  task_acceptance: none\n  after_task: exit\n";
 

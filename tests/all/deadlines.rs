@@ -3,13 +3,11 @@
 //! with hostile components built from source (`components/loop-hostile`, the sleep
 //! modes of the tool and driver probes).
 
-mod common;
-
 use std::io::Read;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 
 /// The bound on any one wait; the deadlines under test are 1-2 s.

@@ -56,10 +56,6 @@ impl Recorded {
             )
         })
     }
-
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
 }
 
 /// How the mock answers one request.
@@ -596,14 +592,6 @@ pub mod anthropic {
 
     pub fn text(text: &str) -> Value {
         json!({"type": "text", "text": text})
-    }
-
-    pub fn tool_use(id: &str, name: &str, input: Value) -> Value {
-        json!({"type": "tool_use", "id": id, "name": name, "input": input})
-    }
-
-    pub fn thinking(thinking: &str, signature: &str) -> Value {
-        json!({"type": "thinking", "thinking": thinking, "signature": signature})
     }
 
     /// A non-streaming `message`.
