@@ -1,7 +1,8 @@
 //! Hook components: loaded once at start-up, one instance each for the whole session,
 //! called at the lifecycle points the seed's diagram names. A hook decides; the host
 //! commits a verdict only when the hook's `commit_policy` allows that arm at that
-//! binding (`shared/reference/hooks.md`), and it owns the consequences (frames, trace).
+//! binding (the table is on `manifest::CommitPolicy`), and it owns the consequences
+//! (frames, trace).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

@@ -83,7 +83,8 @@ pub struct Artifact {
     pub hook: Option<HookContract>,
 }
 
-/// A hook's contract (`shared/reference/hooks.md`), written on its artifacts[] entry.
+/// A hook's contract (binding, execution mode, commit policy), written on its
+/// artifacts[] entry.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HookContract {
     /// `None`: every event except `on-stage`.
@@ -1502,7 +1503,8 @@ fn hook_contract(cx: &mut Cx, sec: &Section) -> Result<HookContract> {
     })
 }
 
-/// The binding/policy table of `shared/reference/hooks.md`.
+/// Which binding each commit policy belongs to (`CommitPolicy::binding`): a policy
+/// commits only there, except `deny`, which also commits at `on-shell`; `none` fits any.
 fn policy_fits_binding(
     policy: CommitPolicy,
     binding: Option<Binding>,

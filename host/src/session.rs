@@ -1096,8 +1096,8 @@ const USAGE_KEYS: &[&str] = &[
     "thinking_tokens",
 ];
 
-/// Reads a driver's reply, in the shapes of `shared/reference/drivers.md`, with the
-/// usage the provider reported.
+/// Reads a driver's reply, in the response shape `murmur:driver/inference` documents,
+/// with the usage the provider reported.
 fn parse_reply(
     raw: &str,
     request: &str,

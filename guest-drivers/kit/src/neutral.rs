@@ -1,5 +1,6 @@
-//! The neutral request and reply the host and every driver speak
-//! (shared/reference/drivers.md), as Rust types a driver translates from and to.
+//! The neutral request and reply the host and every driver speak (the JSON shapes of
+//! `murmur:driver/inference`, which upstream Murmur's drivers use too), as Rust types a
+//! driver translates from and to.
 
 use serde_json::{Map, Value, json};
 
