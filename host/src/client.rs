@@ -16,6 +16,7 @@ use tokio::time::{Instant, sleep, timeout};
 
 use crate::cli::{StopArgs, WatchArgs};
 use crate::error::Error;
+use crate::sse::{Event, FrameReader};
 
 /// How long a connection attempt may take before it counts as failed.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -198,66 +199,6 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Head, Vec<u8>)>, HeadError> {
 
 // ---------------------------------------------------------------------------------
 // mur watch
-
-/// One server-sent event: what its `id`, `event` and `data` lines said.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Event {
-    pub id: Option<u64>,
-    pub event: String,
-    pub data: String,
-}
-
-/// Splits an event stream into frames as bytes arrive, however they are split.
-#[derive(Default)]
-pub struct FrameReader {
-    buf: Vec<u8>,
-    current: Option<Event>,
-}
-
-impl FrameReader {
-    /// Takes more bytes; returns every frame they completed, in order.
-    pub fn feed(&mut self, bytes: &[u8]) -> Vec<Event> {
-        self.buf.extend_from_slice(bytes);
-        let mut done = Vec::new();
-        let mut start = 0;
-        while let Some(end) = self.buf[start..].iter().position(|b| *b == b'\n') {
-            let line = &self.buf[start..start + end];
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            let line = String::from_utf8_lossy(line).into_owned();
-            start += end + 1;
-            self.line(&line, &mut done);
-        }
-        self.buf.drain(..start);
-        done
-    }
-
-    fn line(&mut self, line: &str, done: &mut Vec<Event>) {
-        if line.is_empty() {
-            // A blank line ends a frame; a lone comment before it made none.
-            done.extend(self.current.take());
-            return;
-        }
-        if line.starts_with(':') {
-            return;
-        }
-        let (field, value) = match line.split_once(':') {
-            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
-            None => (line, ""),
-        };
-        let event = self.current.get_or_insert_with(Event::default);
-        match field {
-            "id" => event.id = value.trim().parse().ok(),
-            "event" => event.event = value.to_string(),
-            "data" => {
-                if !event.data.is_empty() {
-                    event.data.push('\n');
-                }
-                event.data.push_str(value);
-            }
-            _ => {}
-        }
-    }
-}
 
 /// What the watch does after a frame.
 #[derive(Debug, PartialEq, Eq)]

@@ -1,47 +1,9 @@
-mod bindings;
-mod builtin;
-mod bus;
-mod capsule;
-mod cli;
-mod client;
-mod compaction;
-mod confine;
-mod control;
-mod deadline;
-mod detached;
-mod driver;
-mod engine;
-mod error;
-mod fence;
-mod frames;
-mod guest_log;
-mod hooks;
-mod ids;
-mod input;
-mod limits;
-mod manifest;
-mod murmur_md;
-mod outbound;
-mod queue;
-mod quota;
-mod reaper;
-mod resume;
-mod rooted;
-mod sandbox;
-mod secret;
-mod seed;
-mod server;
-mod session;
-mod shell;
-mod threads;
-mod tools;
-mod trace;
-mod wire;
-mod workdir;
+//! The `mur` command: parses the command line and runs it on a tokio runtime.
 
 use std::process::ExitCode;
 
 use clap::Parser;
+use mur::{capsule, cli, client};
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();

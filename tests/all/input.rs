@@ -132,18 +132,9 @@ impl Sse {
 }
 
 fn parse(block: String) -> Frame {
-    let mut id = None;
-    let mut event = String::new();
-    let mut data = Value::Null;
-    for line in block.lines() {
-        if let Some(v) = line.strip_prefix("id: ") {
-            id = Some(v.parse().unwrap());
-        } else if let Some(v) = line.strip_prefix("event: ") {
-            event = v.to_string();
-        } else if let Some(v) = line.strip_prefix("data: ") {
-            data = serde_json::from_str(v).unwrap();
-        }
-    }
+    let (id, event, data) = frames(&format!("{block}\n\n"))
+        .pop()
+        .unwrap_or_else(|| panic!("not a frame: {block:?}"));
     Frame {
         id,
         event,

@@ -108,41 +108,33 @@ fn parse_block(block: &str) -> Item {
         assert_eq!(block, ":heartbeat", "the only comment is the heartbeat");
         return Item::Heartbeat(at);
     }
-    let mut lines: Vec<&str> = block.split('\n').collect();
-    let id = lines[0].strip_prefix("id: ").map(|v| {
-        assert!(
-            !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()),
-            "id is an unsigned integer: {block:?}"
-        );
-        v.parse::<u64>()
-            .unwrap_or_else(|e| panic!("id is not a u64 ({e}): {block:?}"))
-    });
-    if id.is_some() {
-        lines.remove(0);
-    }
+    let frames = mur::sse::FrameReader::default().feed(format!("{block}\n\n").as_bytes());
+    let [frame] = frames.as_slice() else {
+        panic!("not exactly one frame: {block:?}");
+    };
+    // Written back in the seed's one form, the frame must be the very bytes received:
+    // an unsigned id line (only where one belongs), the event, exactly one data line.
+    let id_line = frame.id.map(|id| format!("id: {id}\n")).unwrap_or_default();
     assert_eq!(
-        lines.len(),
-        2,
+        block,
+        format!("{id_line}event: {}\ndata: {}", frame.event, frame.data),
         "a frame is [id], event, then exactly one data line: {block:?}"
     );
-    let event = lines[0]
-        .strip_prefix("event: ")
-        .unwrap_or_else(|| panic!("no event line where one belongs: {block:?}"));
-    let data = lines[1]
-        .strip_prefix("data: ")
-        .unwrap_or_else(|| panic!("no data line where one belongs: {block:?}"));
-    let data: Value = serde_json::from_str(data)
+    let data: Value = serde_json::from_str(&frame.data)
         .unwrap_or_else(|e| panic!("data is not valid JSON ({e}): {block:?}"));
     assert!(data.is_object(), "data is a JSON object: {block:?}");
-    let carries_id = matches!(event, "status" | "artifact" | "text" | "thinking");
+    let carries_id = matches!(
+        frame.event.as_str(),
+        "status" | "artifact" | "text" | "thinking"
+    );
     assert_eq!(
-        id.is_some(),
+        frame.id.is_some(),
         carries_id,
         "only status, artifact, text and thinking carry an id: {block:?}"
     );
     Item::Frame(Frame {
-        id,
-        event: event.to_string(),
+        id: frame.id,
+        event: frame.event.clone(),
         data,
         block: block.to_string(),
         at,

@@ -378,22 +378,13 @@ pub fn read_to_close(mut socket: TcpStream) -> String {
 
 /// The SSE frames of a body: (id, event, data) for each frame, skipping comments.
 pub fn frames(body: &str) -> Vec<(Option<u64>, String, Value)> {
-    body.split("\n\n")
-        .filter(|block| !block.is_empty() && !block.starts_with(':'))
-        .map(|block| {
-            let mut id = None;
-            let mut event = String::new();
-            let mut data = Value::Null;
-            for line in block.lines() {
-                if let Some(v) = line.strip_prefix("id: ") {
-                    id = Some(v.parse().unwrap());
-                } else if let Some(v) = line.strip_prefix("event: ") {
-                    event = v.to_string();
-                } else if let Some(v) = line.strip_prefix("data: ") {
-                    data = serde_json::from_str(v).unwrap();
-                }
-            }
-            (id, event, data)
+    mur::sse::FrameReader::default()
+        .feed(body.as_bytes())
+        .into_iter()
+        .map(|e| {
+            let data = serde_json::from_str(&e.data)
+                .unwrap_or_else(|err| panic!("frame data is not JSON ({err}): {:?}", e.data));
+            (e.id, e.event, data)
         })
         .collect()
 }
