@@ -191,9 +191,34 @@ fn a_tool_component_result_is_fenced_with_its_name() {
 
 #[test]
 fn tool_input_that_is_not_an_object_never_reaches_the_tool() {
+    // The driver's reply carries a list as the input: the host refuses it before any
+    // instance exists, and the model is told so unfenced (no tool said it).
+    let reply = r#"{"stop_reason":"tool_call","content":[{"type":"tool_call","id":"c1","name":"wordcount","input":[1,2]}],"usage":{"input_tokens":1,"output_tokens":1}}"#;
+    let script = format!(
+        "turns:\n  - raw: {}\n  - text: \"{{{{last_tool_result}}}}\"\n",
+        serde_json::Value::String(reply.into())
+    );
+    let capsule = capsule("badinput", &script, "");
+    let run = capsule.run(&["--task", "x"]);
+    run.assert_ok();
+    let session = run.session();
+    assert_eq!(
+        session.read("out/result.txt"),
+        "tool 'wordcount' input must be a JSON object"
+    );
+    let call = &session.events("tool_call")[0];
+    assert_eq!(call["status"], "error", "{call}");
+    assert!(
+        session.events("tool_call").len() == 1,
+        "one refused call, nothing more"
+    );
+}
+
+#[test]
+fn an_empty_input_reaches_the_tool_which_refuses_it_fenced() {
     let script =
         "turns:\n  - tool_calls: [{id: c1, name: wordcount}]\n  - text: \"{{last_tool_result}}\"\n";
-    let capsule = capsule("badinput", script, "");
+    let capsule = capsule("emptyinput", script, "");
     let run = capsule.run(&["--task", "x"]);
     run.assert_ok();
     // `input` defaults to {}, which reaches the tool and is refused by it, fenced.

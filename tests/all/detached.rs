@@ -360,15 +360,24 @@ fn resume_of_an_unknown_session_is_an_error() {
 }
 
 /// Under `--workdir DIR` sessions are looked up where that DIR's records are kept;
-/// `@1` is the newest.
+/// `@1` is the newest, `@N` the N-th newest.
 #[test]
 fn resume_looks_for_sessions_where_this_run_keeps_them() {
     let cap = Capsule::new("detached-wd", &manifest(EXIT), "turns:\n  - text: hi\n");
     let dir = cap.dir.join("chosen");
     let dir = dir.to_str().unwrap();
-    cap.run(&["--task", "go", "--workdir", dir]).assert_ok();
-    cap.run(&["--task", "go", "--workdir", dir, "--resume", "@1"])
-        .assert_ok();
+    let first = cap.run(&["--task", "go", "--workdir", dir]);
+    first.assert_ok();
+    let second = cap.run(&["--task", "go", "--workdir", dir]);
+    second.assert_ok();
+    let resumed_from = |selector: &str| {
+        let run = cap.run(&["--task", "go", "--workdir", dir, "--resume", selector]);
+        run.assert_ok();
+        events(&run.session(), "session_start")[0]["resumed_from"].clone()
+    };
+    // Taken before the resuming run's own session exists: @1 is the second run.
+    assert_eq!(resumed_from("@1"), second.session().id.as_str());
+    assert_eq!(resumed_from("@3"), first.session().id.as_str());
     // Without --workdir the sessions are looked for beside the manifest: there are none.
     cap.run(&["--task", "go", "--resume", "@1"])
         .assert_error("error[E-RUN-018]: --resume @1: there are no sessions");

@@ -1772,7 +1772,8 @@ fn cancel_queued_tasks_uses_the_queued_cancel_counter() {
     assert_eq!(started.len(), 2);
 }
 
-/// `tasks/cancel` on a task that does not exist, or has ended: a JSON-RPC error.
+/// `tasks/cancel` on a task that does not exist (-32001) or has ended (-32002): each
+/// its own JSON-RPC error, exactly.
 #[test]
 fn cancel_of_an_unknown_or_finished_task_is_an_error() {
     let script = format!("turns:\n{}", text_turn("done"));
@@ -1780,14 +1781,14 @@ fn cancel_of_an_unknown_or_finished_task_is_an_error() {
     let a = running.address.as_str();
     let frames = submit(a, "m1").rest_frames(WAIT);
     let t = frames[0].task();
-    let unknown = cancel(a, "tsk_0000000000000000000000000000000f");
-    assert_eq!(unknown["jsonrpc"], "2.0");
-    assert_eq!(unknown["id"], 9);
-    assert!(unknown["error"]["code"].is_i64(), "{unknown}");
-    assert!(unknown.get("result").is_none());
-    let finished = cancel(a, t);
-    assert!(finished["error"]["code"].is_i64(), "{finished}");
-    assert!(finished.get("result").is_none());
+    assert_eq!(
+        cancel(a, "tsk_0000000000000000000000000000000f"),
+        json!({"jsonrpc": "2.0", "id": 9, "error": {"code": -32001, "message": "Task not found"}})
+    );
+    assert_eq!(
+        cancel(a, t),
+        json!({"jsonrpc": "2.0", "id": 9, "error": {"code": -32002, "message": "Task cannot be canceled"}})
+    );
 }
 
 /// `murmur/stop` ends a `queue` + `sleep` capsule cleanly: exit status 0, and its
