@@ -22,7 +22,6 @@ use yaml_rust2::scanner::{Marker, ScanError, TScalarStyle};
 
 use crate::confine::{Class, Network as ShellNetwork};
 use crate::limits::Limits;
-pub use crate::outbound::{Retry, Timeouts};
 
 /// A parsed manifest plus the warnings (unknown keys) met on the way.
 #[derive(Debug, Clone, PartialEq)]
@@ -350,6 +349,40 @@ pub struct NetRule {
     pub scheme: Option<String>,
     pub host: String,
     pub port: Option<u16>,
+}
+
+/// `inference.retry`: attempts in all (the first included) and the backoff bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retry {
+    pub max_attempts: u32,
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry {
+            max_attempts: 3,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(8),
+        }
+    }
+}
+
+/// `inference.timeouts`: `read` bounds the wait for the first byte and between bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    pub connect: Duration,
+    pub read: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(30),
+            read: Duration::from_secs(300),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]

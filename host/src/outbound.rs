@@ -14,7 +14,7 @@ use http::{Request, Response, StatusCode, Uri};
 use http_body_util::{BodyExt, Full, Limited};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-use crate::manifest::NetRule;
+use crate::manifest::{NetRule, Retry, Timeouts};
 
 /// A request body larger than this is refused: a conversation is never this big, and
 /// the body is held in memory so that a retry can send it again.
@@ -26,40 +26,6 @@ pub struct Policy {
     pub allow: Vec<NetRule>,
     pub retry: Retry,
     pub timeouts: Timeouts,
-}
-
-/// `inference.retry`: attempts in all (the first included) and the backoff bounds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Retry {
-    pub max_attempts: u32,
-    pub initial_backoff: Duration,
-    pub max_backoff: Duration,
-}
-
-impl Default for Retry {
-    fn default() -> Self {
-        Retry {
-            max_attempts: 3,
-            initial_backoff: Duration::from_millis(500),
-            max_backoff: Duration::from_secs(8),
-        }
-    }
-}
-
-/// `inference.timeouts`: `read` bounds the wait for the first byte and between bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timeouts {
-    pub connect: Duration,
-    pub read: Duration,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Timeouts {
-            connect: Duration::from_secs(30),
-            read: Duration::from_secs(300),
-        }
-    }
 }
 
 /// Something the trace should show about one request.

@@ -184,15 +184,30 @@ sandbox::wasi_view!(LoopState);
 
 const CANCELED: &str = "task canceled";
 
-/// A failed trace write ends the session: the loop traps with this error.
+/// A failed trace write ends the running task `failed` and the session: the loop
+/// traps with this error, wherever the write was made.
 fn trace_failed(e: std::io::Error) -> wasmtime::Error {
-    wasmtime::Error::msg(format!("trace write failed: {e}"))
+    wasmtime::Error::msg(format!("{TRACE_FAILED}: {e}"))
+}
+
+const TRACE_FAILED: &str = "trace write failed";
+
+impl LoopState {
+    /// Stops the loop at its next step once any trace write has failed (one made by the
+    /// server or a hook as much as one of the loop's own).
+    fn trace_intact(&self) -> wasmtime::Result<()> {
+        match self.capsule.trace.failure() {
+            Some(why) => Err(wasmtime::Error::msg(format!("{TRACE_FAILED}: {why}"))),
+            None => Ok(()),
+        }
+    }
 }
 
 impl types::Host for LoopState {}
 
 impl Host for LoopState {
     async fn next_task(&mut self) -> wasmtime::Result<Option<Task>> {
+        self.trace_intact()?;
         if self.running.is_some() {
             let why = "the session loop asked for the next task without finishing this one";
             self.finish(TaskOutcome::Failed(why.into())).await?;
@@ -232,6 +247,7 @@ impl Host for LoopState {
     }
 
     async fn call_tool(&mut self, call: ToolCall) -> wasmtime::Result<ToolOutcome> {
+        self.trace_intact()?;
         let capsule = self.capsule.clone();
         let canceled = Ok(ToolOutcome {
             content: CANCELED.into(),
@@ -331,6 +347,7 @@ impl LoopState {
         &mut self,
         request: InferenceRequest,
     ) -> wasmtime::Result<Result<InferenceReply, InferenceError>> {
+        self.trace_intact()?;
         let capsule = self.capsule.clone();
         let running = self.running("infer")?;
         if let Some(why) = &running.breach {
@@ -1298,6 +1315,10 @@ impl LoopComponent {
             Ok(Err(trap)) if interrupt::is_deadline_trap(&trap_text(&trap)) => store
                 .data_mut()
                 .interrupted(Interrupt::Deadline, &self.label),
+            Ok(Err(trap)) if trap_text(&trap).starts_with(TRACE_FAILED) => {
+                Err(Error::new("E-RUN-007", trap_text(&trap))
+                    .hint("the session's records must stay writable: check the disk they are on"))
+            }
             Ok(Err(trap)) => Err(Error::new(
                 "E-RUN-001",
                 format!("{} trapped: {}", self.label, trap_text(&trap)),

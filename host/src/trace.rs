@@ -13,6 +13,9 @@ use crate::ids;
 
 pub struct Trace {
     file: Mutex<Sink>,
+    /// The first write that failed, wherever it was made: kept so the running task
+    /// ends `failed` naming it, not only the caller that happened to see it.
+    failure: Mutex<Option<String>>,
     path: PathBuf,
     session_id: String,
     /// `capabilities.limits.max_trace_bytes`.
@@ -49,6 +52,7 @@ impl Trace {
         let file = OpenOptions::new().create(true).append(true).open(path)?;
         Ok(Trace {
             file: Mutex::new(Sink { file, written: 0 }),
+            failure: Mutex::new(None),
             path: path.to_path_buf(),
             session_id: session_id.to_string(),
             max_bytes: u64::MAX,
@@ -74,6 +78,20 @@ impl Trace {
         &self.path
     }
 
+    /// Why a write failed, if one has: the trace is no longer a whole record.
+    pub fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn failed(&self, e: std::io::Error) -> std::io::Error {
+        let mut failure = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        failure.get_or_insert_with(|| e.to_string());
+        e
+    }
+
     /// Appends one event and returns its `event_id` (for children to name as parent).
     /// `fields` must be a JSON object; its keys follow the envelope.
     pub fn write(
@@ -82,6 +100,11 @@ impl Trace {
         place: Place<'_>,
         fields: Value,
     ) -> std::io::Result<String> {
+        self.append(event_type, place, fields)
+            .map_err(|e| self.failed(e))
+    }
+
+    fn append(&self, event_type: &str, place: Place<'_>, fields: Value) -> std::io::Result<String> {
         let event_id = ids::event();
         let mut line = Map::new();
         line.insert("event_type".into(), event_type.into());

@@ -272,3 +272,69 @@ fn the_quota_counts_what_the_session_adds_to_its_workdir() {
     assert_eq!(session.events("task_end")[0]["exit_status"], "ok");
     assert_eq!(session.read("out/result.txt"), "done");
 }
+
+/// The records on a 96 KiB filesystem that fills mid-task: the first trace write that
+/// fails ends the task `failed` naming it, on stderr and in `out/result.txt`, and mur
+/// exits 1. The filesystem is a tmpfs in a mount namespace of mur's own, so it needs
+/// root; elsewhere the test says why and returns.
+#[test]
+fn a_trace_write_that_fails_mid_task_ends_the_task_naming_it() {
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: mounting a small tmpfs for the records needs root");
+        return;
+    }
+    // Each call's whole output goes into its trace line: a few fill 96 KiB.
+    let call = "{id: c, name: bash, input: {command: \"head -c 12000 /dev/zero | tr '\\\\0' a\"}}";
+    let mut script = String::from("turns:\n");
+    for _ in 0..20 {
+        script.push_str(&format!("  - tool_calls: [{call}]\n"));
+    }
+    script.push_str("  - text: never reached\n");
+    let manifest = "name: trace-full\nversion: \"0.1.0\"\ninference:\n  driver: scripted\n  \
+                    script: ./script.yaml\n  model: m\n  max_turns: 40\ncapabilities:\n  shell:\n    \
+                    allow: [bash]\ntrace:\n  include_tool_output: true\nlifecycle:\n  \
+                    task_acceptance: none\n";
+    let capsule = Capsule::new("trace-full", manifest, &script);
+    let records = capsule.dir.join("records");
+    let workdir = capsule.dir.join("wd");
+    std::fs::create_dir_all(&records).unwrap();
+    let mur_args = format!(
+        "exec {} run --port 0 --manifest {} --workdir {} --records {} --task fill",
+        MUR,
+        capsule.manifest().display(),
+        workdir.display(),
+        records.display()
+    );
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(format!(
+            "mount -t tmpfs -o size=96k tmpfs {} && {mur_args}",
+            records.display()
+        ));
+    for (key, value) in mur().get_envs() {
+        if let Some(value) = value {
+            cmd.env(key, value);
+        }
+    }
+    let started = Instant::now();
+    let run = Run::from(cmd.output().unwrap());
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert_eq!(
+        run.status, 1,
+        "stdout:\n{}\nstderr:\n{}",
+        run.stdout, run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("error[E-RUN-007]: trace write failed: No space left on device"),
+        "{}",
+        run.stderr
+    );
+    let result = std::fs::read_to_string(workdir.join("out/result.txt")).unwrap();
+    assert!(
+        result.starts_with("error: trace write failed: No space left on device"),
+        "{result}"
+    );
+    assert!(!run.stdout.contains("never reached"), "{}", run.stdout);
+}
