@@ -779,6 +779,19 @@ impl LoopState {
         let running = self.running.take().ok_or_else(|| {
             wasmtime::Error::msg("the session loop called finish-task outside a task")
         })?;
+        // Recorded before the running mark goes and the final status is sent, so a
+        // client that cancels on seeing the status gets "cannot be canceled", never
+        // "not found".
+        capsule
+            .finished
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Finished {
+                task_id: running.task.id.clone(),
+                exit_status: end.exit_status,
+                completed: end.state == State::Completed,
+                result: end.result.clone(),
+            });
         capsule.running.end();
         if end.state == State::Completed {
             capsule.remember(&running.task.context_id, running.conversation.clone());
@@ -815,16 +828,6 @@ impl LoopState {
                 "reopen_count": running.reopens,
             }),
         );
-        capsule
-            .finished
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(Finished {
-                task_id: running.task.id,
-                exit_status: end.exit_status,
-                completed: end.state == State::Completed,
-                result: end.result,
-            });
         written.map(|_| ()).map_err(trace_failed)
     }
 }

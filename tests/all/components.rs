@@ -31,8 +31,8 @@ lifecycle:
 trace:
   include_tool_output: true
 {extra}"#,
-        probe = guest("mur_tool_probe").display(),
-        wordcount = guest("mur_tool_wordcount").display(),
+        probe = guest(MUR_TOOL_PROBE).display(),
+        wordcount = guest(MUR_TOOL_WORDCOUNT).display(),
     );
     Capsule::new(name, &manifest, script)
 }
@@ -71,7 +71,7 @@ fn fenced(tool: &str, body: &str) -> String {
 }
 
 #[test]
-fn a_tool_sees_the_workdir_and_nothing_else() {
+pub(crate) fn a_tool_sees_the_workdir_and_nothing_else() {
     let (run, calls) = call_all(
         "fs",
         &[
@@ -162,7 +162,7 @@ fn a_tool_that_balloons_memory_is_stopped_at_its_cap() {
 }
 
 #[test]
-fn a_tool_component_result_is_fenced_with_its_name() {
+pub(crate) fn a_tool_component_result_is_fenced_with_its_name() {
     let (run, calls) = call_all(
         "wordcount",
         &[("wordcount", json!({"path": "task.md"}))],
@@ -284,7 +284,7 @@ const SCRIPTED: &str = "  driver: scripted\n  script: ./script.yaml\n  model: m\
 
 #[test]
 fn a_tool_artifact_of_the_wrong_world_is_refused() {
-    let source = guest("mur_session_loop");
+    let source = guest(MUR_SESSION_LOOP);
     let capsule = one_artifact(
         "toolworld",
         "notatool",
@@ -301,9 +301,9 @@ fn a_tool_artifact_of_the_wrong_world_is_refused() {
 }
 
 #[test]
-fn a_driver_artifact_replaces_the_builtin_driver() {
+pub(crate) fn a_driver_artifact_replaces_the_builtin_driver() {
     let inference = "  driver:\n    artifact: my-driver\n    config:\n      turns:\n        - text: from the artifact driver\n  endpoint: https://models.invalid/v1\n  model: m\n";
-    let source = guest("mur_driver_scripted").display().to_string();
+    let source = guest(MUR_DRIVER_SCRIPTED).display().to_string();
     let capsule = one_artifact("driverartifact", "my-driver", "driver", &source, inference);
     let run = capsule.run(&["--task", "x"]);
     run.assert_ok();
@@ -317,7 +317,7 @@ fn a_driver_artifact_replaces_the_builtin_driver() {
 
 #[test]
 fn a_tool_component_declared_as_a_hook_is_refused_before_any_workdir() {
-    let source = guest("mur_tool_probe").display().to_string();
+    let source = guest(MUR_TOOL_PROBE).display().to_string();
     let capsule = one_artifact("hook", "gate", "hook", &source, SCRIPTED);
     let run = capsule.run(&["--task", "x"]);
     run.assert_error(

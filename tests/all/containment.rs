@@ -31,8 +31,8 @@ lifecycle:
 trace:
   include_tool_output: true
 "#,
-        hostile = guest("mur_tool_hostile_fs").display(),
-        wordcount = guest("mur_tool_wordcount").display(),
+        hostile = guest(MUR_TOOL_HOSTILE_FS).display(),
+        wordcount = guest(MUR_TOOL_WORDCOUNT).display(),
     );
     Capsule::new(name, &manifest, script)
 }
@@ -146,7 +146,7 @@ fn a_hook_scope_is_out_of_reach_and_never_a_link() {
     capabilities:
       filesystem: {{scope: memory}}
 "#,
-        guest("mur_hook_memory").display()
+        guest(MUR_HOOK_MEMORY).display()
     );
     // Seeding needs a ceiling; a top-level key, after the artifacts.
     let extra = format!("{hook}context:\n  max_tokens: 32000\n");
@@ -187,7 +187,7 @@ fn a_hook_scope_is_out_of_reach_and_never_a_link() {
 /// The tool sees only what the model works with: no trace, no logs, no other
 /// session; a `trace.jsonl` it writes is its own file, not the record.
 #[test]
-fn the_trace_and_other_sessions_are_out_of_sight() {
+pub(crate) fn the_trace_and_other_sessions_are_out_of_sight() {
     let acts = [
         json!({"act": "list", "path": "/"}),
         json!({"act": "list", "path": ".."}),
@@ -232,7 +232,7 @@ fn a_policy_file_cannot_be_rewritten_by_a_tool() {
     capabilities:
       filesystem: {{scope: policy}}
 "#,
-        guest("mur_hook_deny_list").display()
+        guest(MUR_HOOK_DENY_LIST).display()
     );
     let script = r#"turns:
   - tool_calls: [{id: c0, name: hostile, input: {act: write, path: policy/deny.txt, text: ""}}]

@@ -21,7 +21,7 @@ const QUEUE: &[&str] = &[
 ];
 
 fn loop_path() -> String {
-    guest("mur_loop_hostile").display().to_string()
+    guest(MUR_LOOP_HOSTILE).display().to_string()
 }
 
 /// A capsule run by the hostile loop; `MUR_HOSTILE` reaches it through the grant.
@@ -157,7 +157,7 @@ lifecycle:
 trace:
   include_tool_output: true
 "#,
-        probe = guest("mur_tool_probe").display(),
+        probe = guest(MUR_TOOL_PROBE).display(),
     );
     let script = r#"turns:
   - tool_calls: [{id: c0, name: probe, input: {probe: sleep, seconds: 3600}}]
@@ -185,7 +185,7 @@ trace:
 }
 
 #[test]
-fn a_sleeping_driver_is_stopped_at_its_deadline() {
+pub(crate) fn a_sleeping_driver_is_stopped_at_its_deadline() {
     for mode in ["sleep", "sleep-configure"] {
         let started = Instant::now();
         let run = probe_driver(&format!("driver-{mode}"), mode).run(&["--task", "x"]);
@@ -215,7 +215,7 @@ fn submit_taken(running: &Running) -> (Stream, String, String) {
 }
 
 #[test]
-fn a_loop_sleeping_in_run_is_stopped_at_its_task_deadline() {
+pub(crate) fn a_loop_sleeping_in_run_is_stopped_at_its_task_deadline() {
     let capsule = hostile("loop-deadline", 2, "turns: []\n");
     let running = spawn_hostile(&capsule, "sleep-in-run", QUEUE);
     let session = running.session();
@@ -495,13 +495,13 @@ fn mur_stop_ends_a_sleeping_tool_and_a_sleeping_driver() {
     let tool = format!(
         "artifacts:\n  - name: probe\n    runtime: tool\n    source: {}\n\
          inference:\n  driver: scripted\n  script: ./script.yaml\n  model: scripted-test\n",
-        guest("mur_tool_probe").display()
+        guest(MUR_TOOL_PROBE).display()
     );
     let driver = format!(
         "artifacts:\n  - name: probe-driver\n    runtime: driver\n    source: {}\n\
          inference:\n  driver:\n    artifact: probe-driver\n    config: {{mode: sleep}}\n  \
          endpoint: https://models.invalid/v1\n  model: m\n",
-        guest("mur_driver_probe").display()
+        guest(MUR_DRIVER_PROBE).display()
     );
     let script = "turns:\n  - tool_calls: [{id: c0, name: probe, input: {probe: sleep, seconds: 3600}}]\n  - text: done\n";
     for (name, parts) in [("stop-tool", tool), ("stop-driver", driver)] {

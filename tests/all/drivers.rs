@@ -412,7 +412,7 @@ fn retries(s: &Session, url: &str) -> Vec<(u64, String)> {
 /// system then user, the shell tool as a function), the answer in `result.txt`, and
 /// the provider's usage and stop reason on the trace's `inference` line.
 #[test]
-fn openai_json_answer_request_shape_and_usage() {
+pub(crate) fn openai_json_answer_request_shape_and_usage() {
     let mock = MockModel::with(vec![Reply::json(
         200,
         openai::completion(Some("The answer is 42."), &[], "stop", (31, 7)),
@@ -1176,7 +1176,7 @@ fn a_stateless_capsule_sends_each_task_alone() {
 /// `text` frame per delta (pings ignored), and usage from `message_start` and
 /// `message_delta` on the trace.
 #[test]
-fn anthropic_streamed_text_request_shape_and_usage() {
+pub(crate) fn anthropic_streamed_text_request_shape_and_usage() {
     let stream = anthropic::Stream::new(25)
         .ping()
         .text_block(&["Hello", ", world", "!"])

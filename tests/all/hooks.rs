@@ -69,7 +69,7 @@ impl Hook {
 
     /// The recorder fixture, its scope folder named after it.
     fn recorder(name: &'static str) -> Hook {
-        Hook::new(name, "mur_hook_recorder").scope(name)
+        Hook::new(name, MUR_HOOK_RECORDER).scope(name)
     }
 
     fn bind(mut self, binding: &'static str) -> Hook {
@@ -181,7 +181,7 @@ impl Yaml {
     fn wordcount(mut self) -> Yaml {
         self.artifacts.push(format!(
             "  - name: wordcount\n    runtime: tool\n    source: {}\n",
-            json!(guest("mur_tool_wordcount").to_str().unwrap())
+            json!(guest(MUR_TOOL_WORDCOUNT).to_str().unwrap())
         ));
         self
     }
@@ -711,7 +711,7 @@ fn content(m: &Value) -> String {
 /// task-end; session-end once at teardown. `on-stage` only for a hook bound to it, and
 /// exactly once.
 #[test]
-fn every_binding_fires_once_per_point_in_the_seed_diagram_order() {
+pub(crate) fn every_binding_fires_once_per_point_in_the_seed_diagram_order() {
     let yaml = Yaml::scripted()
         .wordcount()
         .hook(Hook::recorder("rec"))
@@ -2088,9 +2088,9 @@ fn contract_mismatches_fail_before_anything_runs() {
 
 /// The gatekeeper reopens until the result names every line of `required.txt`.
 #[test]
-fn gatekeeper_reopens_until_required_phrases_are_present() {
+pub(crate) fn gatekeeper_reopens_until_required_phrases_are_present() {
     let yaml = Yaml::scripted().hook(
-        Hook::new("gatekeeper", "mur_hook_gatekeeper")
+        Hook::new("gatekeeper", MUR_HOOK_GATEKEEPER)
             .bind("on-task-end")
             .policy("reopen-task")
             .scope("gate"),
@@ -2123,12 +2123,12 @@ fn gatekeeper_reopens_until_required_phrases_are_present() {
 /// The memory hook: a first session remembers its task; a second one in the same
 /// workdir starts with that memory as its first message.
 #[test]
-fn memory_carries_a_task_into_the_next_session() {
+pub(crate) fn memory_carries_a_task_into_the_next_session() {
     let mock = MockModel::with(vec![answer("Noted: 42."), answer("It was 42.")]);
     let yaml = Yaml::openai(&mock)
         .section("context:\n  max_tokens: 10000\n")
         .hook(
-            Hook::new("memory", "mur_hook_memory")
+            Hook::new("memory", MUR_HOOK_MEMORY)
                 .policy("seed-context")
                 .scope("memory"),
         );
@@ -2176,9 +2176,9 @@ fn memory_carries_a_task_into_the_next_session() {
 
 /// The deny-list's built-in list refuses `curl`.
 #[test]
-fn deny_list_default_rules_refuse_curl() {
+pub(crate) fn deny_list_default_rules_refuse_curl() {
     let yaml = Yaml::scripted().hook(
-        Hook::new("guard", "mur_hook_deny_list")
+        Hook::new("guard", MUR_HOOK_DENY_LIST)
             .bind("on-shell")
             .policy("deny"),
     );

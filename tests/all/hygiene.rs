@@ -10,11 +10,11 @@ const STATELESS: &str = "lifecycle:\n  task_acceptance: none\n  after_task: exit
 /// The hostile tool prints a fake coloured `[murmur]` line: mur's stderr holds no ESC
 /// and no line of it, only a prefixed note; the tool's log holds the text, escaped.
 #[test]
-fn a_tools_stderr_goes_escaped_to_its_log_and_never_raw_to_murs_stderr() {
+pub(crate) fn a_tools_stderr_goes_escaped_to_its_log_and_never_raw_to_murs_stderr() {
     let manifest = format!(
         "name: hygiene\nversion: \"0.1.0\"\nartifacts:\n  - name: loud\n    runtime: tool\n    source: {}\n\
          inference:\n  driver: scripted\n  script: ./script.yaml\n  model: scripted-test\n{STATELESS}",
-        guest("mur_tool_stderr").display()
+        guest(MUR_TOOL_STDERR).display()
     );
     let script = "turns:\n  - tool_calls: [{id: c1, name: loud, input: {}}]\n  - text: done\n";
     let capsule = Capsule::new("hygiene-stderr", &manifest, script);

@@ -181,7 +181,7 @@ inference:
 trace:
   include_tool_output: true
 {lifecycle}"#,
-        ask = guest("mur_tool_ask").display(),
+        ask = guest(MUR_TOOL_ASK).display(),
     );
     Capsule::new(name, &manifest, script)
 }
@@ -226,7 +226,7 @@ fn task_ids(session: &Session) -> Vec<String> {
 }
 
 #[test]
-fn an_answered_wait_resumes_the_task_with_the_reply() {
+pub(crate) fn an_answered_wait_resumes_the_task_with_the_reply() {
     let capsule = capsule("answered", &ask_once("Which file?"), "");
     let running = capsule.spawn(QUEUE);
     let address = running.address.clone();

@@ -35,8 +35,8 @@ lifecycle:
 trace:
   include_tool_output: true
 "#,
-        tool = guest("mur_tool_flood").display(),
-        driver_wasm = guest("mur_driver_flood").display(),
+        tool = guest(MUR_TOOL_FLOOD).display(),
+        driver_wasm = guest(MUR_DRIVER_FLOOD).display(),
     );
     Capsule::new(name, &manifest, script)
 }
@@ -127,7 +127,7 @@ fn chunks_under_the_limit_are_held_under_the_ring_s_byte_ceiling() {
 }
 
 #[test]
-fn a_big_tool_result_is_refused_and_the_model_gets_the_error() {
+pub(crate) fn a_big_tool_result_is_refused_and_the_model_gets_the_error() {
     let capsule = flood_call("big-result", r#"{mode: result, n: 52428800}"#, "");
     let (session, hwm) = run_parked(&capsule);
     let want = "tool 'flood' failed: tool result of 52428800 bytes is over \
@@ -140,7 +140,7 @@ fn a_big_tool_result_is_refused_and_the_model_gets_the_error() {
 }
 
 #[test]
-fn a_big_driver_reply_fails_the_task_naming_the_limit() {
+pub(crate) fn a_big_driver_reply_fails_the_task_naming_the_limit() {
     let driver = "  driver:\n    artifact: flood-driver\n    config: {mode: big, n: 52428800}\n  model: m\n  endpoint: https://models.invalid/v1";
     let capsule = capsule("big-reply", driver, "", "");
     let (session, hwm) = run_parked(&capsule);
@@ -194,9 +194,9 @@ fn a_reply_with_200000_calls_runs_64_and_the_task_bound_ends_it() {
 }
 
 #[test]
-fn a_call_flooding_loop_is_stopped_by_the_trace_ceiling() {
+pub(crate) fn a_call_flooding_loop_is_stopped_by_the_trace_ceiling() {
     let capsule = flood_call("loop-flood", "{}", "    max_trace_bytes: 131072");
-    let loop_path = guest("mur_loop_flood");
+    let loop_path = guest(MUR_LOOP_FLOOD);
     let started = Instant::now();
     let running = capsule.spawn(&["--task", "x", "--loop", loop_path.to_str().unwrap()]);
     let session = running.session();

@@ -1,6 +1,7 @@
 //! Every end-to-end test, in one binary: the real `mur`, real components compiled from
 //! source, real sockets on 127.0.0.1. One module per area; `common` holds what they share.
 
+#[macro_use]
 mod common;
 
 mod components;
@@ -16,3 +17,37 @@ mod limits;
 mod run;
 mod stream;
 mod watch;
+
+/// The test that exercises each guest component of the workspace. `for_each_guest!`
+/// names every guest `host/build.rs` found among the members, so a guest added without
+/// a line here fails to compile.
+mod guest_tests {
+    pub(crate) use crate::components::a_driver_artifact_replaces_the_builtin_driver as mur_driver_scripted;
+    pub(crate) use crate::components::a_tool_component_result_is_fenced_with_its_name as mur_tool_wordcount;
+    pub(crate) use crate::components::a_tool_sees_the_workdir_and_nothing_else as mur_tool_probe;
+    pub(crate) use crate::containment::the_trace_and_other_sessions_are_out_of_sight as mur_tool_hostile_fs;
+    pub(crate) use crate::deadlines::a_loop_sleeping_in_run_is_stopped_at_its_task_deadline as mur_loop_hostile;
+    pub(crate) use crate::deadlines::a_sleeping_driver_is_stopped_at_its_deadline as mur_driver_probe;
+    pub(crate) use crate::drivers::anthropic_streamed_text_request_shape_and_usage as mur_driver_anthropic;
+    pub(crate) use crate::drivers::openai_json_answer_request_shape_and_usage as mur_driver_openai;
+    pub(crate) use crate::hooks::deny_list_default_rules_refuse_curl as mur_hook_deny_list;
+    pub(crate) use crate::hooks::every_binding_fires_once_per_point_in_the_seed_diagram_order as mur_hook_recorder;
+    pub(crate) use crate::hooks::gatekeeper_reopens_until_required_phrases_are_present as mur_hook_gatekeeper;
+    pub(crate) use crate::hooks::memory_carries_a_task_into_the_next_session as mur_hook_memory;
+    pub(crate) use crate::hygiene::a_tools_stderr_goes_escaped_to_its_log_and_never_raw_to_murs_stderr as mur_tool_stderr;
+    pub(crate) use crate::input::an_answered_wait_resumes_the_task_with_the_reply as mur_tool_ask;
+    pub(crate) use crate::limits::a_big_driver_reply_fails_the_task_naming_the_limit as mur_driver_flood;
+    pub(crate) use crate::limits::a_big_tool_result_is_refused_and_the_model_gets_the_error as mur_tool_flood;
+    pub(crate) use crate::limits::a_call_flooding_loop_is_stopped_by_the_trace_ceiling as mur_loop_flood;
+    pub(crate) use crate::run::a_loop_built_against_another_version_is_refused as mur_loop_future;
+    pub(crate) use crate::run::hello_example_prints_its_answer_and_exits_zero as mur_session_loop;
+    pub(crate) use crate::run::loop_swap_runs_the_other_loop as mur_loop_oneshot;
+}
+
+macro_rules! has_a_test {
+    ($guest:ident) => {
+        const _: fn() = guest_tests::$guest;
+    };
+}
+
+for_each_guest!(has_a_test);

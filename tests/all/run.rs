@@ -29,7 +29,7 @@ fn with_bash(extra: &str) -> String {
 }
 
 #[test]
-fn hello_example_prints_its_answer_and_exits_zero() {
+pub(crate) fn hello_example_prints_its_answer_and_exits_zero() {
     let out = mur()
         .current_dir(repo())
         .args([
@@ -282,10 +282,10 @@ fn default_max_turns_is_ten() {
 }
 
 #[test]
-fn loop_swap_runs_the_other_loop() {
+pub(crate) fn loop_swap_runs_the_other_loop() {
     let script = "turns:\n  - text: \"one turn, no tools\"\n";
     let capsule = Capsule::new("oneshot", &with_bash(""), script);
-    let path = guest("mur_loop_oneshot");
+    let path = guest(MUR_LOOP_ONESHOT);
     let run = capsule.run(&["--task", "hi", "--loop", path.to_str().unwrap()]);
     run.assert_ok();
     let s = run.session();
@@ -301,7 +301,7 @@ fn loop_swap_runs_the_other_loop() {
 #[test]
 fn oneshot_loop_offers_no_tools_and_refuses_tool_calls() {
     let capsule = Capsule::new("oneshot-tools", &with_bash(""), ECHO_SCRIPT);
-    let path = guest("mur_loop_oneshot");
+    let path = guest(MUR_LOOP_ONESHOT);
     let run = capsule.run(&["--task", "hi", "--loop", path.to_str().unwrap()]);
     assert_eq!(run.status, 1);
     let s = run.session();
@@ -314,7 +314,7 @@ fn oneshot_loop_offers_no_tools_and_refuses_tool_calls() {
 #[test]
 fn a_driver_passed_as_loop_is_refused_naming_its_world() {
     let capsule = Capsule::new("wrongworld", &with_bash(""), ECHO_SCRIPT);
-    let path = guest("mur_driver_scripted");
+    let path = guest(MUR_DRIVER_SCRIPTED);
     let run = capsule.run(&["--task", "hi", "--loop", path.to_str().unwrap()]);
     assert_eq!(run.status, 1);
     assert_eq!(run.stdout, "", "nothing on stdout when launch fails");
@@ -332,9 +332,9 @@ fn a_driver_passed_as_loop_is_refused_naming_its_world() {
 }
 
 #[test]
-fn a_loop_built_against_another_version_is_refused() {
+pub(crate) fn a_loop_built_against_another_version_is_refused() {
     let capsule = Capsule::new("wrongversion", &with_bash(""), ECHO_SCRIPT);
-    let path = guest("mur_loop_future");
+    let path = guest(MUR_LOOP_FUTURE);
     let run = capsule.run(&["--task", "hi", "--loop", path.to_str().unwrap()]);
     run.assert_error(&format!(
             "error[E-RUN-030]: session loop {} was built against murmur:session/loop@0.2.0; this mur serves murmur:session/loop@0.1.0\n  hint: ",

@@ -14,7 +14,11 @@ use serde_json::Value;
 
 pub const MUR: &str = env!("CARGO_BIN_EXE_mur");
 
-/// Where the build put the guest components (test fixtures among them).
+// Every guest of the workspace, as `MUR_TOOL_PROBE` and so on, and `for_each_guest!`.
+include!(concat!(env!("OUT_DIR"), "/guests.rs"));
+
+/// Where the build put the guest components (test fixtures among them); `name` is one of
+/// the constants above.
 pub fn guest(name: &str) -> PathBuf {
     Path::new(env!("MUR_GUEST_DIR")).join(format!("{name}.wasm"))
 }
@@ -121,7 +125,7 @@ capabilities:
 lifecycle:
   task_acceptance: none
 "#,
-        driver = guest("mur_driver_probe").display(),
+        driver = guest(MUR_DRIVER_PROBE).display(),
     );
     Capsule::new(name, &manifest, "")
 }
