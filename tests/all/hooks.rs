@@ -4,8 +4,8 @@
 //! `logs/`, the exit status — and on what the hooks themselves saw (the recorder's
 //! `events.jsonl`). Where a test must show what the model was sent, the capsule talks
 //! to the loopback mock of the OpenAI API (`common::mock_model`), which records every
-//! request. The rules are `shared/reference/hooks.md`, the seed's session loop
-//! (`shared/seeds/session-loop.md`) and streaming protocol.
+//! request. The rules are the hook world's (`wit/hook`: bindings, verdicts, which
+//! policy commits where), the session loop's and the streaming protocol's.
 //!
 //! Every capsule runs with `--workdir <scratch>/wd --records <scratch>/records`, so a
 //! hook's scope folder is `records/hooks/<scope>` (its `script.json`, `required.txt`, ...

@@ -1,6 +1,6 @@
 //! `request-input` end to end: a tool of an A2A task asks a question, the stream says
 //! `input-required`, and the next `message/stream` in the task's context answers it
-//! (`shared/seeds/streaming-protocol.md`, status frames and the input-wait counter).
+//! (the streaming protocol's status frames and its input-wait counter).
 //! Frames are read as raw bytes off the socket, every read with a deadline.
 
 use std::io::{ErrorKind, Read, Write};

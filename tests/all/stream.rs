@@ -1,5 +1,5 @@
 //! The streaming protocol against a real `mur run` on 127.0.0.1: one test per
-//! observable row of the seed's tables (`shared/seeds/streaming-protocol.md`), read as
+//! observable row of the streaming protocol's tables (frames, ids, replay), read as
 //! raw bytes off the socket. Every read has a deadline; where the test needs the
 //! capsule to be somewhere, it waits for the frame that says so.
 
