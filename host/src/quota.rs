@@ -4,7 +4,10 @@
 //! link counts as itself, wherever it points) and stops as soon as the quota is passed,
 //! so a hostile tree costs at most one quota's worth of entries to measure.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, MetadataExt};
 
 /// Every entry costs at least one filesystem block, so a million empty files breach
 /// the quota like the disk space they take, and the walk is bounded by
@@ -19,26 +22,29 @@ pub struct Measured {
 }
 
 /// Measures `root` against `quota`. An entry that cannot be read (removed while the walk
-/// runs, or unreadable) counts as one block and is not descended into.
+/// runs, or unreadable) counts as one block and is not descended into. Every folder is
+/// opened beneath the one above it, so a folder a guest swaps for a link while the walk
+/// runs cannot lead it out of the workdir.
 pub fn measure(root: &Path, quota: u64) -> Measured {
     let mut bytes = 0u64;
-    let mut pending: Vec<PathBuf> = vec![root.to_path_buf()];
+    let Ok(top) = Dir::open_ambient_dir(root, ambient_authority()) else {
+        return Measured { bytes, over: false };
+    };
+    let mut pending = vec![top];
     while let Some(dir) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+        let Ok(entries) = dir.entries() else {
             continue;
         };
         for entry in entries {
-            let Ok(entry) = entry else {
-                bytes += MIN_ENTRY_BYTES;
-                continue;
-            };
-            let path = entry.path();
-            // `symlink_metadata`: a link is measured as the link, never its target.
-            match std::fs::symlink_metadata(&path) {
-                Ok(meta) => {
+            // The entry's own metadata: a link is measured as the link, never its target.
+            match entry.and_then(|e| e.metadata().map(|m| (e, m))) {
+                Ok((entry, meta)) => {
                     bytes = bytes.saturating_add(cost(&meta));
                     if meta.is_dir() {
-                        pending.push(path);
+                        match entry.open_dir() {
+                            Ok(sub) => pending.push(sub),
+                            Err(_) => bytes += MIN_ENTRY_BYTES,
+                        }
                     }
                 }
                 Err(_) => bytes += MIN_ENTRY_BYTES,
@@ -53,8 +59,7 @@ pub fn measure(root: &Path, quota: u64) -> Measured {
 
 /// The larger of the apparent size and the blocks on disk, at least one block: a sparse
 /// file counts what it claims, a small file what it occupies.
-fn cost(meta: &std::fs::Metadata) -> u64 {
-    use std::os::unix::fs::MetadataExt;
+fn cost(meta: &cap_std::fs::Metadata) -> u64 {
     meta.len()
         .max(meta.blocks().saturating_mul(512))
         .max(MIN_ENTRY_BYTES)
@@ -72,6 +77,7 @@ pub fn breach_text(measured: &Measured, baseline: u64, quota: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     fn scratch() -> PathBuf {
         let dir = std::env::temp_dir().join(format!("mur-quota-{}", crate::ids::event()));
