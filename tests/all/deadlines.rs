@@ -13,13 +13,6 @@ use serde_json::{Value, json};
 /// The bound on any one wait; the deadlines under test are 1-2 s.
 const WAIT: Duration = Duration::from_secs(20);
 
-const QUEUE: &[&str] = &[
-    "--lifecycle-task-acceptance",
-    "queue",
-    "--lifecycle-after-task",
-    "sleep",
-];
-
 fn loop_path() -> String {
     guest(MUR_LOOP_HOSTILE).display().to_string()
 }

@@ -23,12 +23,6 @@ use serde_json::{Value, json};
 
 /// The bound on any one wait: what these capsules do takes a second or two.
 const WAIT: Duration = Duration::from_secs(60);
-const QUEUE: &[&str] = &[
-    "--lifecycle-task-acceptance",
-    "queue",
-    "--lifecycle-after-task",
-    "sleep",
-];
 const JSON_CT: (&str, &str) = ("content-type", "application/json");
 const ENV: &[(&str, &str)] = &[("MOCK_API_KEY", "sk-test-hooks-0000")];
 /// What follows a policy hook's reason in the text the model receives.

@@ -10,13 +10,6 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 use serde_json::{Value, json};
 
-const SSE_HEAD: &str = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: keep-alive\r\n\r\n";
-const QUEUE: &[&str] = &[
-    "--lifecycle-task-acceptance",
-    "queue",
-    "--lifecycle-after-task",
-    "sleep",
-];
 /// The input-wait counter's start, for every `request-input` call.
 const WAIT_START: u64 = 9_223_372_036_854_775_807;
 const WAIT: Duration = Duration::from_secs(30);

@@ -10,14 +10,7 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 use serde_json::{Value, json};
 
-const SSE_HEAD: &str = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: keep-alive\r\n\r\n";
 const JSON: (&str, &str) = ("content-type", "application/json");
-const QUEUE: &[&str] = &[
-    "--lifecycle-task-acceptance",
-    "queue",
-    "--lifecycle-after-task",
-    "sleep",
-];
 const QUEUED_CANCEL_START: u64 = 2_305_843_009_213_693_951;
 const CHUNK_START: u64 = 4_611_686_018_427_387_903;
 /// The bound on any one wait: what the capsule does here takes milliseconds to seconds.

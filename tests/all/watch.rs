@@ -517,8 +517,6 @@ fn read_request(socket: &mut TcpStream) -> String {
     }
 }
 
-const SSE_HEAD: &str = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: keep-alive\r\n\r\n";
-
 #[test]
 fn watch_sends_a_stream_watch_from_0_and_ends_at_capsule_closed() {
     let (address, requests) = fake(|socket| {

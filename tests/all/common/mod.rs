@@ -171,6 +171,17 @@ pub fn marker(seconds: u32) -> String {
     )
 }
 
+/// The flags that keep a capsule serving after its task (`queue` + `sleep`).
+pub const QUEUE: &[&str] = &[
+    "--lifecycle-task-acceptance",
+    "queue",
+    "--lifecycle-after-task",
+    "sleep",
+];
+
+/// The exact head of every event-stream response.
+pub const SSE_HEAD: &str = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: keep-alive\r\n\r\n";
+
 /// The binary with a shared component cache, so tests compile each component once.
 pub fn mur() -> Command {
     let mut cmd = Command::new(MUR);
