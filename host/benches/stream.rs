@@ -33,8 +33,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::StreamBody;
-use hyper::body::Frame;
+use hyper::body::Frame as BodyFrame;
 use hyper_util::rt::TokioIo;
+use mur::sse::{Frame, FrameReader};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -226,19 +227,6 @@ async fn limited<T>(what: &str, f: impl Future<Output = io::Result<T>>) -> io::R
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, format!("{what} timed out")))?
 }
 
-/// Where the first `\n\n` starts.
-fn blank_line(hay: &[u8]) -> Option<usize> {
-    let mut from = 0;
-    while let Some(p) = hay[from..].iter().position(|&b| b == b'\n') {
-        let at = from + p;
-        if hay.get(at + 1) == Some(&b'\n') {
-            return Some(at);
-        }
-        from = at + 1;
-    }
-    None
-}
-
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
@@ -255,11 +243,9 @@ struct Sse {
     socket: TcpStream,
     /// Bytes read but not yet de-chunked (chunked bodies only).
     raw: Vec<u8>,
-    /// Event-stream bytes; `pos` is where the unread part starts, `scan` where the
-    /// search for the next blank line resumes.
-    body: Vec<u8>,
-    pos: usize,
-    scan: usize,
+    /// Event-stream bytes, split into frames by the project's one parser, which
+    /// lends them out without copying.
+    body: FrameReader,
     chunked: Option<Chunk>,
 }
 
@@ -293,9 +279,7 @@ impl Sse {
         let mut sse = Sse {
             socket,
             raw: Vec::new(),
-            body: Vec::new(),
-            pos: 0,
-            scan: 0,
+            body: FrameReader::default(),
             chunked: None,
         };
         loop {
@@ -317,7 +301,7 @@ impl Sse {
                     sse.raw = rest;
                     sse.decode()?;
                 } else {
-                    sse.body = rest;
+                    sse.body.buffer().extend_from_slice(&rest);
                 }
                 return Ok(sse);
             }
@@ -353,7 +337,7 @@ impl Sse {
                     if take == 0 {
                         break;
                     }
-                    self.body.extend_from_slice(&self.raw[i..i + take]);
+                    self.body.buffer().extend_from_slice(&self.raw[i..i + take]);
                     i += take;
                     self.chunked = Some(if take == n {
                         Chunk::Crlf
@@ -376,14 +360,8 @@ impl Sse {
     }
 
     async fn fill(&mut self) -> io::Result<()> {
-        if self.pos > 0 {
-            // What is left is at most part of one frame: cheap to move.
-            self.body.drain(..self.pos);
-            self.scan -= self.pos;
-            self.pos = 0;
-        }
         match self.chunked {
-            None => read_into(&mut self.socket, &mut self.body).await,
+            None => read_into(&mut self.socket, self.body.buffer()).await,
             Some(Chunk::Done) => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "body ended")),
             Some(_) => {
                 read_into(&mut self.socket, &mut self.raw).await?;
@@ -392,48 +370,19 @@ impl Sse {
         }
     }
 
-    /// The next frame, heartbeats skipped, as a range of `body`.
+    /// The next frame, heartbeats skipped, as a range of the reader's buffer.
     async fn next_frame(&mut self) -> io::Result<Range<usize>> {
         loop {
-            if let Some(at) = blank_line(&self.body[self.scan..]) {
-                let block = self.pos..self.scan + at;
-                self.pos = self.scan + at + 2;
-                self.scan = self.pos;
-                if block.is_empty() || self.body[block.start] == b':' {
-                    continue;
-                }
+            if let Some(block) = self.body.next_block() {
                 return Ok(block);
             }
-            self.scan = self.body.len().saturating_sub(1).max(self.pos);
             self.fill().await?;
         }
     }
 
-    fn frame(&self, block: Range<usize>) -> io::Result<Event<'_>> {
-        let text = std::str::from_utf8(&self.body[block]).map_err(io_err)?;
-        let mut frame = Event {
-            id: None,
-            event: "",
-            data: "",
-        };
-        for line in text.split('\n') {
-            if let Some(v) = line.strip_prefix("id: ") {
-                frame.id = Some(v.parse().map_err(|_| io_err(format!("bad id {v:?}")))?);
-            } else if let Some(v) = line.strip_prefix("event: ") {
-                frame.event = v;
-            } else if let Some(v) = line.strip_prefix("data: ") {
-                frame.data = v;
-            }
-        }
-        Ok(frame)
+    fn frame(&self, block: Range<usize>) -> Frame<'_> {
+        self.body.frame(block)
     }
-}
-
-/// One frame, borrowed from the reader's buffer.
-struct Event<'a> {
-    id: Option<u64>,
-    event: &'a str,
-    data: &'a str,
 }
 
 /// The task id a frame's data starts with (`{"id":"tsk_…"`).
@@ -455,7 +404,7 @@ const WATCH: &str = r#"{"jsonrpc":"2.0","id":1,"method":"stream/watch","params":
 async fn open_watch(addr: SocketAddr, last_event_id: &str) -> io::Result<Sse> {
     let mut sse = Sse::post(addr, &[("last-event-id", last_event_id)], WATCH).await?;
     let first = sse.next_frame().await?;
-    let event = sse.frame(first)?.event.to_string();
+    let event = sse.frame(first).event.to_string();
     if event != "connection-ack" {
         return Err(io_err(format!(
             "first frame is {event:?}, not connection-ack"
@@ -498,13 +447,13 @@ async fn watcher(
     let mut w = Watched::default();
     loop {
         let block = sse.next_frame().await?;
-        let f = sse.frame(block)?;
+        let f = sse.frame(block);
         if f.id.is_some() {
             w.frames += 1;
         }
-        match f.event {
+        match &*f.event {
             "text" if f.data.ends_with(r#""final":false}"#) => {
-                let task = task_of(f.data);
+                let task = task_of(&f.data);
                 match w.texts.iter_mut().find(|(t, _)| t == task) {
                     Some((_, n)) => *n += 1,
                     None => w.texts.push((task.to_string(), 1)),
@@ -512,15 +461,15 @@ async fn watcher(
             }
             "lagged" => {
                 w.lagged += 1;
-                w.missed += serde_json::from_str::<Value>(f.data)
+                w.missed += serde_json::from_str::<Value>(&f.data)
                     .ok()
                     .and_then(|v| v["missed"].as_u64())
                     .unwrap_or(0);
             }
             "status" if f.data.ends_with(r#""final":true}"#) => {
                 w.final_at = Some(Instant::now());
-                w.final_task = task_of(f.data).to_string();
-                w.final_state = state_of(f.data).to_string();
+                w.final_task = task_of(&f.data).to_string();
+                w.final_state = state_of(&f.data).to_string();
                 return Ok(w);
             }
             _ => {}
@@ -543,17 +492,17 @@ async fn submit(addr: SocketAddr) -> io::Result<String> {
     let mut task = String::new();
     loop {
         let block = sse.next_frame().await?;
-        let f = sse.frame(block)?;
+        let f = sse.frame(block);
         if task.is_empty() {
-            task = task_of(f.data).to_string();
+            task = task_of(&f.data).to_string();
         }
         if f.event == "error" {
-            return Err(io_err(format!("message/stream: error {}", f.data)));
+            return Err(io_err(format!("message/stream: error {}", &f.data)));
         }
         if f.event == "status" && f.data.ends_with(r#""final":true}"#) {
-            let state = state_of(f.data);
+            let state = state_of(&f.data);
             if state != "completed" {
-                return Err(io_err(format!("task ended {state}: {}", f.data)));
+                return Err(io_err(format!("task ended {state}: {}", &f.data)));
             }
             return Ok(task);
         }
@@ -752,12 +701,12 @@ struct Hub {
 struct Frames(mpsc::Receiver<Bytes>);
 
 impl futures_core::Stream for Frames {
-    type Item = Result<Frame<Bytes>, Infallible>;
+    type Item = Result<BodyFrame<Bytes>, Infallible>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.0
             .poll_recv(cx)
-            .map(|next| next.map(|bytes| Ok(Frame::data(bytes))))
+            .map(|next| next.map(|bytes| Ok(BodyFrame::data(bytes))))
     }
 }
 
@@ -831,14 +780,14 @@ async fn replay_once(addr: SocketAddr) -> Res<(Duration, u64)> {
         .await
         .map_err(|e| format!("stream/watch: {e}"))?;
     let block = sse.next_frame().await.map_err(|e| e.to_string())?;
-    let f = sse.frame(block).map_err(|e| e.to_string())?;
+    let f = sse.frame(block);
     if f.event != "gap" {
         return Err(format!(
             "the replay did not start with a gap frame but {:?}",
             f.event
         ));
     }
-    let first: u64 = serde_json::from_str::<Value>(f.data)
+    let first: u64 = serde_json::from_str::<Value>(&f.data)
         .ok()
         .and_then(|v| v["first_available_id"].as_u64())
         .unwrap_or(0);
@@ -847,7 +796,7 @@ async fn replay_once(addr: SocketAddr) -> Res<(Duration, u64)> {
             .next_frame()
             .await
             .map_err(|e| format!("replayed frame {i}: {e}"))?;
-        if sse.frame(block).map_err(|e| e.to_string())?.id.is_none() {
+        if sse.frame(block).id.is_none() {
             return Err(format!("replayed frame {i} has no id"));
         }
     }
