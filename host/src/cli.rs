@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::client::{Address, parse_address};
+use crate::address::{Address, parse_address};
 use crate::queue::{Acceptance, AfterTask};
 
 #[derive(Parser, Debug)]

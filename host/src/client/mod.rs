@@ -4,17 +4,15 @@
 //! close-delimited (no chunked encoding), so a few lines of HTTP/1.1 over a plain TCP
 //! stream are all either command needs.
 //!
-//! Both dial an `address` and speak through `http`; `watch` prints the event stream with a
+//! Both dial a capsule's `crate::address` and speak through `http`; `watch` prints the event stream with a
 //! `printer` (responses laid out by `wrap`), `stop` asks the capsule to end and waits for it.
 
-mod address;
 mod http;
 mod printer;
 mod stop;
 mod watch;
 mod wrap;
 
-pub use address::{Address, parse_address};
 pub use printer::{Flow, Printer};
 pub use stop::stop;
 pub use watch::watch;

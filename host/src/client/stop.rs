@@ -10,8 +10,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep, timeout};
 
-use super::Address;
 use super::http::{HeadError, connect, read_head, request};
+use crate::address::Address;
 use crate::cli::StopArgs;
 use crate::error::Error;
 
