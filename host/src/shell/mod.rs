@@ -29,10 +29,9 @@ use crate::confine::Jail;
 pub use background::{Background, Ended};
 pub use input::{input_schema, parse_input};
 pub use plan::{INTERPRETERS, resolve_binary};
-pub use runner::{Ran, run_with_grace};
-// Outside the unit tests every command is run with its grace period.
-#[cfg_attr(not(test), allow(unused_imports))]
+#[cfg(test)]
 pub use runner::run;
+pub use runner::{Ran, run_with_grace};
 
 /// One shell tool call, as the host decided to run it.
 #[derive(Clone)]

@@ -23,8 +23,9 @@ use crate::confine::Confined;
 /// missing workdir, home not creatable, …) or its output could not be read; the caller reports
 /// the text as a tool error. A non-zero exit, a signal death and a timeout are `Ok` outcomes.
 ///
-/// Dropping the returned future kills the command's whole process group.
-#[cfg_attr(not(test), allow(dead_code))]
+/// Dropping the returned future kills the command's whole process group. The host runs
+/// every command with its grace period; this form is the tests'.
+#[cfg(test)]
 pub async fn run(req: &ShellRequest) -> Result<ShellOutcome, String> {
     match run_with_grace(req, None).await? {
         Ran::Done(outcome) => Ok(outcome),
@@ -41,7 +42,7 @@ pub enum Ran {
     Detached(Background),
 }
 
-/// Like [`run`], but a command still running after `grace` (when given and shorter than
+/// Runs `req` as `run` does, but a command still running after `grace` (when given and shorter than
 /// the timeout) moves to the background instead of holding the turn.
 ///
 /// # Errors
