@@ -42,8 +42,8 @@ pub enum Ran {
     Detached(Background),
 }
 
-/// Runs `req` as `run` does, but a command still running after `grace` (when given and shorter than
-/// the timeout) moves to the background instead of holding the turn.
+/// Runs `req` to completion, except that a command still running after `grace` (when
+/// given and shorter than the timeout) moves to the background instead of holding the turn.
 ///
 /// # Errors
 ///
