@@ -6,7 +6,6 @@
 mod bindings;
 mod builtin;
 mod bus;
-pub mod capsule;
 pub mod cli;
 pub mod client;
 mod compaction;
@@ -32,6 +31,7 @@ mod quota;
 mod reaper;
 mod resume;
 mod rooted;
+pub mod run;
 mod sandbox;
 mod secret;
 mod seed;
