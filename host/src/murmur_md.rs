@@ -31,7 +31,7 @@ pub fn net_rule(rule: &NetRule) -> String {
 }
 
 /// What the inventory describes besides the manifest.
-pub struct Session<'a> {
+pub struct About<'a> {
     pub session_id: &'a str,
     pub url: &'a str,
     pub workdir: &'a Workdir,
@@ -41,12 +41,12 @@ pub struct Session<'a> {
 }
 
 /// Written once the port is bound; a failure is logged, never fatal.
-pub fn write(session: &Session<'_>, m: &Manifest) {
-    let text = render(session, m);
-    let _ = session.workdir.write_view("MURMUR.md", &text);
+pub fn write(about: &About<'_>, m: &Manifest) {
+    let text = render(about, m);
+    let _ = about.workdir.write_view("MURMUR.md", &text);
 }
 
-fn render(session: &Session<'_>, m: &Manifest) -> String {
+fn render(about: &About<'_>, m: &Manifest) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# MURMUR.md — Capsule Environment Reference\n");
     let _ = writeln!(
@@ -55,18 +55,18 @@ fn render(session: &Session<'_>, m: &Manifest) -> String {
         env!("CARGO_PKG_VERSION"),
         crate::trace::now_ms()
     );
-    identity(&mut out, session, m);
-    environment(&mut out, session, m);
+    identity(&mut out, about, m);
+    environment(&mut out, about, m);
     limits(&mut out, m);
-    directory(&mut out, session.workdir);
-    tools(&mut out, session.tools);
+    directory(&mut out, about.workdir);
+    tools(&mut out, about.tools);
     calling(&mut out);
-    shell(&mut out, m, session.tools.jail().map(|j| &**j));
+    shell(&mut out, m, about.tools.jail().map(|j| &**j));
     checkpoints(&mut out);
     out
 }
 
-fn identity(out: &mut String, session: &Session<'_>, m: &Manifest) {
+fn identity(out: &mut String, about: &About<'_>, m: &Manifest) {
     let _ = writeln!(out, "## Identity\n");
     let _ = writeln!(
         out,
@@ -74,11 +74,11 @@ fn identity(out: &mut String, session: &Session<'_>, m: &Manifest) {
         sanitize(&m.name),
         sanitize(&m.version)
     );
-    let _ = writeln!(out, "- Session ID: {}", session.session_id);
-    let _ = writeln!(out, "- Capsule URL: {}\n", session.url);
+    let _ = writeln!(out, "- Session ID: {}", about.session_id);
+    let _ = writeln!(out, "- Capsule URL: {}\n", about.url);
 }
 
-fn environment(out: &mut String, session: &Session<'_>, m: &Manifest) {
+fn environment(out: &mut String, about: &About<'_>, m: &Manifest) {
     let network = if m.capabilities.network_allow.is_empty() {
         "none (no outbound network)".to_string()
     } else {
@@ -91,9 +91,9 @@ fn environment(out: &mut String, session: &Session<'_>, m: &Manifest) {
     };
     let _ = writeln!(out, "## Capsule\n");
     let _ = writeln!(out, "- Model: {}", sanitize(&m.inference.model));
-    let _ = writeln!(out, "- Driver: {}", sanitize(session.driver_label));
-    let _ = writeln!(out, "- Session loop: {}", sanitize(session.loop_label));
-    let _ = writeln!(out, "- Work folder: {}", session.workdir.root.display());
+    let _ = writeln!(out, "- Driver: {}", sanitize(about.driver_label));
+    let _ = writeln!(out, "- Session loop: {}", sanitize(about.loop_label));
+    let _ = writeln!(out, "- Work folder: {}", about.workdir.root.display());
     let _ = writeln!(
         out,
         "- Writable: everything in the work folder; nothing outside it is visible"

@@ -85,7 +85,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         (launch.as_deref(), resumed_id),
     )
     .await?;
-    let inventory = murmur_md::Session {
+    let about = murmur_md::About {
         session_id: &launched.session_id,
         url: &url,
         workdir: &launched.workdir,
@@ -93,7 +93,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         loop_label: &loop_label,
         driver_label: &driver_label,
     };
-    murmur_md::write(&inventory, &m);
+    murmur_md::write(&about, &m);
     if let Err(e) = &adopted {
         launched.workdir.log(&format!(
             "could not become a child subreaper ({e}): processes shell commands leave behind may outlive the session"

@@ -49,7 +49,7 @@ pub struct Refused {
 /// The session's hooks, with what they are told at session start and where what they
 /// do wrong is recorded: the trace and the host log.
 pub struct SessionHooks {
-    pub hooks: Hooks,
+    hooks: Hooks,
     start: SessionStart,
     trace: Arc<SessionTrace>,
     workdir: Arc<Workdir>,
@@ -68,6 +68,14 @@ impl SessionHooks {
             trace,
             workdir,
         }
+    }
+
+    fn listens(&self, binding: Binding) -> bool {
+        self.hooks.listens(binding)
+    }
+
+    async fn fire(&self, binding: Binding, event: &Event) -> Vec<Answer> {
+        self.hooks.fire(binding, event).await
     }
 
     /// `on-session-start`: once per launch, before the first task.
@@ -200,7 +208,7 @@ impl Current<'_> {
     ) -> wasmtime::Result<Vec<Value>> {
         let session = self.session;
         let hooks = &session.hooks;
-        if !hooks.hooks.listens(Binding::TaskStart) {
+        if !hooks.listens(Binding::TaskStart) {
             return Ok(Vec::new());
         }
         let context = &session.settings.context;
@@ -216,7 +224,7 @@ impl Current<'_> {
             context_window: context.window.map_or(0, u64::from),
             prior_tokens: history.iter().map(tokens_of).sum(),
         });
-        let answers = hooks.hooks.fire(Binding::TaskStart, &event).await;
+        let answers = hooks.fire(Binding::TaskStart, &event).await;
         hooks.unhonored(&answers, Binding::TaskStart, Some(&task.id));
         // The first hook that returns a seed wins.
         let proposal = answers.into_iter().find_map(|a| match a.verdict {
@@ -285,8 +293,11 @@ impl Current<'_> {
     ) -> (Vec<Value>, &'static str, Option<&'static str>) {
         let trimmed = || (wire[wire.len() - keep..].to_vec(), "trimmed", None);
         let session = self.session;
-        let hooks = &session.hooks.hooks;
-        if !hooks.commits(Binding::Compaction, CommitPolicy::ReplaceContext) {
+        let hooks = &session.hooks;
+        if !hooks
+            .hooks
+            .commits(Binding::Compaction, CommitPolicy::ReplaceContext)
+        {
             return trimmed();
         }
         let compaction = &session.settings.context.compaction;
@@ -339,7 +350,7 @@ impl Current<'_> {
         output_tokens: u64,
     ) -> wasmtime::Result<()> {
         let hooks = &self.session.hooks;
-        if !hooks.hooks.listens(Binding::Inference) {
+        if !hooks.listens(Binding::Inference) {
             return Ok(());
         }
         let (decision, tool) = reply::decision(reply);
@@ -351,7 +362,7 @@ impl Current<'_> {
             tool_name: tool,
             output: reply.text.clone(),
         });
-        let answers = hooks.hooks.fire(Binding::Inference, &event).await;
+        let answers = hooks.fire(Binding::Inference, &event).await;
         let task = Some(self.run.task.id.as_str());
         hooks.unhonored(&answers, Binding::Inference, task);
         for answer in answers {
@@ -385,7 +396,7 @@ impl Current<'_> {
             return Ok(Ok(None));
         }
         let hooks = &session.hooks;
-        if !hooks.hooks.listens(Binding::Compaction) {
+        if !hooks.listens(Binding::Compaction) {
             session.workdir.log(&format!(
                 "warning: the conversation holds {tokens} tokens, past the compaction \
                  threshold of context.max_tokens {window}, and no on-compaction hook is bound"
@@ -410,7 +421,7 @@ impl Current<'_> {
             model: context.compaction.model.clone(),
             system_prompt: context.compaction.system_prompt.clone(),
         });
-        let answers = hooks.hooks.fire(Binding::Compaction, &event).await;
+        let answers = hooks.fire(Binding::Compaction, &event).await;
         hooks.unhonored(&answers, Binding::Compaction, Some(&self.run.task.id));
         let mut replacement = None;
         for answer in answers {
@@ -475,7 +486,7 @@ impl Current<'_> {
         let Some((binding, event)) = hooks.call_event(&session.tools, turn, call, None) else {
             return Ok(None);
         };
-        let answers = hooks.hooks.fire(binding, &event).await;
+        let answers = hooks.fire(binding, &event).await;
         let task = Some(self.run.task.id.as_str());
         let mut refused = None;
         for answer in &answers {
@@ -543,7 +554,7 @@ impl Current<'_> {
         else {
             return Ok(());
         };
-        let answers = hooks.hooks.fire(binding, &event).await;
+        let answers = hooks.fire(binding, &event).await;
         let task = Some(self.run.task.id.as_str());
         for answer in &answers {
             if let Ok(verdict @ Verdict::Deny(_)) = &answer.verdict {
@@ -571,7 +582,7 @@ impl Current<'_> {
         completed: bool,
     ) -> wasmtime::Result<Option<(String, String)>> {
         let hooks = &self.session.hooks;
-        if !hooks.hooks.listens(Binding::TaskEnd) {
+        if !hooks.listens(Binding::TaskEnd) {
             return Ok(None);
         }
         let event = Event::TaskEnd(TaskEnd {
@@ -580,7 +591,7 @@ impl Current<'_> {
             result: result.to_string(),
             attempt: self.run.reopens + 1,
         });
-        let answers = hooks.hooks.fire(Binding::TaskEnd, &event).await;
+        let answers = hooks.fire(Binding::TaskEnd, &event).await;
         // Only a completed attempt is reopened: a failed one has already told its
         // clients it is final.
         let (reopens, rest): (Vec<Answer>, Vec<Answer>) = answers.into_iter().partition(|a| {
