@@ -1,11 +1,17 @@
-//! Cancelling the running task. `tasks/cancel` and `mur stop` raise the flag; every
-//! wait of the session host (an inference call, a tool call) races against it, so a
-//! canceled task stops at once instead of after its current turn.
+//! Cancelling a task and stopping the session. `tasks/cancel` and `mur stop` raise the
+//! running task's flag; every wait of the session host (an inference call, a tool call)
+//! races against it, so a canceled task stops at once instead of after its current
+//! turn. A task still queued ends at once; the record of finished tasks tells a task
+//! that ended from one never seen.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
+
+use crate::queue::Queue;
+use crate::trace::{SessionTrace, line};
+use crate::wire::Wire;
 
 #[derive(Default)]
 pub struct RunningTask {
@@ -63,6 +69,89 @@ impl RunningTask {
             }
             notified.await;
         }
+    }
+}
+
+/// A task that ended, for `tasks/cancel` and the launcher's exit status and answer.
+#[derive(Clone, Debug)]
+pub struct Finished {
+    pub task_id: String,
+    pub exit_status: &'static str,
+    pub completed: bool,
+    /// The answer, or `error: <message>`, as written to `out/result.txt`.
+    pub result: String,
+}
+
+/// Every task that ended, in the order they ended.
+#[derive(Default)]
+pub struct FinishedTasks {
+    tasks: Mutex<Vec<Finished>>,
+}
+
+impl FinishedTasks {
+    fn tasks(&self) -> MutexGuard<'_, Vec<Finished>> {
+        self.tasks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn push(&self, task: Finished) {
+        self.tasks().push(task);
+    }
+
+    pub fn last(&self) -> Option<Finished> {
+        self.tasks().last().cloned()
+    }
+}
+
+/// Why `tasks/cancel` could not cancel a task.
+#[derive(Debug, PartialEq, Eq)]
+pub enum CancelError {
+    /// No task with that id was ever seen by this capsule.
+    NotFound,
+    /// The task has already ended.
+    NotCancelable,
+}
+
+/// `tasks/cancel` and the session's stop, with what they reach: the queue, the running
+/// task, the record of finished ones, and the wire and trace that report a queued
+/// task's end.
+pub struct Control {
+    pub queue: Arc<Queue>,
+    pub wire: Arc<Wire>,
+    pub trace: Arc<SessionTrace>,
+    pub running: Arc<RunningTask>,
+    pub finished: Arc<FinishedTasks>,
+}
+
+impl Control {
+    /// `tasks/cancel`: a queued task ends at once, the running one at its next wait
+    /// (a loop that reaches none within a short grace is stopped).
+    pub fn cancel(&self, task_id: &str) -> Result<(), CancelError> {
+        if let Some(task) = self.queue.remove(task_id) {
+            self.wire.queued_canceled(&task.id, &task.context_id);
+            let _ = self
+                .trace
+                .under_session(Some(&task.id), line::task_canceled_queued(&task.id));
+            return Ok(());
+        }
+        if self.running.cancel(Some(task_id)) {
+            return Ok(());
+        }
+        let finished = self.finished.tasks();
+        if finished.iter().any(|f| f.task_id == task_id) || self.running.is(task_id) {
+            return Err(CancelError::NotCancelable);
+        }
+        Err(CancelError::NotFound)
+    }
+
+    /// Ends the session cleanly: no new tasks, waiting ones dropped (each recorded),
+    /// the running one canceled.
+    pub fn stop(&self) {
+        self.queue.close();
+        for task in self.queue.drain() {
+            let rejected = line::task_rejected(&task.id, line::Rejected::SessionStopped);
+            let _ = self.trace.under_session(Some(&task.id), rejected);
+        }
+        self.running.cancel(None);
     }
 }
 

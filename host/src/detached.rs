@@ -12,22 +12,28 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
 use tokio::task::{AbortHandle, JoinHandle};
 
 use crate::ids;
-use crate::queue::Pending;
-use crate::session::Capsule;
+use crate::queue::{Pending, Queue};
+use crate::quota::Quota;
 use crate::shell::{Background, Ended};
-use crate::trace::Place;
+use crate::trace::line::{self, Breach, Completed, Detached};
+use crate::trace::{Place, SessionTrace};
+use crate::workdir::Workdir;
 
 /// How long teardown waits for a killed command's task to let go of it.
 const ABANDON_WAIT: Duration = Duration::from_secs(5);
 
-/// The detached commands still running, by work id.
-#[derive(Default)]
+/// The detached commands still running, by work id, with what their endings reach:
+/// the trace, the queue their results go to, and the workdir quota checked then.
 pub struct Registry {
     works: Mutex<HashMap<String, Work>>,
+    trace: Arc<SessionTrace>,
+    queue: Arc<Queue>,
+    quota: Quota,
+    /// The host log, for a trace line that could not be written.
+    workdir: Arc<Workdir>,
 }
 
 struct Work {
@@ -45,6 +51,24 @@ struct Work {
     watcher: Option<JoinHandle<()>>,
 }
 
+impl Work {
+    /// The command as its ending lines name it.
+    fn named<'a>(&'a self, work_id: &'a str) -> line::Work<'a> {
+        line::Work {
+            work_id,
+            binary: &self.binary,
+            command: &self.command,
+        }
+    }
+
+    fn place(&self) -> Place<'_> {
+        Place {
+            parent: Some(&self.detached_event),
+            task: Some(&self.task_id),
+        }
+    }
+}
+
 /// Where a command was started from: the task, its context and its turn.
 pub struct StartedFrom {
     pub task_id: String,
@@ -55,6 +79,21 @@ pub struct StartedFrom {
 }
 
 impl Registry {
+    pub fn new(
+        trace: Arc<SessionTrace>,
+        queue: Arc<Queue>,
+        quota: Quota,
+        workdir: Arc<Workdir>,
+    ) -> Self {
+        Registry {
+            works: Mutex::default(),
+            trace,
+            queue,
+            quota,
+            workdir,
+        }
+    }
+
     fn works(&self) -> MutexGuard<'_, HashMap<String, Work>> {
         self.works.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -71,26 +110,26 @@ impl Registry {
 /// The `shell_detached` line could not be written; the command is killed, since a
 /// command the trace does not know of could never be accounted for.
 pub fn start(
-    capsule: &Arc<Capsule>,
+    registry: &Arc<Registry>,
     background: Background,
     from: StartedFrom,
 ) -> std::io::Result<()> {
-    let fields = json!({
-        "turn": from.turn,
-        "task_id": from.task_id,
-        "context_id": from.context_id,
-        "work_id": background.work_id,
-        "binary": background.resolved_binary,
-        "command": background.command,
-        "grace_ms": u64::try_from(background.grace.as_millis()).unwrap_or(u64::MAX),
-        "output_path": background.log_path,
-        "pid": background.pid,
+    let detached = line::shell_detached(&Detached {
+        turn: from.turn,
+        task_id: &from.task_id,
+        context_id: &from.context_id,
+        work_id: &background.work_id,
+        binary: &background.resolved_binary,
+        command: &background.command,
+        grace_ms: millis(background.grace),
+        output_path: &background.log_path,
+        pid: background.pid,
     });
     let place = Place {
         parent: Some(&from.parent),
         task: Some(&from.task_id),
     };
-    let detached_event = match capsule.trace.write("shell_detached", place, fields) {
+    let detached_event = match registry.trace.write(place, detached) {
         Ok(event) => event,
         Err(e) => {
             background.task.abort();
@@ -98,7 +137,7 @@ pub fn start(
         }
     };
     let work_id = background.work_id.clone();
-    capsule.detached.works().insert(
+    registry.works().insert(
         work_id.clone(),
         Work {
             binary: background.resolved_binary,
@@ -113,111 +152,120 @@ pub fn start(
             watcher: None,
         },
     );
-    let watcher = tokio::spawn(watch(capsule.clone(), work_id.clone(), background.task));
-    if let Some(work) = capsule.detached.works().get_mut(&work_id) {
+    let watcher = tokio::spawn(watch(registry.clone(), work_id.clone(), background.task));
+    if let Some(work) = registry.works().get_mut(&work_id) {
         work.watcher = Some(watcher);
     }
     Ok(())
 }
 
-async fn watch(capsule: Arc<Capsule>, work_id: String, task: JoinHandle<Ended>) {
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+async fn watch(registry: Arc<Registry>, work_id: String, task: JoinHandle<Ended>) {
     let ended = task.await;
     // Gone when teardown abandoned it first: its ending is already written.
-    let Some(work) = capsule.detached.take(&work_id) else {
+    let Some(work) = registry.take(&work_id) else {
         return;
     };
     let ended = ended.unwrap_or_else(|e| Ended {
         exit_code: -1,
-        duration_ms: u64::try_from(work.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        duration_ms: millis(work.started.elapsed()),
         output_bytes: 0,
         timed_out: false,
         error: Some(format!("the command's task failed: {e}")),
         tail: String::new(),
         resource_limit: None,
     });
-    let breach = quota_after(&capsule, &work_id, &work).await;
-    complete(&capsule, &work_id, &work, &ended, breach);
+    let breach = registry.quota_after(&work_id, &work).await;
+    registry.complete(&work_id, &work, &ended, breach);
 }
 
-/// The workdir quota, checked when a detached command ends as after every tool call:
-/// over it, the trace says so and the completion task fails with the breach.
-async fn quota_after(capsule: &Capsule, work_id: &str, work: &Work) -> Option<String> {
-    let quota = capsule.limits.workdir_bytes;
-    let baseline = capsule.workdir_baseline;
-    let root = capsule.workdir.root.clone();
-    let allowed = baseline.saturating_add(quota);
-    let measured = tokio::task::spawn_blocking(move || crate::quota::measure(&root, allowed))
-        .await
-        .ok()
-        .filter(|m| m.over)?;
-    let why = crate::quota::breach_text(&measured, baseline, quota);
-    let fields = json!({
-        "work_id": work_id,
-        "bytes_at_least": measured.bytes,
-        "bytes_at_start": baseline,
-        "limit": "capabilities.limits.workdir_bytes",
-        "limit_bytes": quota,
-    });
-    let place = Place {
-        parent: Some(&work.detached_event),
-        task: Some(&work.task_id),
-    };
-    if let Err(e) = capsule.trace.write("workdir_quota_breach", place, fields) {
-        capsule.workdir.log(&format!(
-            "could not write workdir_quota_breach for {work_id}: {e}"
-        ));
+impl Registry {
+    /// The workdir quota, checked when a detached command ends as after every tool
+    /// call: over it, the trace says so and the completion task fails with the breach.
+    async fn quota_after(&self, work_id: &str, work: &Work) -> Option<String> {
+        let measured = self.quota.exceeded().await?;
+        let breach = Breach {
+            bytes: measured.bytes,
+            baseline: self.quota.baseline,
+            limit_bytes: self.quota.limit,
+        };
+        let written = self
+            .trace
+            .write(work.place(), line::quota_breach_after_work(work_id, breach));
+        if let Err(e) = written {
+            self.workdir.log(&format!(
+                "could not write workdir_quota_breach for {work_id}: {e}"
+            ));
+        }
+        Some(self.quota.breach_text(&measured))
     }
-    Some(why)
-}
 
-/// `shell_completed`, and the result as a `completion` task in the `bg` lane.
-fn complete(capsule: &Capsule, work_id: &str, work: &Work, ended: &Ended, breach: Option<String>) {
-    let task_id = ids::task();
-    let ok = ended.exit_code == 0
-        && !ended.timed_out
-        && ended.error.is_none()
-        && ended.resource_limit.is_none();
-    let mut fields = json!({
-        "work_id": work_id,
-        "binary": work.binary,
-        "command": work.command,
-        "exit_code": ended.exit_code,
-        "duration_ms": ended.duration_ms,
-        "output_path": work.log_path,
-        "output_bytes": ended.output_bytes,
-        "status": if ok { "ok" } else { "failed" },
-        "completion_task_id": task_id,
-    });
-    if let Some(limit) = ended.resource_limit {
-        fields["resource_limit"] = limit.into();
+    /// `shell_completed`, and the result as a `completion` task in the `bg` lane.
+    fn complete(&self, work_id: &str, work: &Work, ended: &Ended, breach: Option<String>) {
+        let task_id = ids::task();
+        let ok = ended.exit_code == 0
+            && !ended.timed_out
+            && ended.error.is_none()
+            && ended.resource_limit.is_none();
+        let completed = line::shell_completed(
+            &work.named(work_id),
+            &Completed {
+                exit_code: ended.exit_code,
+                duration_ms: ended.duration_ms,
+                output_path: &work.log_path,
+                output_bytes: ended.output_bytes,
+                ok,
+                completion_task_id: &task_id,
+                resource_limit: ended.resource_limit,
+            },
+        );
+        if let Err(e) = self.trace.write(work.place(), completed) {
+            // The task below still carries the result; only the record of it is missing.
+            self.workdir.log(&format!(
+                "could not write shell_completed for {work_id}: {e}"
+            ));
+        }
+        let mut text = completion_text(work_id, work, ended);
+        if let Some(why) = &breach {
+            text.push_str(&format!("\nThe workdir is over its quota: {why}"));
+        }
+        self.queue.push_own(Pending {
+            breach,
+            id: task_id,
+            context_id: work.context_id.clone(),
+            text,
+            origin: "completion".into(),
+            source: "detached_shell",
+            message_id: None,
+        });
     }
-    let written = capsule.trace.write(
-        "shell_completed",
-        Place {
-            parent: Some(&work.detached_event),
-            task: Some(&work.task_id),
-        },
-        fields,
-    );
-    if let Err(e) = written {
-        // The task below still carries the result; only the record of it is missing.
-        capsule.workdir.log(&format!(
-            "could not write shell_completed for {work_id}: {e}"
-        ));
+
+    /// At session end: every command still running is recorded `shell_abandoned` (trace
+    /// and stderr) and its process group killed, so the session leaves no orphans behind.
+    pub async fn abandon_all(&self) {
+        let mut works: Vec<(String, Work)> = self.works().drain().collect();
+        // Work ids sort by creation, so the report follows the order they were started.
+        works.sort_by(|a, b| a.0.cmp(&b.0));
+        for (work_id, work) in works {
+            let abandoned =
+                line::shell_abandoned(&work.named(&work_id), millis(work.started.elapsed()));
+            if let Err(e) = self.trace.write(work.place(), abandoned) {
+                eprintln!("[murmur] could not write shell_abandoned for {work_id}: {e}");
+            }
+            eprintln!(
+                "[murmur] shell_abandoned: {work_id} ({}): its result is lost; killing its process group",
+                work.command
+            );
+            work.abort.abort();
+            // The watcher ends once the aborted task has been dropped, i.e. the group killed.
+            if let Some(watcher) = work.watcher {
+                let _ = tokio::time::timeout(ABANDON_WAIT, watcher).await;
+            }
+        }
     }
-    let mut text = completion_text(work_id, work, ended);
-    if let Some(why) = &breach {
-        text.push_str(&format!("\nThe workdir is over its quota: {why}"));
-    }
-    capsule.queue.push_own(Pending {
-        breach,
-        id: task_id,
-        context_id: work.context_id.clone(),
-        text,
-        origin: "completion".into(),
-        source: "detached_shell",
-        message_id: None,
-    });
 }
 
 fn completion_text(work_id: &str, work: &Work, ended: &Ended) -> String {
@@ -251,39 +299,4 @@ fn completion_text(work_id: &str, work: &Work, ended: &Ended) -> String {
         ));
     }
     text
-}
-
-/// At session end: every command still running is recorded `shell_abandoned` (trace and
-/// stderr) and its process group killed, so the session leaves no orphans behind.
-pub async fn abandon_all(capsule: &Capsule) {
-    let mut works: Vec<(String, Work)> = capsule.detached.works().drain().collect();
-    // Work ids sort by creation, so the report follows the order they were started.
-    works.sort_by(|a, b| a.0.cmp(&b.0));
-    for (work_id, work) in works {
-        let written = capsule.trace.write(
-            "shell_abandoned",
-            Place {
-                parent: Some(&work.detached_event),
-                task: Some(&work.task_id),
-            },
-            json!({
-                "work_id": work_id,
-                "binary": work.binary,
-                "command": work.command,
-                "running_ms": u64::try_from(work.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            }),
-        );
-        if let Err(e) = written {
-            eprintln!("[murmur] could not write shell_abandoned for {work_id}: {e}");
-        }
-        eprintln!(
-            "[murmur] shell_abandoned: {work_id} ({}): its result is lost; killing its process group",
-            work.command
-        );
-        work.abort.abort();
-        // The watcher ends once the aborted task has been dropped, i.e. the group killed.
-        if let Some(watcher) = work.watcher {
-            let _ = tokio::time::timeout(ABANDON_WAIT, watcher).await;
-        }
-    }
 }

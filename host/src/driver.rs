@@ -1,5 +1,9 @@
 //! The inference driver component: instantiated once per session, re-instantiated
-//! after a trap, and called once per inference turn.
+//! after a trap, and called once per inference turn. What it is sent is encoded in
+//! `request`, what it answers decoded in `reply`.
+
+pub mod reply;
+pub mod request;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

@@ -6,15 +6,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use crate::error::Error;
 use crate::frames::State;
 use crate::queue::Pending;
-use crate::session::Capsule;
-use crate::trace::Place;
-use crate::wire::InputWait;
+use crate::trace::line::{self, Input};
+use crate::trace::{Place, SessionTrace};
+use crate::wire::{InputWait, Wire};
 
 /// The capsule's open `request-input` wait, if any. One task runs at a time and its
 /// tool calls run one after another, so there is never more than one.
@@ -105,7 +104,9 @@ impl Inbox {
 
 /// What a tool call needs to ask for input; only the calls of an A2A task get one.
 pub struct Port {
-    capsule: Arc<Capsule>,
+    inbox: Arc<Inbox>,
+    wire: Arc<Wire>,
+    trace: Arc<SessionTrace>,
     task_id: String,
     context_id: String,
     /// The trace line the wait's events hang from (the turn that made the call).
@@ -115,9 +116,19 @@ pub struct Port {
 impl Port {
     /// A port for a call of `task`, or `None` when the task did not come over A2A
     /// (the launch task has nobody on a stream to answer it).
-    pub fn of(capsule: &Arc<Capsule>, task: &Pending, parent: &str) -> Option<Port> {
+    /// The wait is answered through `inbox` and reported on `wire` and in `trace`,
+    /// under `parent`.
+    pub fn of(
+        inbox: &Arc<Inbox>,
+        wire: &Arc<Wire>,
+        trace: &Arc<SessionTrace>,
+        task: &Pending,
+        parent: &str,
+    ) -> Option<Port> {
         (task.source == "a2a").then(|| Port {
-            capsule: capsule.clone(),
+            inbox: inbox.clone(),
+            wire: wire.clone(),
+            trace: trace.clone(),
             task_id: task.id.clone(),
             context_id: task.context_id.clone(),
             parent: parent.to_string(),
@@ -126,14 +137,16 @@ impl Port {
 
     /// Streams the prompt and waits for the reply, the timeout or the call's end.
     pub async fn ask(&self, prompt: &str) -> Result<String, String> {
-        let inbox = &self.capsule.tools.inbox;
+        let inbox = &self.inbox;
         let Some(mut open) = inbox.open(&self.context_id) else {
             return Err(already_waiting());
         };
-        let wire = &self.capsule.wire;
         let mut wait = InputWait::default();
-        wire.input_wait(&mut wait, State::InputRequired, prompt);
-        self.trace("input_requested", json!({"prompt_bytes": prompt.len()}));
+        self.wire
+            .input_wait(&mut wait, State::InputRequired, prompt);
+        self.trace(Input::Requested {
+            prompt_bytes: prompt.len(),
+        });
         let replied = match inbox.timeout {
             Some(limit) => tokio::time::timeout(limit, &mut open.reply).await.ok(),
             None => Some((&mut open.reply).await),
@@ -150,19 +163,17 @@ impl Port {
     }
 
     fn resumed(&self, wait: &mut InputWait, text: String) -> String {
-        self.capsule
-            .wire
-            .input_wait(wait, State::Working, "resumed");
-        self.trace("input_received", json!({"reply_bytes": text.len()}));
+        self.wire.input_wait(wait, State::Working, "resumed");
+        self.trace(Input::Received {
+            reply_bytes: text.len(),
+        });
         text
     }
 
     fn timed_out(&self, wait: &mut InputWait, limit: Option<Duration>) -> String {
-        self.capsule
-            .wire
-            .input_wait(wait, State::Failed, "input-timeout");
+        self.wire.input_wait(wait, State::Failed, "input-timeout");
         let secs = limit.map(|d| d.as_secs()).unwrap_or(0);
-        self.trace("input_timeout", json!({"input_timeout_secs": secs}));
+        self.trace(Input::TimedOut { secs });
         Error::new(
             "E-RUN-051",
             format!("request-input timed out: no reply within {secs} s"),
@@ -171,16 +182,14 @@ impl Port {
         .to_string()
     }
 
-    /// A trace line of the wait; a failed write must not fail the tool call.
-    fn trace(&self, event: &str, mut fields: Value) {
-        if let Value::Object(map) = &mut fields {
-            map.insert("task_id".into(), self.task_id.clone().into());
-        }
+    /// A trace line of the wait. A failed write does not fail the tool call: the trace
+    /// keeps the failure, and the loop's next step ends the task with it.
+    fn trace(&self, event: Input) {
         let place = Place {
             parent: Some(&self.parent),
             task: Some(&self.task_id),
         };
-        let _ = self.capsule.trace.write(event, place, fields);
+        let _ = self.trace.write(place, line::input(&self.task_id, event));
     }
 }
 

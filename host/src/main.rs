@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use mur::{capsule, cli, client};
+use mur::{cli, client, run};
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
@@ -19,7 +19,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            cli::Command::Run(args) => capsule::run(args).await,
+            cli::Command::Run(args) => run::run(args).await,
             cli::Command::Watch(args) => client::watch(args).await,
             cli::Command::Stop(args) => client::stop(args).await,
         }

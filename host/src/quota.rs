@@ -4,7 +4,7 @@
 //! link counts as itself, wherever it points) and stops as soon as the quota is passed,
 //! so a hostile tree costs at most one quota's worth of entries to measure.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, MetadataExt};
@@ -55,6 +55,34 @@ pub fn measure(root: &Path, quota: u64) -> Measured {
         }
     }
     Measured { bytes, over: false }
+}
+
+/// A session's workdir quota: the workdir, what it held when the session started, and
+/// how much it may grow past that.
+#[derive(Clone, Debug)]
+pub struct Quota {
+    pub root: PathBuf,
+    pub baseline: u64,
+    /// `capabilities.limits.workdir_bytes`.
+    pub limit: u64,
+}
+
+impl Quota {
+    /// Measures the workdir off the async threads: `Some` past the quota. A walk that
+    /// failed reports nothing.
+    pub async fn exceeded(&self) -> Option<Measured> {
+        let root = self.root.clone();
+        let allowed = self.baseline.saturating_add(self.limit);
+        tokio::task::spawn_blocking(move || measure(&root, allowed))
+            .await
+            .ok()
+            .filter(|m| m.over)
+    }
+
+    /// What a breach is reported as: see `breach_text`.
+    pub fn breach_text(&self, measured: &Measured) -> String {
+        breach_text(measured, self.baseline, self.limit)
+    }
 }
 
 /// The larger of the apparent size and the blocks on disk, at least one block: a sparse

@@ -9,12 +9,12 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::error::Error;
 use crate::ids;
-use crate::queue::Pending;
-use crate::session::Capsule;
+use crate::queue::{Pending, Queue};
+use crate::trace::line::{self, Work};
 use crate::trace::{Place, Trace};
 
 /// The session a run resumes after.
@@ -159,7 +159,8 @@ pub fn lost(trace: &str) -> Vec<Lost> {
 
 /// Reports the old session's lost commands to this run as one `completion` task, queued
 /// behind the launch task. Failures to read or mark are a stderr line: the launch goes on.
-pub fn report(capsule: &Capsule, resumed: &Resumed) {
+/// `session_id` is this run's, which the old trace's marks name.
+pub fn report(queue: &Queue, session_id: &str, resumed: &Resumed) {
     let text = match std::fs::read_to_string(&resumed.trace) {
         Ok(text) => text,
         Err(e) => {
@@ -175,7 +176,7 @@ pub fn report(capsule: &Capsule, resumed: &Resumed) {
         return;
     }
     let task_id = ids::task();
-    let marked = mark_lost(resumed, &lost, &capsule.session_id, &task_id);
+    let marked = mark_lost(resumed, &lost, session_id, &task_id);
     let Some(first) = marked.first() else {
         return;
     };
@@ -184,7 +185,7 @@ pub fn report(capsule: &Capsule, resumed: &Resumed) {
         marked.len(),
         resumed.session_id
     );
-    capsule.queue.push_own(Pending {
+    queue.push_own(Pending {
         breach: None,
         id: task_id,
         context_id: first.context_id.clone().unwrap_or_else(ids::context),
@@ -210,15 +211,17 @@ fn mark_lost(resumed: &Resumed, lost: &[Lost], session_id: &str, task_id: &str) 
     };
     lost.iter()
         .filter(|l| {
-            let fields = json!({
-                "work_id": l.work_id,
-                "binary": l.binary,
-                "command": l.command,
-                "detached_at_ms": l.detached_at_ms,
-                "reconciled_by_session": session_id,
-                "reconciled_task_id": task_id,
+            let marked = line::shell_lost(&line::Lost {
+                work: Work {
+                    work_id: &l.work_id,
+                    binary: &l.binary,
+                    command: &l.command,
+                },
+                detached_at_ms: l.detached_at_ms,
+                by_session: session_id,
+                task_id,
             });
-            match old.write("shell_lost", Place::default(), fields) {
+            match old.write(Place::default(), marked) {
                 Ok(_) => true,
                 Err(e) => {
                     eprintln!("[murmur] warning: could not mark {} lost: {e}", l.work_id);
@@ -252,6 +255,7 @@ fn report_text(old_session: &str, lost: &[Lost]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn line(kind: &str, work: &str) -> String {
         json!({"event_type": kind, "work_id": work, "timestamp": 7, "binary": "/bin/bash",

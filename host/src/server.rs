@@ -16,11 +16,13 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{Instant, MissedTickBehavior, interval_at, timeout};
 
 use crate::bus::Next;
+use crate::control::{CancelError, Control};
 use crate::frames::{self, Frame, HEARTBEAT};
 use crate::ids;
-use crate::queue::{Acceptance, Pending, Refusal};
-use crate::session::{CancelError, Capsule};
-use crate::trace::Place;
+use crate::input::Inbox;
+use crate::queue::{Acceptance, Pending, Queue, Refusal};
+use crate::trace::{SessionTrace, line};
+use crate::wire::Wire;
 
 /// The heartbeat interval; tests shorten it through `MUR_HEARTBEAT_MS`.
 fn heartbeat_every() -> Duration {
@@ -35,7 +37,21 @@ const MAX_HEAD: usize = 64 * 1024;
 const MAX_BODY: usize = 1024 * 1024;
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub async fn serve(listener: TcpListener, capsule: Arc<Capsule>, mode: &'static str) {
+/// What the address serves: the session's id and the handles its methods reach.
+pub struct Served {
+    pub session_id: String,
+    /// The conversation mode `stream/watch` announces: `stateless` or `threaded`.
+    pub mode: &'static str,
+    pub queue: Arc<Queue>,
+    pub wire: Arc<Wire>,
+    pub trace: Arc<SessionTrace>,
+    /// Where a message answering an open `request-input` wait goes.
+    pub inbox: Arc<Inbox>,
+    /// `tasks/cancel` and `murmur/stop`.
+    pub control: Arc<Control>,
+}
+
+pub async fn serve(listener: TcpListener, served: Arc<Served>) {
     loop {
         let Ok((socket, _)) = listener.accept().await else {
             // Out of file descriptors and the like: wait, then keep serving.
@@ -43,7 +59,7 @@ pub async fn serve(listener: TcpListener, capsule: Arc<Capsule>, mode: &'static 
             continue;
         };
         let _ = socket.set_nodelay(true);
-        tokio::spawn(handle(socket, capsule.clone(), mode));
+        tokio::spawn(handle(socket, served.clone()));
     }
 }
 
@@ -63,7 +79,7 @@ impl Request {
     }
 }
 
-async fn handle(mut socket: TcpStream, capsule: Arc<Capsule>, mode: &'static str) {
+async fn handle(mut socket: TcpStream, served: Arc<Served>) {
     // Boxed: its read buffers are freed once the request is in, instead of staying in
     // every long-lived event stream's future.
     let request = match timeout(READ_TIMEOUT, Box::pin(read_request(&mut socket))).await {
@@ -86,23 +102,27 @@ async fn handle(mut socket: TcpStream, capsule: Arc<Capsule>, mode: &'static str
     };
     let id = call.get("id").cloned().unwrap_or(Value::Null);
     match call.get("method").and_then(Value::as_str) {
-        Some("stream/watch") => watch(socket, &request, &capsule, mode).await,
-        Some("message/stream") if capsule.queue.policy().acceptance == Acceptance::None => {
+        Some("stream/watch") => watch(socket, &request, &served).await,
+        Some("message/stream") if served.queue.policy().acceptance == Acceptance::None => {
             reply_json(&mut socket, rpc_error(&id, -32601, "Method not found")).await
         }
         Some("message/stream") => {
             let params = call.get("params").cloned().unwrap_or(Value::Null);
-            message_stream(socket, &request, &capsule, params).await
+            message_stream(socket, &request, &served, params).await
         }
         Some("tasks/cancel") => {
-            reply_json(&mut socket, cancel(&capsule, &id, call.get("params"))).await
+            reply_json(
+                &mut socket,
+                cancel(&served.control, &id, call.get("params")),
+            )
+            .await
         }
         Some("murmur/stop") => {
             // Answer first: the process exits as soon as the session has ended.
             let result =
-                json!({"jsonrpc": "2.0", "id": id, "result": {"stopped": capsule.session_id}});
+                json!({"jsonrpc": "2.0", "id": id, "result": {"stopped": served.session_id}});
             reply_json(&mut socket, result).await;
-            capsule.stop();
+            served.control.stop();
         }
         _ => reply_json(&mut socket, rpc_error(&id, -32601, "Method not found")).await,
     }
@@ -202,11 +222,11 @@ async fn reply_json(socket: &mut TcpStream, body: Value) {
 }
 
 /// A2A `tasks/cancel`: params `{"id": "tsk_..."}`.
-fn cancel(capsule: &Capsule, id: &Value, params: Option<&Value>) -> Value {
+fn cancel(control: &Control, id: &Value, params: Option<&Value>) -> Value {
     let Some(task_id) = params.and_then(|p| p.get("id")).and_then(Value::as_str) else {
         return rpc_error(id, -32602, "Invalid params: missing field `id`");
     };
-    match capsule.cancel(task_id) {
+    match control.cancel(task_id) {
         Ok(()) => {
             json!({"jsonrpc": "2.0", "id": id, "result": {"id": task_id, "status": {"state": "canceled"}}})
         }
@@ -316,17 +336,17 @@ fn gather(
     }
 }
 
-async fn watch(socket: TcpStream, request: &Request, capsule: &Capsule, mode: &str) {
+async fn watch(socket: TcpStream, request: &Request, served: &Served) {
     let from = match last_event_id(request) {
         Some(Ok(n)) => n,
         _ => 0,
     };
-    let (replay, conn) = capsule.wire.bus().subscribe(Some(from));
+    let (replay, conn) = served.wire.bus().subscribe(Some(from));
     let Ok(mut stream) = Stream::open(socket).await else {
         return;
     };
     let served = async {
-        stream.write(&frames::connection_ack(mode)).await?;
+        stream.write(&frames::connection_ack(served.mode)).await?;
         for frame in &replay {
             stream.write(frame).await?;
         }
@@ -386,18 +406,17 @@ fn message_text(message: &Message) -> String {
 
 /// Whether the message answered a tool's open `request-input` wait in its context:
 /// then it is that reply, not a new task.
-fn answers_input(capsule: &Capsule, message: &Message) -> bool {
+fn answers_input(inbox: &Inbox, message: &Message) -> bool {
     // A message without a context starts a new one: it cannot answer a wait.
     let Some(context_id) = message.context_id.as_deref() else {
         return false;
     };
-    let inbox = &capsule.tools.inbox;
     inbox.deliver(context_id, message_text(message)).is_ok()
 }
 
-async fn message_stream(socket: TcpStream, request: &Request, capsule: &Capsule, params: Value) {
+async fn message_stream(socket: TcpStream, request: &Request, served: &Served, params: Value) {
     let replay_from = last_event_id(request).and_then(Result::ok);
-    let (replay, conn) = capsule.wire.bus().subscribe(replay_from);
+    let (replay, conn) = served.wire.bus().subscribe(replay_from);
     let Ok(mut stream) = Stream::open(socket).await else {
         return;
     };
@@ -409,7 +428,7 @@ async fn message_stream(socket: TcpStream, request: &Request, capsule: &Capsule,
             Ok(message) => message,
             Err(e) => return stream.write(&frames::error(&e)).await,
         };
-        if answers_input(capsule, &message) {
+        if answers_input(&served.inbox, &message) {
             // The reply resumes the running task: this connection follows it from here.
             return stream.pump(&conn, |f| f.ends_stream).await.map(|_| ());
         }
@@ -423,31 +442,15 @@ async fn message_stream(socket: TcpStream, request: &Request, capsule: &Capsule,
             message_id: Some(message.message_id.clone()),
         };
         let (task_id, context_id) = (task.id.clone(), task.context_id.clone());
-        let _ = capsule.trace.write(
-            "a2a_task_received",
-            Place {
-                parent: Some(&capsule.session_event),
-                task: Some(&task_id),
-            },
-            json!({
-                "task_id": task_id,
-                "context_id": context_id,
-                "message_id": message.message_id,
-                "traceparent_from_caller": request.header("traceparent"),
-            }),
-        );
-        match capsule.queue.submit(task) {
+        let received = line::a2a_task_received(&task, request.header("traceparent"));
+        // A failed trace write is kept by the trace: the loop's next step ends on it.
+        let _ = served.trace.under_session(Some(&task_id), received);
+        match served.queue.submit(task) {
             Ok(()) => stream.pump(&conn, |f| f.ends_stream).await.map(|_| ()),
             Err(Refusal::Busy) => {
                 // The trace says what became of every task it saw arrive.
-                let _ = capsule.trace.write(
-                    "task_rejected",
-                    Place {
-                        parent: Some(&capsule.session_event),
-                        task: Some(&task_id),
-                    },
-                    json!({"task_id": task_id, "cause": "capsule_busy"}),
-                );
+                let rejected = line::task_rejected(&task_id, line::Rejected::Busy);
+                let _ = served.trace.under_session(Some(&task_id), rejected);
                 stream.write(&frames::rejected(&task_id, &context_id)).await
             }
             Err(Refusal::Closed) => {

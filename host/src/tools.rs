@@ -21,7 +21,7 @@ use crate::engine::{self, Engine};
 use crate::error::Error;
 use crate::fence;
 use crate::guest_log;
-use crate::input::{self, Inbox, Port};
+use crate::input::{self, Port};
 use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
 use crate::shell::{self, Background, Ran, ShellOutcome, ShellRequest};
 use crate::wire::Wire;
@@ -102,8 +102,6 @@ pub struct ToolGrants {
     pub deadline: Duration,
     /// `lifecycle.shell_grace_secs`: how long a shell command holds the turn.
     pub shell_grace: Duration,
-    /// `lifecycle.input_timeout_secs`: how long a `request-input` wait may last.
-    pub input_timeout: Option<Duration>,
     /// `capabilities.limits.max_tool_result_bytes`.
     pub max_result_bytes: u64,
     /// `capabilities.limits.shell_concurrency` slots, shared by every shell command.
@@ -116,8 +114,6 @@ pub struct Tools {
     /// The sandbox shell commands start in, set once the workdir exists. Until then a
     /// shell call is refused, never run unconfined.
     jail: Option<Arc<Jail>>,
-    /// The open `request-input` wait, which the server answers.
-    pub inbox: Inbox,
 }
 
 /// How far a call got, which decides its fence and its trace event.
@@ -181,7 +177,6 @@ impl Tools {
     pub fn new(grants: ToolGrants) -> Self {
         Tools {
             list: Vec::new(),
-            inbox: Inbox::new(grants.input_timeout),
             grants,
             jail: None,
         }

@@ -1,5 +1,8 @@
 //! `trace.jsonl`: one JSON object per line, written and flushed line by line, so a
-//! killed runtime leaves every earlier line intact.
+//! killed runtime leaves every earlier line intact. Each line's fields are laid out in
+//! `line`; this module writes the envelope before them.
+
+pub mod line;
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -10,6 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{Map, Value};
 
 use crate::ids;
+pub use line::Line;
 
 pub struct Trace {
     file: Mutex<Sink>,
@@ -93,14 +97,10 @@ impl Trace {
     }
 
     /// Appends one event and returns its `event_id` (for children to name as parent).
-    /// `fields` must be a JSON object; its keys follow the envelope.
-    pub fn write(
-        &self,
-        event_type: &str,
-        place: Place<'_>,
-        fields: Value,
-    ) -> std::io::Result<String> {
-        self.append(event_type, place, fields)
+    /// The line's fields follow the envelope.
+    pub fn write(&self, place: Place<'_>, line: Line) -> std::io::Result<String> {
+        let event_type = line.kind();
+        self.append(event_type, place, line.into_fields())
             .map_err(|e| self.failed(e))
     }
 
@@ -134,6 +134,43 @@ impl Trace {
     }
 }
 
+/// The session's trace with its `session_start` line: every line about the session or
+/// one of its tasks is written through it, and the lines of the session and of a task's
+/// arrival hang under that first line.
+pub struct SessionTrace {
+    trace: Trace,
+    start: String,
+}
+
+impl SessionTrace {
+    /// Writes `session_start`, the trace's first line of this session.
+    pub fn start(trace: Trace, line: Line) -> std::io::Result<Self> {
+        let start = trace.write(Place::default(), line)?;
+        Ok(SessionTrace { trace, start })
+    }
+
+    pub fn write(&self, place: Place<'_>, line: Line) -> std::io::Result<String> {
+        self.trace.write(place, line)
+    }
+
+    /// A line under `session_start`, about `task` if it names one.
+    pub fn under_session(&self, task: Option<&str>, line: Line) -> std::io::Result<String> {
+        let place = Place {
+            parent: Some(&self.start),
+            task,
+        };
+        self.trace.write(place, line)
+    }
+
+    pub fn failure(&self) -> Option<String> {
+        self.trace.failure()
+    }
+
+    pub fn path(&self) -> &Path {
+        self.trace.path()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,7 +186,7 @@ mod tests {
         let big = json!({"pad": "x".repeat(900)});
         let mut refused = None;
         for _ in 0..100 {
-            if let Err(e) = trace.write("tool_call", Place::default(), big.clone()) {
+            if let Err(e) = trace.write(Place::default(), Line::any("tool_call", big.clone())) {
                 refused = Some(e.to_string());
                 break;
             }
@@ -164,16 +201,14 @@ mod tests {
         );
         trace
             .write(
-                "task_end",
                 Place::default(),
-                json!({"exit_status": "failed"}),
+                Line::any("task_end", json!({"exit_status": "failed"})),
             )
             .unwrap();
         trace
             .write(
-                "session_end",
                 Place::default(),
-                json!({"exit_status": "failed"}),
+                Line::any("session_end", json!({"exit_status": "failed"})),
             )
             .unwrap();
         let text = std::fs::read_to_string(dir.join("trace.jsonl")).unwrap();
@@ -204,16 +239,18 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let trace = Trace::create(&dir.join("trace.jsonl"), "ses_x").unwrap();
         let parent = trace
-            .write("session_start", Place::default(), json!({"model": "m"}))
+            .write(
+                Place::default(),
+                Line::any("session_start", json!({"model": "m"})),
+            )
             .unwrap();
         trace
             .write(
-                "task_start",
                 Place {
                     parent: Some(&parent),
                     task: Some("tsk_1"),
                 },
-                json!({"task_id": "tsk_1", "lane": "user"}),
+                Line::any("task_start", json!({"task_id": "tsk_1", "lane": "user"})),
             )
             .unwrap();
         let text = std::fs::read_to_string(dir.join("trace.jsonl")).unwrap();

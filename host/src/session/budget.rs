@@ -4,13 +4,12 @@
 //! task `failed`), and `workdir_bytes` after each tool call that ran (a breach
 //! ends the task `failed`).
 
-use serde_json::json;
-
-use super::{LoopState, ToolCall, ToolOutcome};
+use super::current::Current;
+use crate::bindings::session_loop::murmur::session::types::{ToolCall, ToolOutcome};
 use crate::frames::Artifact;
 use crate::limits::Limits;
-use crate::quota;
 use crate::tools::{Dispatched, Reach};
+use crate::trace::line::{self, Breach};
 
 /// A task's `call-tool` calls, refused ones included.
 #[derive(Default)]
@@ -69,7 +68,7 @@ impl Calls {
     }
 }
 
-impl LoopState {
+impl Current<'_> {
     /// A refused call: what the loop gets back, after recording it as the refusal says.
     pub(super) fn refuse(
         &mut self,
@@ -86,7 +85,7 @@ impl LoopState {
             }
             Refusal::Reply(told) => told,
             Refusal::Task { told, ends_task } => {
-                self.running("call-tool")?.breach = Some(ends_task);
+                self.run.breach = Some(ends_task);
                 told
             }
         };
@@ -103,7 +102,7 @@ impl LoopState {
     /// The call's `artifact` frame: exactly what the model receives.
     pub(super) fn tool_artifact(&self, call: &ToolCall, done: &Dispatched) {
         let call_id = (!call.id.is_empty()).then_some(call.id.as_str());
-        self.capsule.wire.artifact(&Artifact {
+        self.session.wire.artifact(&Artifact {
             tool_name: &call.name,
             content: &done.content,
             fence_source: done.fence_source.as_deref(),
@@ -126,33 +125,23 @@ impl LoopState {
         if done.reach != Reach::Tool {
             return Ok(());
         }
-        let capsule = self.capsule.clone();
-        let quota = capsule.limits.workdir_bytes;
-        let baseline = capsule.workdir_baseline;
-        let allowed = baseline.saturating_add(quota);
-        let root = capsule.workdir.root.clone();
-        let measured =
-            match tokio::task::spawn_blocking(move || quota::measure(&root, allowed)).await {
-                Ok(measured) if measured.over => measured,
-                // Under the quota, or the walk itself failed: nothing to report.
-                _ => return Ok(()),
-            };
-        let why = quota::breach_text(&measured, baseline, quota);
+        let quota = &self.session.quota;
+        let Some(measured) = quota.exceeded().await else {
+            // Under the quota, or the walk itself failed: nothing to report.
+            return Ok(());
+        };
+        let why = quota.breach_text(&measured);
         done.content = why.clone();
         done.fence_source = None;
         done.is_error = true;
         done.error = Some(why.clone());
-        let running = self.running("call-tool")?;
-        let fields = json!({
-            "turn": turn,
-            "tool_name": call.name,
-            "bytes_at_least": measured.bytes,
-            "bytes_at_start": baseline,
-            "limit": "capabilities.limits.workdir_bytes",
-            "limit_bytes": quota,
-        });
-        capsule.trace_line(running, "workdir_quota_breach", fields)?;
-        running.breach = Some(why);
+        let breach = Breach {
+            bytes: measured.bytes,
+            baseline: quota.baseline,
+            limit_bytes: quota.limit,
+        };
+        self.record(line::quota_breach_after_call(turn, &call.name, breach))?;
+        self.run.breach = Some(why);
         Ok(())
     }
 }

@@ -10,14 +10,14 @@
 
 use std::time::Duration;
 
-use serde_json::json;
-
-use super::{CANCELED, Capsule, Ending, Finished, LoopState, trace_failed};
+use super::ending::Ending;
+use super::{CANCELED, LoopState, Session, trace_failed};
+use crate::control::{Finished, RunningTask};
 use crate::deadline::Clock;
 use crate::error::Error;
-use crate::frames::State;
-use crate::queue::Pending;
+use crate::queue::{Pending, Queue};
 use crate::trace::Place;
+use crate::trace::line::{self, Totals};
 
 /// How long a loop has, after a cancel or a stop, to reach a host call or
 /// `finish-task` by itself before it is dropped.
@@ -38,27 +38,28 @@ pub enum Interrupt {
 /// The error code of a session that ended at its loop's deadline.
 pub const DEADLINE_CODE: &str = "E-RUN-060";
 
-/// Completes when the loop must be interrupted.
-pub async fn interrupted(capsule: &Capsule, clock: &Clock) -> Interrupt {
+/// Completes when the loop must be interrupted: a cancel of the running task or a
+/// stop (the queue closed) it ignores, or its deadline.
+pub async fn interrupted(running: &RunningTask, queue: &Queue, clock: &Clock) -> Interrupt {
     tokio::select! {
         () = clock.expired() => Interrupt::Deadline,
-        why = ignored_stop(capsule) => why,
+        why = ignored_stop(running, queue) => why,
     }
 }
 
 /// A stop or a cancel the loop has not honoured within the grace.
-async fn ignored_stop(capsule: &Capsule) -> Interrupt {
+async fn ignored_stop(running: &RunningTask, queue: &Queue) -> Interrupt {
     loop {
         tokio::select! {
-            () = capsule.running.canceled() => {}
-            () = capsule.queue.closed() => {}
+            () = running.canceled() => {}
+            () = queue.closed() => {}
         }
         tokio::time::sleep(GRACE).await;
         // A loop that honoured the cancel has ended the task, which clears the flag.
-        if capsule.queue.is_closed() {
+        if queue.is_closed() {
             return Interrupt::Stopped;
         }
-        if capsule.running.is_canceled() {
+        if running.is_canceled() {
             return Interrupt::Canceled;
         }
     }
@@ -82,10 +83,9 @@ impl LoopState {
     /// Ends the running task, if any, after its loop was interrupted, and says how the
     /// session ends. The task's hooks do not run: nothing may reopen it.
     pub(super) fn interrupted(&mut self, why: Interrupt, label: &str) -> Result<(), Error> {
-        let capsule = self.capsule.clone();
         // A turn cut off mid-call closes its chunk stream, so frame ids stay in step.
-        capsule.wire.after_inference();
-        let limit = self.clock.limit();
+        self.session.wire.after_inference();
+        let limit = self.deadline.clock.limit();
         let task = self.running.as_ref().map(|r| r.task.id.clone());
         let (end, result) = match why {
             Interrupt::Deadline => {
@@ -102,7 +102,7 @@ impl LoopState {
                     "raise the session loop's capabilities.limits.deadline_seconds, or fix a loop \
                      that sleeps, spins or waits without finishing its task",
                 );
-                (failed(text), Err(error))
+                (Ending::failed(text.clone(), text, "failed"), Err(error))
             }
             Interrupt::Canceled => {
                 let error = Error::new(
@@ -123,7 +123,7 @@ impl LoopState {
                 self.task_failed(&end.message);
             }
             if let Err(e) = self.end_task(end.scrubbed()) {
-                capsule
+                self.session
                     .workdir
                     .log(&format!("task_end after an interrupt: {e}"));
             }
@@ -133,34 +133,17 @@ impl LoopState {
 
     /// `task_failed` of the running task: `runtime_error` and why.
     fn task_failed(&mut self, reason: &str) {
-        let capsule = self.capsule.clone();
-        let Some(running) = &self.running else { return };
-        let fields = task_failed_fields(&running.task.id, reason);
-        if let Err(e) = capsule.trace_line(running, "task_failed", fields) {
-            capsule.workdir.log(&format!("task_failed: {e}"));
+        let Ok(current) = self.current("finish-task") else {
+            return;
+        };
+        let failed = line::task_failed(&current.run.task.id, reason);
+        if let Err(e) = current.record(failed) {
+            current.session.workdir.log(&format!("task_failed: {e}"));
         }
     }
 }
 
-fn failed(text: String) -> Ending {
-    Ending {
-        state: State::Failed,
-        result: format!("error: {text}"),
-        message: text,
-        exit_status: "failed",
-    }
-}
-
-fn task_failed_fields(task_id: &str, reason: &str) -> serde_json::Value {
-    // The reference bounds the reason (2000 bytes), cut on a character boundary.
-    let mut end = reason.len().min(2000);
-    while !reason.is_char_boundary(end) {
-        end -= 1;
-    }
-    json!({"task_id": task_id, "cause": "runtime_error", "reason": &reason[..end]})
-}
-
-impl Capsule {
+impl Session {
     /// Every task still queued when the loop is gone ends `failed` with `why`: its
     /// trace lines (`task_start`, `task_failed`, `task_end`), `out/result.txt`, and
     /// its final status for a `message/stream` client.
@@ -177,43 +160,30 @@ impl Capsule {
     }
 
     fn unstarted(&self, task: &Pending, why: &str) -> wasmtime::Result<()> {
-        let event = self.trace_task_start(task).map_err(trace_failed)?;
+        let event = self
+            .trace
+            .under_session(Some(&task.id), line::task_start(task))
+            .map_err(trace_failed)?;
         let place = Place {
             parent: Some(&event),
             task: Some(&task.id),
         };
-        let end = failed(why.to_string());
+        let end = Ending::failed(why.to_string(), why.to_string(), "failed");
         self.trace
-            .write("task_failed", place, task_failed_fields(&task.id, why))
+            .write(place, line::task_failed(&task.id, why))
             .map_err(trace_failed)?;
         self.write_result(&end.result);
         self.wire.begin_task(&task.id, &task.context_id);
         self.wire.status(end.state, &end.message, None);
         self.wire.end_task();
-        let written = self.trace.write(
-            "task_end",
-            place,
-            json!({
-                "task_id": task.id,
-                "exit_status": end.exit_status,
-                "duration_ms": 0,
-                "turns": 0,
-                "input_tokens": 0,
-                "output_tokens": 0,
-                "tool_calls": 0,
-                "shell_calls": 0,
-                "reopen_count": 0,
-            }),
-        );
-        self.finished
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(Finished {
-                task_id: task.id.clone(),
-                exit_status: end.exit_status,
-                completed: false,
-                result: end.result,
-            });
+        let task_end = line::task_end(&task.id, end.exit_status, 0, &Totals::default(), 0);
+        let written = self.trace.write(place, task_end);
+        self.finished.push(Finished {
+            task_id: task.id.clone(),
+            exit_status: end.exit_status,
+            completed: false,
+            result: end.result,
+        });
         written.map(|_| ()).map_err(trace_failed)
     }
 }

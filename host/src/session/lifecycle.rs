@@ -3,20 +3,26 @@
 //! task end. The hooks decide; this module keeps the seed's rules and writes the
 //! frames, trace lines and logs.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
-use super::{Capsule, LoopState, Running, Totals, trace_failed};
+use super::current::Current;
+use super::{ContextPolicy, Session};
 use crate::bindings::session_loop::murmur::session::types::{InferenceReply, ToolCall};
 use crate::compaction::{self, Plain};
+use crate::driver::reply;
 use crate::hooks::{
-    self, Answer, CallOutcome, Compaction, Event, Inference, Message, SessionEnd, SessionStart,
-    Shell, ShellOutcome, TaskEnd, TaskStart, ToolCall as HookToolCall, Verdict,
+    self, Answer, CallOutcome, Compaction, Event, Hooks, Inference, Message, SessionEnd,
+    SessionStart, Shell, ShellOutcome, TaskEnd, TaskStart, ToolCall as HookToolCall, Verdict,
 };
 use crate::manifest::{Binding, CommitPolicy};
 use crate::queue::Pending;
 use crate::seed::{self, Budget, Decision};
-use crate::tools::{Dispatched, Kind};
-use crate::trace::Place;
+use crate::tools::{Dispatched, Kind, Tools};
+use crate::trace::SessionTrace;
+use crate::trace::line::{self, Denied, Seeded, Totals};
+use crate::workdir::Workdir;
 
 /// What the model is told after a policy hook refused its call.
 pub fn refusal_text(hook: &str, reason: &str) -> String {
@@ -40,25 +46,50 @@ pub struct Refused {
     pub reason: String,
 }
 
-impl Capsule {
+/// The session's hooks, with what they are told at session start and where what they
+/// do wrong is recorded: the trace and the host log.
+pub struct SessionHooks {
+    hooks: Hooks,
+    start: SessionStart,
+    trace: Arc<SessionTrace>,
+    workdir: Arc<Workdir>,
+}
+
+impl SessionHooks {
+    pub fn new(
+        hooks: Hooks,
+        start: SessionStart,
+        trace: Arc<SessionTrace>,
+        workdir: Arc<Workdir>,
+    ) -> Self {
+        SessionHooks {
+            hooks,
+            start,
+            trace,
+            workdir,
+        }
+    }
+
+    fn listens(&self, binding: Binding) -> bool {
+        self.hooks.listens(binding)
+    }
+
+    async fn fire(&self, binding: Binding, event: &Event) -> Vec<Answer> {
+        self.hooks.fire(binding, event).await
+    }
+
     /// `on-session-start`: once per launch, before the first task.
-    pub async fn session_start_hooks(&self) {
+    pub async fn session_start(&self) {
         if !self.hooks.listens(Binding::SessionStart) {
             return;
         }
-        let event = Event::SessionStart(SessionStart {
-            capsule_name: self.name.clone(),
-            capsule_version: self.version.clone(),
-            session_id: self.session_id.clone(),
-            model: self.model.clone(),
-            capabilities: self.capabilities.to_string(),
-        });
+        let event = Event::SessionStart(self.start.clone());
         let answers = self.hooks.fire(Binding::SessionStart, &event).await;
         self.unhonored(&answers, Binding::SessionStart, None);
     }
 
     /// `on-session-end`: once per launch at teardown; async hooks then drain.
-    pub async fn session_end_hooks(&self, totals: &Totals, exit_status: &str, duration_ms: u64) {
+    pub async fn session_end(&self, totals: &Totals, exit_status: &str, duration_ms: u64) {
         if self.hooks.listens(Binding::SessionEnd) {
             let event = Event::SessionEnd(SessionEnd {
                 total_turns: totals.turns as u32,
@@ -111,475 +142,22 @@ impl Capsule {
     }
 
     fn dispatch_error(&self, hook: &str, event: &str, arm: &str, task: Option<&str>) {
-        let _ = self.trace.write(
-            "hook_dispatch_error",
-            Place {
-                parent: Some(&self.session_event),
-                task,
-            },
-            json!({"hook_name": hook, "event": event, "arm": arm}),
-        );
+        // A failed write is kept by the trace: the loop's next step ends on it.
+        let _ = self
+            .trace
+            .under_session(task, line::hook_dispatch_error(hook, event, arm));
     }
 
-    pub(super) fn trace_line(
-        &self,
-        running: &Running,
-        kind: &str,
-        fields: Value,
-    ) -> wasmtime::Result<()> {
-        self.trace
-            .write(
-                kind,
-                Place {
-                    parent: Some(&running.event_id),
-                    task: Some(&running.task.id),
-                },
-                fields,
-            )
-            .map(|_| ())
-            .map_err(trace_failed)
-    }
-}
-
-impl LoopState {
-    /// `on-task-start`: the seed to put ahead of the task's history, if a hook proposed
-    /// one and the seed's table lets it in.
-    pub(super) async fn task_start_hooks(
-        &mut self,
-        task: &Pending,
-        history: &[Value],
-    ) -> wasmtime::Result<Vec<Value>> {
-        let capsule = self.capsule.clone();
-        if !capsule.hooks.listens(Binding::TaskStart) {
-            return Ok(Vec::new());
-        }
-        let budget = capsule.seed_budget();
-        let event = Event::TaskStart(TaskStart {
-            task_id: task.id.clone(),
-            context_id: task.context_id.clone(),
-            source: task.source.to_string(),
-            origin: task.origin.clone(),
-            text: task.text.clone(),
-            input_bytes: task.text.len() as u64,
-            budget_tokens: budget.tokens,
-            context_window: capsule.context.window.map_or(0, u64::from),
-            prior_tokens: history.iter().map(tokens_of).sum(),
-        });
-        let answers = capsule.hooks.fire(Binding::TaskStart, &event).await;
-        capsule.unhonored(&answers, Binding::TaskStart, Some(&task.id));
-        // The first hook that returns a seed wins.
-        let proposal = answers.into_iter().find_map(|a| match a.verdict {
-            Ok(Verdict::SeedContext(messages)) if !messages.is_empty() => {
-                (a.policy == CommitPolicy::SeedContext).then_some((a.hook, messages))
-            }
-            _ => None,
-        });
-        let Some((hook, messages)) = proposal else {
-            return Ok(Vec::new());
-        };
-        self.commit_seed(&hook, &messages, budget).await
-    }
-
-    async fn commit_seed(
-        &mut self,
-        hook: &str,
-        proposal: &[Message],
-        budget: Budget,
-    ) -> wasmtime::Result<Vec<Value>> {
-        let capsule = self.capsule.clone();
-        let wire: Vec<Value> = proposal
-            .iter()
-            .map(|m| seed::wire_message(&m.role, &m.content))
-            .collect();
-        let sizes: Vec<u64> = wire.iter().map(tokens_of).collect();
-        let proposed: u64 = sizes.iter().sum();
-        let (committed, outcome, reason) = match seed::decide(&sizes, budget) {
-            Decision::Rejected(why) => (Vec::new(), "rejected", Some(why.as_str())),
-            Decision::Seeded => (wire, "seeded", None),
-            Decision::Trimmed { keep } => (wire[wire.len() - keep..].to_vec(), "trimmed", None),
-            Decision::Summarize { front, keep } => {
-                self.summarize_seed(&wire, &proposal[..front], keep, budget)
-                    .await
-            }
-        };
-        let tokens: u64 = committed.iter().map(tokens_of).sum();
-        let ids: Vec<String> = committed.iter().map(|_| crate::ids::message()).collect();
-        let running = self.running("next-task")?;
-        let mut fields = json!({
-            "task_id": running.task.id,
-            "hook_name": hook,
-            "tokens": tokens,
-            "proposed_tokens": proposed,
-            "budget_tokens": budget.tokens,
-            "outcome": outcome,
-            "message_ids": ids,
-        });
-        if let Some(reason) = reason {
-            fields["reason"] = reason.into();
-        }
-        capsule.workdir.log(&format!(
-            "context seed from hook '{hook}': {outcome}{}, {tokens} of {proposed} proposed \
-             tokens committed (budget {})",
-            reason.map(|r| format!(" ({r})")).unwrap_or_default(),
-            budget.tokens
-        ));
-        capsule.trace_line(running, "context_seed", fields)?;
-        Ok(committed)
-    }
-
-    /// Rows 7 and 8: a compaction hook summarizes the overflowing front; the summary
-    /// goes first, then the newest messages that still fit beside it. Without a
-    /// summary, the oldest messages are dropped.
-    async fn summarize_seed(
-        &mut self,
-        wire: &[Value],
-        front: &[Message],
-        keep: usize,
-        budget: Budget,
-    ) -> (Vec<Value>, &'static str, Option<&'static str>) {
-        let trimmed = || (wire[wire.len() - keep..].to_vec(), "trimmed", None);
-        let capsule = self.capsule.clone();
-        if !capsule
-            .hooks
-            .commits(Binding::Compaction, CommitPolicy::ReplaceContext)
-        {
-            return trimmed();
-        }
-        let event = Event::Compaction(Compaction {
-            messages: front.to_vec(),
-            session_tokens: front
-                .iter()
-                .map(|m| tokens_of(&seed::wire_message(&m.role, &m.content)))
-                .sum(),
-            threshold: capsule.context.compaction.threshold,
-            model: capsule.context.compaction.model.clone(),
-            system_prompt: capsule.context.compaction.system_prompt.clone(),
-        });
-        let answers = capsule.hooks.fire(Binding::Compaction, &event).await;
-        let summary = answers.into_iter().find_map(|a| match a.verdict {
-            Ok(Verdict::ReplaceContext(messages)) if a.policy == CommitPolicy::ReplaceContext => {
-                Some(messages)
-            }
-            _ => None,
-        });
-        let Some(summary) = summary else {
-            return trimmed();
-        };
-        let summary: Vec<Value> = summary
-            .iter()
-            .map(|m| seed::wire_message(&m.role, &m.content))
-            .collect();
-        let summary_tokens: u64 = summary.iter().map(tokens_of).sum();
-        if summary_tokens > budget.tokens {
-            return (
-                Vec::new(),
-                "rejected",
-                Some(seed::Rejected::MessageOverBudget.as_str()),
-            );
-        }
-        let sizes: Vec<u64> = wire.iter().map(tokens_of).collect();
-        let fit = seed::newest_that_fit(&sizes, budget.tokens - summary_tokens);
-        let mut committed = summary;
-        committed.extend_from_slice(&wire[wire.len() - fit..]);
-        (committed, "compacted", None)
-    }
-
-    /// `on-inference`: after each parsed reply. Artifacts are kept for the frames
-    /// before the task's final status.
-    pub(super) async fn inference_hooks(
-        &mut self,
-        turn: u64,
-        reply: &InferenceReply,
-        input_tokens: u64,
-        output_tokens: u64,
-    ) -> wasmtime::Result<()> {
-        let capsule = self.capsule.clone();
-        if !capsule.hooks.listens(Binding::Inference) {
-            return Ok(());
-        }
-        let (decision, tool) = super::decision(reply);
-        let event = Event::Inference(Inference {
-            turn: turn as u32,
-            input_tokens,
-            output_tokens,
-            decision: decision.to_string(),
-            tool_name: tool,
-            output: reply.text.clone(),
-        });
-        let answers = capsule.hooks.fire(Binding::Inference, &event).await;
-        let task = self.running("infer")?.task.id.clone();
-        capsule.unhonored(&answers, Binding::Inference, Some(&task));
-        for answer in answers {
-            if let Ok(Verdict::Artifact(json)) = answer.verdict {
-                match serde_json::from_str::<Value>(&json) {
-                    Ok(Value::Object(_)) => self
-                        .running("infer")?
-                        .hook_artifacts
-                        .push((answer.hook, json)),
-                    _ => capsule.dispatch_error(
-                        &answer.hook,
-                        "on-inference",
-                        "artifact",
-                        Some(&task),
-                    ),
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Compaction after a reply, when the conversation crossed the threshold. `Ok(None)`:
-    /// nothing replaced; `Err`: the hook failed, which ends the task.
-    pub(super) async fn compact(
-        &mut self,
-        turn: u64,
-        messages: &str,
-        reply: &InferenceReply,
-        size: Size,
-    ) -> wasmtime::Result<Result<Option<String>, String>> {
-        let tokens = size.tokens;
-        let capsule = self.capsule.clone();
-        let Some(window) = capsule.context.window else {
-            return Ok(Ok(None));
-        };
-        let threshold = capsule.context.compaction.threshold;
-        if (tokens as f64) < threshold * f64::from(window) {
-            return Ok(Ok(None));
-        }
-        if !capsule.hooks.listens(Binding::Compaction) {
-            capsule.workdir.log(&format!(
-                "warning: the conversation holds {tokens} tokens, past the compaction \
-                 threshold of context.max_tokens {window}, and no on-compaction hook is bound"
-            ));
-            return Ok(Ok(None));
-        }
-        let Ok(Value::Array(mut conversation)) = serde_json::from_str::<Value>(messages) else {
-            return Ok(Ok(None));
-        };
-        let current: Value = serde_json::from_str(&reply.assistant_message).unwrap_or(Value::Null);
-        conversation.push(current.clone());
-        let event = Event::Compaction(Compaction {
-            messages: compaction::plain(&conversation)
-                .into_iter()
-                .map(|p| Message {
-                    role: p.role,
-                    content: p.content,
-                })
-                .collect(),
-            session_tokens: tokens,
-            threshold,
-            model: capsule.context.compaction.model.clone(),
-            system_prompt: capsule.context.compaction.system_prompt.clone(),
-        });
-        let answers = capsule.hooks.fire(Binding::Compaction, &event).await;
-        let task = self.running("infer")?.task.id.clone();
-        capsule.unhonored(&answers, Binding::Compaction, Some(&task));
-        let mut replacement = None;
-        for answer in answers {
-            match answer.verdict {
-                // Only a hook that may replace the conversation is the compaction hook;
-                // another one failing here is only logged.
-                Err(why) if answer.policy == CommitPolicy::ReplaceContext => {
-                    return Ok(Err(format!(
-                        "compaction hook '{}' failed: {why}",
-                        answer.hook
-                    )));
-                }
-                Err(_) => {}
-                Ok(Verdict::ReplaceContext(messages))
-                    if answer.policy == CommitPolicy::ReplaceContext && replacement.is_none() =>
-                {
-                    replacement = Some(messages);
-                }
-                Ok(_) => {}
-            }
-        }
-        let running = self.running("infer")?;
-        let Some(replacement) = replacement else {
-            capsule.trace_line(
-                running,
-                "compaction_declined",
-                declined(turn, size, "no_hook_replacement"),
-            )?;
-            return Ok(Ok(None));
-        };
-        let plain: Vec<Plain> = replacement
-            .into_iter()
-            .map(|m| Plain {
-                role: m.role,
-                content: m.content,
-            })
-            .collect();
-        match compaction::map_back(&conversation, &plain, &current) {
-            Ok(compacted) => {
-                let after: u64 = compacted.iter().map(tokens_of).sum();
-                let fields = json!({
-                    "task_id": running.task.id,
-                    "turn": turn,
-                    "tokens_before": tokens,
-                    "tokens_after": after,
-                    "tokens_before_source": size.source,
-                });
-                capsule.trace_line(running, "compaction", fields)?;
-                capsule.workdir.log(&format!(
-                    "compaction at turn {turn}: {tokens} tokens before, {after} after"
-                ));
-                if capsule.context.compaction.dump_summaries {
-                    capsule.dump_summary(turn, tokens, after, &conversation, &compacted);
-                }
-                Ok(Ok(Some(Value::Array(compacted).to_string())))
-            }
-            Err(reason) => {
-                capsule.trace_line(running, "compaction_declined", declined(turn, size, reason))?;
-                Ok(Ok(None))
-            }
-        }
-    }
-
-    /// The decision before a call runs: `Some` when a policy hook refused it. A `deny`
-    /// hook fails closed: only a clean `none` lets the call through.
-    pub(super) async fn call_decision(
-        &mut self,
-        turn: u64,
-        call: &ToolCall,
-    ) -> wasmtime::Result<Option<Refused>> {
-        let capsule = self.capsule.clone();
-        let Some((binding, event)) = capsule.call_event(turn, call, None) else {
-            return Ok(None);
-        };
-        let answers = capsule.hooks.fire(binding, &event).await;
-        let task = self.running("call-tool")?.task.id.clone();
-        let mut refused = None;
-        for answer in &answers {
-            if answer.policy != CommitPolicy::Deny || refused.is_some() {
-                continue;
-            }
-            refused = match &answer.verdict {
-                Ok(Verdict::None) => None,
-                Ok(Verdict::Deny(reason)) if reason.trim().is_empty() => {
-                    Some("refused by policy".to_string())
-                }
-                Ok(Verdict::Deny(reason)) => Some(reason.clone()),
-                // Fail-closed, and a fault like any arm a policy does not allow.
-                Ok(other) => {
-                    let arm = hooks::arm_name(other);
-                    capsule.workdir.log(&format!(
-                        "hook '{}' answered {arm} at {}, which its commit_policy 'deny' \
-                         does not allow; the call is refused",
-                        answer.hook,
-                        binding.as_str()
-                    ));
-                    capsule.dispatch_error(&answer.hook, binding.as_str(), arm, Some(&task));
-                    Some(format!(
-                        "the policy hook answered {arm}, which is not a decision"
-                    ))
-                }
-                Err(why) => Some(format!("the policy hook failed: {why}")),
-            }
-            .map(|reason| Refused {
-                hook: answer.hook.clone(),
-                reason,
-            });
-        }
-        let others: Vec<Answer> = answers
-            .into_iter()
-            .filter(|a| a.policy != CommitPolicy::Deny)
-            .collect();
-        capsule.unhonored(&others, binding, Some(&task));
-        if let Some(refused) = &refused {
-            let target = match &event {
-                Event::Shell(shell) => shell.binary.clone(),
-                _ => call.name.clone(),
-            };
-            let running = self.running("call-tool")?;
-            let fields = json!({
-                "turn": turn,
-                "event": binding.as_str(),
-                "hook_name": refused.hook,
-                "target": target,
-                "reason": refused.reason,
-            });
-            capsule.trace_line(running, "call_denied", fields)?;
-        }
-        Ok(refused)
-    }
-
-    /// The observation after a call ran; verdicts are not decisions any more.
-    pub(super) async fn call_observation(
-        &mut self,
-        turn: u64,
-        call: &ToolCall,
-        done: &Dispatched,
-    ) -> wasmtime::Result<()> {
-        let capsule = self.capsule.clone();
-        let Some((binding, event)) = capsule.call_event(turn, call, Some(done)) else {
-            return Ok(());
-        };
-        let answers = capsule.hooks.fire(binding, &event).await;
-        let task = self.running("call-tool")?.task.id.clone();
-        for answer in &answers {
-            if let Ok(verdict @ Verdict::Deny(_)) = &answer.verdict {
-                capsule.dispatch_error(
-                    &answer.hook,
-                    binding.as_str(),
-                    hooks::arm_name(verdict),
-                    Some(&task),
-                );
-            }
-        }
-        let rest: Vec<Answer> = answers
-            .into_iter()
-            .filter(|a| !matches!(a.verdict, Ok(Verdict::Deny(_))))
-            .collect();
-        capsule.unhonored(&rest, binding, Some(&task));
-        Ok(())
-    }
-
-    /// `on-task-end`: the reopen a hook asks for, if any (first one wins).
-    pub(super) async fn task_end_hooks(
-        &mut self,
-        exit_status: &str,
-        result: &str,
-        completed: bool,
-    ) -> wasmtime::Result<Option<(String, String)>> {
-        let capsule = self.capsule.clone();
-        if !capsule.hooks.listens(Binding::TaskEnd) {
-            return Ok(None);
-        }
-        let running = self.running("finish-task")?;
-        let event = Event::TaskEnd(TaskEnd {
-            task_id: running.task.id.clone(),
-            exit_status: exit_status.to_string(),
-            result: result.to_string(),
-            attempt: running.reopens + 1,
-        });
-        let task = running.task.id.clone();
-        let answers = capsule.hooks.fire(Binding::TaskEnd, &event).await;
-        // Only a completed attempt is reopened: a failed one has already told its
-        // clients it is final.
-        let (reopens, rest): (Vec<Answer>, Vec<Answer>) = answers.into_iter().partition(|a| {
-            completed
-                && a.policy == CommitPolicy::ReopenTask
-                && matches!(a.verdict, Ok(Verdict::ReopenTask(_)))
-        });
-        capsule.unhonored(&rest, Binding::TaskEnd, Some(&task));
-        Ok(reopens.into_iter().find_map(|a| match a.verdict {
-            Ok(Verdict::ReopenTask(reason)) => Some((a.hook, reason)),
-            _ => None,
-        }))
-    }
-}
-
-impl Capsule {
     /// The event a call fires: `on-shell` for a shell binary, `on-tool-call` for the
     /// rest; `None` when no hook listens.
     fn call_event(
         &self,
+        tools: &Tools,
         turn: u64,
         call: &ToolCall,
         done: Option<&Dispatched>,
     ) -> Option<(Binding, Event)> {
-        let shell = match self.tools.get(&call.name).map(|t| &t.kind) {
+        let shell = match tools.get(&call.name).map(|t| &t.kind) {
             Some(Kind::Shell { binary }) => Some(binary.clone()),
             _ => None,
         };
@@ -618,7 +196,418 @@ impl Capsule {
         };
         Some((binding, event))
     }
+}
 
+impl Current<'_> {
+    /// `on-task-start`: the seed to put ahead of the task's history, if a hook proposed
+    /// one and the seed's table lets it in.
+    pub(super) async fn task_start_hooks(
+        &mut self,
+        task: &Pending,
+        history: &[Value],
+    ) -> wasmtime::Result<Vec<Value>> {
+        let session = self.session;
+        let hooks = &session.hooks;
+        if !hooks.listens(Binding::TaskStart) {
+            return Ok(Vec::new());
+        }
+        let context = &session.settings.context;
+        let budget = context.seed_budget();
+        let event = Event::TaskStart(TaskStart {
+            task_id: task.id.clone(),
+            context_id: task.context_id.clone(),
+            source: task.source.to_string(),
+            origin: task.origin.clone(),
+            text: task.text.clone(),
+            input_bytes: task.text.len() as u64,
+            budget_tokens: budget.tokens,
+            context_window: context.window.map_or(0, u64::from),
+            prior_tokens: history.iter().map(tokens_of).sum(),
+        });
+        let answers = hooks.fire(Binding::TaskStart, &event).await;
+        hooks.unhonored(&answers, Binding::TaskStart, Some(&task.id));
+        // The first hook that returns a seed wins.
+        let proposal = answers.into_iter().find_map(|a| match a.verdict {
+            Ok(Verdict::SeedContext(messages)) if !messages.is_empty() => {
+                (a.policy == CommitPolicy::SeedContext).then_some((a.hook, messages))
+            }
+            _ => None,
+        });
+        let Some((hook, messages)) = proposal else {
+            return Ok(Vec::new());
+        };
+        self.commit_seed(&hook, &messages, budget).await
+    }
+
+    async fn commit_seed(
+        &mut self,
+        hook: &str,
+        proposal: &[Message],
+        budget: Budget,
+    ) -> wasmtime::Result<Vec<Value>> {
+        let wire: Vec<Value> = proposal
+            .iter()
+            .map(|m| seed::wire_message(&m.role, &m.content))
+            .collect();
+        let sizes: Vec<u64> = wire.iter().map(tokens_of).collect();
+        let proposed: u64 = sizes.iter().sum();
+        let (committed, outcome, reason) = match seed::decide(&sizes, budget) {
+            Decision::Rejected(why) => (Vec::new(), "rejected", Some(why.as_str())),
+            Decision::Seeded => (wire, "seeded", None),
+            Decision::Trimmed { keep } => (wire[wire.len() - keep..].to_vec(), "trimmed", None),
+            Decision::Summarize { front, keep } => {
+                self.summarize_seed(&wire, &proposal[..front], keep, budget)
+                    .await
+            }
+        };
+        let tokens: u64 = committed.iter().map(tokens_of).sum();
+        let ids: Vec<String> = committed.iter().map(|_| crate::ids::message()).collect();
+        self.session.workdir.log(&format!(
+            "context seed from hook '{hook}': {outcome}{}, {tokens} of {proposed} proposed \
+             tokens committed (budget {})",
+            reason.map(|r| format!(" ({r})")).unwrap_or_default(),
+            budget.tokens
+        ));
+        self.record(line::context_seed(&Seeded {
+            task_id: &self.run.task.id,
+            hook,
+            tokens,
+            proposed_tokens: proposed,
+            budget_tokens: budget.tokens,
+            outcome,
+            message_ids: &ids,
+            reason,
+        }))?;
+        Ok(committed)
+    }
+
+    /// Rows 7 and 8: a compaction hook summarizes the overflowing front; the summary
+    /// goes first, then the newest messages that still fit beside it. Without a
+    /// summary, the oldest messages are dropped.
+    async fn summarize_seed(
+        &mut self,
+        wire: &[Value],
+        front: &[Message],
+        keep: usize,
+        budget: Budget,
+    ) -> (Vec<Value>, &'static str, Option<&'static str>) {
+        let trimmed = || (wire[wire.len() - keep..].to_vec(), "trimmed", None);
+        let session = self.session;
+        let hooks = &session.hooks;
+        if !hooks
+            .hooks
+            .commits(Binding::Compaction, CommitPolicy::ReplaceContext)
+        {
+            return trimmed();
+        }
+        let compaction = &session.settings.context.compaction;
+        let event = Event::Compaction(Compaction {
+            messages: front.to_vec(),
+            session_tokens: front
+                .iter()
+                .map(|m| tokens_of(&seed::wire_message(&m.role, &m.content)))
+                .sum(),
+            threshold: compaction.threshold,
+            model: compaction.model.clone(),
+            system_prompt: compaction.system_prompt.clone(),
+        });
+        let answers = hooks.fire(Binding::Compaction, &event).await;
+        let summary = answers.into_iter().find_map(|a| match a.verdict {
+            Ok(Verdict::ReplaceContext(messages)) if a.policy == CommitPolicy::ReplaceContext => {
+                Some(messages)
+            }
+            _ => None,
+        });
+        let Some(summary) = summary else {
+            return trimmed();
+        };
+        let summary: Vec<Value> = summary
+            .iter()
+            .map(|m| seed::wire_message(&m.role, &m.content))
+            .collect();
+        let summary_tokens: u64 = summary.iter().map(tokens_of).sum();
+        if summary_tokens > budget.tokens {
+            return (
+                Vec::new(),
+                "rejected",
+                Some(seed::Rejected::MessageOverBudget.as_str()),
+            );
+        }
+        let sizes: Vec<u64> = wire.iter().map(tokens_of).collect();
+        let fit = seed::newest_that_fit(&sizes, budget.tokens - summary_tokens);
+        let mut committed = summary;
+        committed.extend_from_slice(&wire[wire.len() - fit..]);
+        (committed, "compacted", None)
+    }
+
+    /// `on-inference`: after each parsed reply. Artifacts are kept for the frames
+    /// before the task's final status.
+    pub(super) async fn inference_hooks(
+        &mut self,
+        turn: u64,
+        reply: &InferenceReply,
+        input_tokens: u64,
+        output_tokens: u64,
+    ) -> wasmtime::Result<()> {
+        let hooks = &self.session.hooks;
+        if !hooks.listens(Binding::Inference) {
+            return Ok(());
+        }
+        let (decision, tool) = reply::decision(reply);
+        let event = Event::Inference(Inference {
+            turn: turn as u32,
+            input_tokens,
+            output_tokens,
+            decision: decision.to_string(),
+            tool_name: tool,
+            output: reply.text.clone(),
+        });
+        let answers = hooks.fire(Binding::Inference, &event).await;
+        let task = Some(self.run.task.id.as_str());
+        hooks.unhonored(&answers, Binding::Inference, task);
+        for answer in answers {
+            if let Ok(Verdict::Artifact(json)) = answer.verdict {
+                match serde_json::from_str::<Value>(&json) {
+                    Ok(Value::Object(_)) => self.run.hook_artifacts.push((answer.hook, json)),
+                    _ => hooks.dispatch_error(&answer.hook, "on-inference", "artifact", task),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Compaction after a reply, when the conversation crossed the threshold. `Ok(None)`:
+    /// nothing replaced; `Err`: the hook failed, which ends the task.
+    pub(super) async fn compact(
+        &mut self,
+        turn: u64,
+        messages: &str,
+        reply: &InferenceReply,
+        size: Size,
+    ) -> wasmtime::Result<Result<Option<String>, String>> {
+        let tokens = size.tokens;
+        let session = self.session;
+        let context = &session.settings.context;
+        let Some(window) = context.window else {
+            return Ok(Ok(None));
+        };
+        let threshold = context.compaction.threshold;
+        if (tokens as f64) < threshold * f64::from(window) {
+            return Ok(Ok(None));
+        }
+        let hooks = &session.hooks;
+        if !hooks.listens(Binding::Compaction) {
+            session.workdir.log(&format!(
+                "warning: the conversation holds {tokens} tokens, past the compaction \
+                 threshold of context.max_tokens {window}, and no on-compaction hook is bound"
+            ));
+            return Ok(Ok(None));
+        }
+        let Ok(Value::Array(mut conversation)) = serde_json::from_str::<Value>(messages) else {
+            return Ok(Ok(None));
+        };
+        let current: Value = serde_json::from_str(&reply.assistant_message).unwrap_or(Value::Null);
+        conversation.push(current.clone());
+        let event = Event::Compaction(Compaction {
+            messages: compaction::plain(&conversation)
+                .into_iter()
+                .map(|p| Message {
+                    role: p.role,
+                    content: p.content,
+                })
+                .collect(),
+            session_tokens: tokens,
+            threshold,
+            model: context.compaction.model.clone(),
+            system_prompt: context.compaction.system_prompt.clone(),
+        });
+        let answers = hooks.fire(Binding::Compaction, &event).await;
+        hooks.unhonored(&answers, Binding::Compaction, Some(&self.run.task.id));
+        let mut replacement = None;
+        for answer in answers {
+            match answer.verdict {
+                // Only a hook that may replace the conversation is the compaction hook;
+                // another one failing here is only logged.
+                Err(why) if answer.policy == CommitPolicy::ReplaceContext => {
+                    return Ok(Err(format!(
+                        "compaction hook '{}' failed: {why}",
+                        answer.hook
+                    )));
+                }
+                Err(_) => {}
+                Ok(Verdict::ReplaceContext(messages))
+                    if answer.policy == CommitPolicy::ReplaceContext && replacement.is_none() =>
+                {
+                    replacement = Some(messages);
+                }
+                Ok(_) => {}
+            }
+        }
+        let Some(replacement) = replacement else {
+            self.record(declined(turn, size, "no_hook_replacement"))?;
+            return Ok(Ok(None));
+        };
+        let plain: Vec<Plain> = replacement
+            .into_iter()
+            .map(|m| Plain {
+                role: m.role,
+                content: m.content,
+            })
+            .collect();
+        match compaction::map_back(&conversation, &plain, &current) {
+            Ok(compacted) => {
+                let after: u64 = compacted.iter().map(tokens_of).sum();
+                let task_id = &self.run.task.id;
+                self.record(line::compaction(task_id, turn, tokens, after, size.source))?;
+                session.workdir.log(&format!(
+                    "compaction at turn {turn}: {tokens} tokens before, {after} after"
+                ));
+                if context.compaction.dump_summaries {
+                    session.dump_summary(turn, tokens, after, &conversation, &compacted);
+                }
+                Ok(Ok(Some(Value::Array(compacted).to_string())))
+            }
+            Err(reason) => {
+                self.record(declined(turn, size, reason))?;
+                Ok(Ok(None))
+            }
+        }
+    }
+
+    /// The decision before a call runs: `Some` when a policy hook refused it. A `deny`
+    /// hook fails closed: only a clean `none` lets the call through.
+    pub(super) async fn call_decision(
+        &mut self,
+        turn: u64,
+        call: &ToolCall,
+    ) -> wasmtime::Result<Option<Refused>> {
+        let session = self.session;
+        let hooks = &session.hooks;
+        let Some((binding, event)) = hooks.call_event(&session.tools, turn, call, None) else {
+            return Ok(None);
+        };
+        let answers = hooks.fire(binding, &event).await;
+        let task = Some(self.run.task.id.as_str());
+        let mut refused = None;
+        for answer in &answers {
+            if answer.policy != CommitPolicy::Deny || refused.is_some() {
+                continue;
+            }
+            refused = match &answer.verdict {
+                Ok(Verdict::None) => None,
+                Ok(Verdict::Deny(reason)) if reason.trim().is_empty() => {
+                    Some("refused by policy".to_string())
+                }
+                Ok(Verdict::Deny(reason)) => Some(reason.clone()),
+                // Fail-closed, and a fault like any arm a policy does not allow.
+                Ok(other) => {
+                    let arm = hooks::arm_name(other);
+                    session.workdir.log(&format!(
+                        "hook '{}' answered {arm} at {}, which its commit_policy 'deny' \
+                         does not allow; the call is refused",
+                        answer.hook,
+                        binding.as_str()
+                    ));
+                    hooks.dispatch_error(&answer.hook, binding.as_str(), arm, task);
+                    Some(format!(
+                        "the policy hook answered {arm}, which is not a decision"
+                    ))
+                }
+                Err(why) => Some(format!("the policy hook failed: {why}")),
+            }
+            .map(|reason| Refused {
+                hook: answer.hook.clone(),
+                reason,
+            });
+        }
+        let others: Vec<Answer> = answers
+            .into_iter()
+            .filter(|a| a.policy != CommitPolicy::Deny)
+            .collect();
+        hooks.unhonored(&others, binding, task);
+        if let Some(refused) = &refused {
+            let target = match &event {
+                Event::Shell(shell) => shell.binary.clone(),
+                _ => call.name.clone(),
+            };
+            self.record(line::call_denied(&Denied {
+                turn,
+                event: binding.as_str(),
+                hook: &refused.hook,
+                target: &target,
+                reason: &refused.reason,
+            }))?;
+        }
+        Ok(refused)
+    }
+
+    /// The observation after a call ran; verdicts are not decisions any more.
+    pub(super) async fn call_observation(
+        &mut self,
+        turn: u64,
+        call: &ToolCall,
+        done: &Dispatched,
+    ) -> wasmtime::Result<()> {
+        let session = self.session;
+        let hooks = &session.hooks;
+        let Some((binding, event)) = hooks.call_event(&session.tools, turn, call, Some(done))
+        else {
+            return Ok(());
+        };
+        let answers = hooks.fire(binding, &event).await;
+        let task = Some(self.run.task.id.as_str());
+        for answer in &answers {
+            if let Ok(verdict @ Verdict::Deny(_)) = &answer.verdict {
+                hooks.dispatch_error(
+                    &answer.hook,
+                    binding.as_str(),
+                    hooks::arm_name(verdict),
+                    task,
+                );
+            }
+        }
+        let rest: Vec<Answer> = answers
+            .into_iter()
+            .filter(|a| !matches!(a.verdict, Ok(Verdict::Deny(_))))
+            .collect();
+        hooks.unhonored(&rest, binding, task);
+        Ok(())
+    }
+
+    /// `on-task-end`: the reopen a hook asks for, if any (first one wins).
+    pub(super) async fn task_end_hooks(
+        &mut self,
+        exit_status: &str,
+        result: &str,
+        completed: bool,
+    ) -> wasmtime::Result<Option<(String, String)>> {
+        let hooks = &self.session.hooks;
+        if !hooks.listens(Binding::TaskEnd) {
+            return Ok(None);
+        }
+        let event = Event::TaskEnd(TaskEnd {
+            task_id: self.run.task.id.clone(),
+            exit_status: exit_status.to_string(),
+            result: result.to_string(),
+            attempt: self.run.reopens + 1,
+        });
+        let answers = hooks.fire(Binding::TaskEnd, &event).await;
+        // Only a completed attempt is reopened: a failed one has already told its
+        // clients it is final.
+        let (reopens, rest): (Vec<Answer>, Vec<Answer>) = answers.into_iter().partition(|a| {
+            completed
+                && a.policy == CommitPolicy::ReopenTask
+                && matches!(a.verdict, Ok(Verdict::ReopenTask(_)))
+        });
+        hooks.unhonored(&rest, Binding::TaskEnd, Some(&self.run.task.id));
+        Ok(reopens.into_iter().find_map(|a| match a.verdict {
+            Ok(Verdict::ReopenTask(reason)) => Some((a.hook, reason)),
+            _ => None,
+        }))
+    }
+}
+
+impl Session {
     /// `inference.compaction.dump_summaries`: what the hook wrote in place of the
     /// dropped messages, one line per committed compaction in
     /// `out/compaction-summaries.jsonl`.
@@ -645,21 +634,23 @@ impl Capsule {
             self.workdir.log(&format!("could not write {rel}: {e}"));
         }
     }
+}
 
+impl ContextPolicy {
     fn seed_budget(&self) -> Budget {
-        let tokens = self.context.window.map_or(0, |w| {
-            (f64::from(w) * self.context.seed_budget).floor() as u64
-        });
+        let tokens = self
+            .window
+            .map_or(0, |w| (f64::from(w) * self.seed_budget).floor() as u64);
         Budget {
             tokens,
-            margin: self.context.seed_margin,
-            process_transport: self.context.process_transport,
+            margin: self.seed_margin,
+            process_transport: self.process_transport,
         }
     }
 }
 
-fn declined(turn: u64, size: Size, reason: &str) -> Value {
-    json!({"turn": turn, "tokens": size.tokens, "tokens_source": size.source, "reason": reason})
+fn declined(turn: u64, size: Size, reason: &str) -> line::Line {
+    line::compaction_declined(turn, size.tokens, size.source, reason)
 }
 
 /// A shell call's `command` argument, as the trace records it.
@@ -680,6 +671,6 @@ fn path_env() -> String {
 }
 
 /// A message's size as the host estimates it: its wire form, 4 bytes a token.
-pub fn tokens_of(message: &Value) -> u64 {
-    super::estimate_tokens(&message.to_string())
+fn tokens_of(message: &Value) -> u64 {
+    reply::estimate_tokens(&message.to_string())
 }

@@ -1,0 +1,287 @@
+//! Staging: everything `mur run` compiles and checks before the workdir exists (the
+//! session loop, the driver, tools, skills and hooks), so a capsule that cannot start
+//! leaves nothing behind.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::bindings::driver::exports::murmur::driver::inference::Settings;
+use crate::builtin;
+use crate::cli::RunArgs;
+use crate::driver::{DriverComponent, DriverLimits};
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::hooks::{self, Hooks};
+use crate::manifest::{self, DriverRef, Manifest, Runtime};
+use crate::murmur_md;
+use crate::outbound;
+use crate::session::LoopComponent;
+use crate::tools::{ToolGrants, Tools};
+use crate::wire::Wire;
+use crate::workdir::Workdir;
+
+/// Everything compiled and checked before the session exists, besides the loop.
+pub(super) struct Staged {
+    pub loop_label: String,
+    pub driver: DriverComponent,
+    pub driver_label: String,
+    pub tools: Tools,
+    pub hooks: Hooks,
+}
+
+pub(super) async fn stage(
+    engine: &Engine,
+    m: &Manifest,
+    args: &RunArgs,
+    workdir: &Workdir,
+    wire: &Arc<Wire>,
+) -> Result<(LoopComponent, Staged), Error> {
+    let (loop_bytes, loop_label) = match &args.loop_path {
+        Some(path) => (
+            read_component(path, "session loop")?,
+            format!("session loop {}", path.display()),
+        ),
+        None => (
+            builtin::SESSION_LOOP.to_vec(),
+            "built-in session loop".to_string(),
+        ),
+    };
+    let (driver_bytes, driver_label, driver_config) = driver_source(m)?;
+    let mut sources = vec![
+        (loop_bytes, loop_label.clone()),
+        (driver_bytes, driver_label.clone()),
+    ];
+    let tool_artifacts: Vec<_> = m
+        .artifacts
+        .iter()
+        .filter(|a| a.runtime == Runtime::Tool)
+        .collect();
+    for artifact in &tool_artifacts {
+        let label = format!("tool artifact '{}'", artifact.name);
+        sources.push((read_component(&artifact.source, &label)?, label));
+    }
+    let hook_artifacts: Vec<_> = m
+        .artifacts
+        .iter()
+        .filter(|a| a.runtime == Runtime::Hook)
+        .collect();
+    for artifact in &hook_artifacts {
+        let label = format!("hook artifact '{}'", artifact.name);
+        sources.push((read_component(&artifact.source, &label)?, label));
+    }
+    let mut compiled = engine.load_all(&sources).into_iter();
+    let mut next = || {
+        compiled
+            .next()
+            .unwrap_or_else(|| Err(Error::new("E-RUN-001", "a component was not compiled")))
+    };
+
+    let session_loop = LoopComponent::new(engine, &next()?, loop_label.clone())?;
+    let driver = DriverComponent::new(
+        engine,
+        &next()?,
+        driver_label.clone(),
+        driver_settings(m, &driver_config),
+        DriverLimits {
+            env: granted_env(m),
+            memory_bytes: m.capabilities.memory_bytes,
+            deadline: Duration::from_secs(m.capabilities.deadline_seconds),
+            max_reply_bytes: m.capabilities.limits.max_driver_reply_bytes,
+            network: outbound::Policy {
+                allow: m.capabilities.network_allow.clone(),
+                retry: m.inference.retry,
+                timeouts: m.inference.timeouts,
+            },
+            logs_dir: workdir.logs_dir(),
+        },
+    )?;
+    let mut tools = Tools::new(ToolGrants {
+        workdir: workdir.root.clone(),
+        home: workdir.capsule_home(),
+        logs_dir: workdir.logs_dir(),
+        shell_logs_dir: workdir.shell_logs_dir(),
+        env: granted_env(m),
+        shell_env: shell_env(m),
+        memory_bytes: m.capabilities.memory_bytes,
+        deadline: Duration::from_secs(m.capabilities.deadline_seconds),
+        shell_grace: Duration::from_secs(m.lifecycle.shell_grace_secs),
+        max_result_bytes: m.capabilities.limits.max_tool_result_bytes,
+        shell_slots: Arc::new(tokio::sync::Semaphore::new(
+            usize::try_from(m.capabilities.limits.shell_concurrency)
+                .unwrap_or(usize::MAX)
+                .min(tokio::sync::Semaphore::MAX_PERMITS),
+        )),
+    });
+    for binary in &m.capabilities.shell_allow {
+        tools.add_shell(binary);
+    }
+    for artifact in &tool_artifacts {
+        let version = artifact.version.clone();
+        tools
+            .add_component(engine, &next()?, &artifact.name, version, wire)
+            .await?;
+    }
+    for skill in m.artifacts.iter().filter(|a| a.runtime == Runtime::Skill) {
+        let text = PathBuf::from(format!("tools/{}/skill.md", skill.name));
+        tools.add_skill(&skill.name, text, skill_description(&skill.source));
+    }
+    let mut staged_hooks = Vec::new();
+    for artifact in &hook_artifacts {
+        let Some(contract) = artifact.hook.clone() else {
+            continue;
+        };
+        staged_hooks.push(hooks::Staged {
+            name: artifact.name.clone(),
+            contract,
+            on_overflow: artifact.on_overflow,
+            component: next()?,
+        });
+    }
+    let hooks = Hooks::link(
+        engine,
+        staged_hooks,
+        &hooks::Places {
+            hooks_dir: workdir.hooks_dir(),
+            logs_dir: workdir.logs_dir(),
+            memory_bytes: m.capabilities.memory_bytes,
+        },
+    )?;
+    let staged = Staged {
+        loop_label,
+        driver,
+        driver_label,
+        tools,
+        hooks,
+    };
+    Ok((session_loop, staged))
+}
+
+/// The driver component's bytes, label and configuration.
+fn driver_source(m: &Manifest) -> Result<(Vec<u8>, String, serde_json::Value), Error> {
+    match &m.inference.driver {
+        DriverRef::Builtin { name, script } if name == "scripted" => {
+            let script = script.as_deref().ok_or_else(|| {
+                Error::new("E-MAN-001", "murmur.yaml: missing required field 'inference.script'")
+                    .hint("the scripted driver answers from a script file: set inference.script: ./script.yaml")
+            })?;
+            let config = read_script(script)?;
+            Ok((
+                builtin::SCRIPTED_DRIVER.to_vec(),
+                "built-in scripted driver".to_string(),
+                config,
+            ))
+        }
+        DriverRef::Builtin { name, .. } => {
+            let bytes = match name.as_str() {
+                "openai" => builtin::OPENAI_DRIVER,
+                "anthropic" => builtin::ANTHROPIC_DRIVER,
+                _ => {
+                    return Err(Error::new(
+                        "E-RUN-006",
+                        format!("driver '{name}' is not built into this mur"),
+                    )
+                    .hint("use inference.driver: openai, anthropic or scripted, or name a driver component: {artifact: NAME}"));
+                }
+            };
+            Ok((
+                bytes.to_vec(),
+                format!("built-in {name} driver"),
+                builtin_config(m),
+            ))
+        }
+        DriverRef::Artifact { name, config } => {
+            let artifact = m.artifacts.iter().find(|a| &a.name == name).ok_or_else(|| {
+                Error::new(
+                    "E-RUN-005",
+                    format!("inference.driver names artifact '{name}', which artifacts[] does not declare"),
+                )
+            })?;
+            let label = format!("driver artifact '{name}'");
+            Ok((
+                read_component(&artifact.source, &label)?,
+                label,
+                config.clone(),
+            ))
+        }
+    }
+}
+
+fn driver_settings(m: &Manifest, config: &serde_json::Value) -> Settings {
+    Settings {
+        model: m.inference.model.clone(),
+        endpoint: m.inference.endpoint.clone().unwrap_or_default(),
+        api_key: m.inference.api_key.clone(),
+        config: config.to_string(),
+    }
+}
+
+/// What the built-in HTTP drivers are told besides model, endpoint and key: the
+/// sampling settings of `inference` and whether to stream.
+fn builtin_config(m: &Manifest) -> serde_json::Value {
+    let mut config = json!({"stream": m.inference.stream});
+    if let Some(t) = m.inference.temperature {
+        config["temperature"] = t.into();
+    }
+    if let Some(p) = m.inference.top_p {
+        config["top_p"] = p.into();
+    }
+    config
+}
+
+/// The scripted driver has no filesystem, so the host reads its script for it.
+fn read_script(path: &Path) -> Result<serde_json::Value, Error> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::new(
+            "E-IO-001",
+            format!("driver script not found at {}: {e}", path.display()),
+        )
+        .hint("inference.script names the scripted driver's turns, relative to murmur.yaml")
+    })?;
+    manifest::yaml_to_json(&text).map_err(|e| {
+        Error::new("E-MAN-002", format!("{}: {e}", path.display()))
+            .hint("the script is YAML or JSON: {turns: [...]}")
+    })
+}
+
+fn read_component(path: &Path, label: &str) -> Result<Vec<u8>, Error> {
+    std::fs::read(path).map_err(|e| {
+        Error::new(
+            "E-IO-001",
+            format!("{label} not found at {}: {e}", path.display()),
+        )
+        .hint("build the component for wasm32-wasip2 and check the path")
+    })
+}
+
+/// The first non-heading line of a skill's text: what the model is told it is for.
+fn skill_description(dir: &Path) -> String {
+    let text = std::fs::read_to_string(dir.join("skill.md")).unwrap_or_default();
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'))
+        .unwrap_or("A skill: call it by name, with no input, to get its guidance.");
+    murmur_md::sanitize(line)
+}
+
+/// Host environment variables a component may see: only those the manifest grants.
+pub(super) fn granted_env(m: &Manifest) -> Vec<(String, String)> {
+    m.capabilities
+        .env_allow
+        .iter()
+        .filter_map(|name| std::env::var(name).ok().map(|v| (name.clone(), v)))
+        .collect()
+}
+
+/// Shell commands need a PATH to find programs; everything else must be granted.
+fn shell_env(m: &Manifest) -> Vec<(String, String)> {
+    let mut env = vec![(
+        "PATH".to_string(),
+        std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()),
+    )];
+    env.extend(granted_env(m).into_iter().filter(|(k, _)| k != "PATH"));
+    env
+}

@@ -1,0 +1,186 @@
+//! The running task and the scope of one host call about it: `Current` holds the task
+//! and the session it runs in, so the call's steps reach both without asking again
+//! whether a task runs.
+
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::budget::Calls;
+use super::{Deadline, LoopState, Session, trace_failed};
+use crate::bindings::session_loop::murmur::session::types::Task;
+use crate::driver::Driver;
+use crate::queue::Pending;
+use crate::trace::Place;
+use crate::trace::line::{self, Line, Totals};
+
+/// The task the loop is working on.
+pub(super) struct Running {
+    pub task: Pending,
+    /// Its `task_start` line: parent of its lines.
+    pub event_id: String,
+    pub started: Instant,
+    pub counts: Totals,
+    /// The trace line of the latest inference turn: parent of its tool calls.
+    pub turn_event: Option<String>,
+    /// Under a threaded conversation: the latest request's messages and the reply to it.
+    pub conversation: Option<Vec<Value>>,
+    /// Reopens granted so far (the attempt number is one more).
+    pub reopens: u32,
+    /// The task's turn count when this attempt began: its statuses count from 1 again.
+    pub attempt_start: u64,
+    /// `artifact` verdicts of `on-inference` hooks: (hook, JSON object), in order.
+    pub hook_artifacts: Vec<(String, String)>,
+    /// The feedback of each reopen, for `task.md`: (hook, reason).
+    pub feedback: Vec<(String, String)>,
+    /// `call-tool` calls: in the task, and since the last `infer` returned.
+    pub calls: Calls,
+    /// A limit that ended the task (the workdir quota): later calls are refused with
+    /// it and the task ends `failed` with it, whatever the loop reports.
+    pub breach: Option<String>,
+}
+
+impl Running {
+    fn new(task: Pending, event_id: String) -> Self {
+        Running {
+            breach: task.breach.clone(),
+            task,
+            event_id,
+            started: Instant::now(),
+            counts: Totals::default(),
+            turn_event: None,
+            conversation: None,
+            reopens: 0,
+            attempt_start: 0,
+            hook_artifacts: Vec::new(),
+            feedback: Vec::new(),
+            calls: Calls::default(),
+        }
+    }
+
+    /// Where the task's own lines go: under its `task_start`.
+    pub fn place(&self) -> Place<'_> {
+        Place {
+            parent: Some(&self.event_id),
+            task: Some(&self.task.id),
+        }
+    }
+
+    /// The latest turn's line, or the task's before its first turn.
+    pub fn turn_parent(&self) -> &str {
+        self.turn_event.as_deref().unwrap_or(&self.event_id)
+    }
+}
+
+/// One host call's view of the running task and the session it runs in.
+pub(super) struct Current<'a> {
+    pub run: &'a mut Running,
+    pub session: &'a Session,
+    /// The driver instance, kept across turns until it traps.
+    pub driver: &'a mut Option<Driver>,
+    deadline: &'a mut Deadline,
+    running_since: &'a mut Instant,
+}
+
+impl Current<'_> {
+    /// A tool or driver call begins: the loop's deadline holds until it returns.
+    pub fn hold_deadline(&mut self) {
+        self.deadline.hold();
+    }
+
+    pub fn resume_deadline(&mut self) {
+        self.deadline.resume(self.running_since);
+    }
+
+    /// A line under the task's `task_start`; returns its event id.
+    pub fn record(&self, line: Line) -> wasmtime::Result<String> {
+        self.session
+            .trace
+            .write(self.run.place(), line)
+            .map_err(trace_failed)
+    }
+
+    /// A line under the latest turn's `inference` line.
+    pub fn record_under_turn(&self, line: Line) -> wasmtime::Result<()> {
+        let place = Place {
+            parent: Some(self.run.turn_parent()),
+            task: Some(&self.run.task.id),
+        };
+        self.session
+            .trace
+            .write(place, line)
+            .map(|_| ())
+            .map_err(trace_failed)
+    }
+}
+
+impl LoopState {
+    /// The running task, for a host call named `what` that needs one.
+    pub(super) fn current(&mut self, what: &str) -> wasmtime::Result<Current<'_>> {
+        let Some(run) = self.running.as_mut() else {
+            return Err(wasmtime::Error::msg(format!(
+                "the session loop called {what} outside a task"
+            )));
+        };
+        Ok(Current {
+            run,
+            session: &self.session,
+            driver: &mut self.driver,
+            deadline: &mut self.deadline,
+            running_since: &mut self.sandbox.running_since,
+        })
+    }
+
+    /// A task starts: `task.md`, `task_start`, its first frames, and what the loop is
+    /// handed: the seed, the context's history and the task.
+    pub(super) async fn begin(&mut self, task: Pending) -> wasmtime::Result<Task> {
+        let session = &self.session;
+        if task.source != "task_md" {
+            // The task's text is the capsule's own record of what it was asked.
+            let _ = session.workdir.write_view("task.md", &task.text);
+        }
+        let event_id = session
+            .trace
+            .under_session(Some(&task.id), line::task_start(&task))
+            .map_err(trace_failed)?;
+        session.wire.begin_task(&task.id, &task.context_id);
+        session.running.start(&task.id);
+        let history = session.history(&task.context_id);
+        self.running = Some(Running::new(task.clone(), event_id));
+        // A seed goes ahead of the loaded history and the task itself.
+        let mut messages = self
+            .current("next-task")?
+            .task_start_hooks(&task, &history)
+            .await?;
+        messages.extend(history);
+        Ok(Task {
+            id: task.id,
+            context_id: task.context_id,
+            origin: task.origin,
+            text: task.text,
+            history: Value::Array(messages).to_string(),
+        })
+    }
+}
+
+impl Session {
+    /// The context's conversation so far, as the JSON array a loop puts before a task.
+    fn history(&self, context_id: &str) -> Vec<Value> {
+        let Some(threads) = &self.threads else {
+            return Vec::new();
+        };
+        threads.history(context_id, |why| self.workdir.log(&why))
+    }
+
+    /// A completed task's conversation becomes its context's history. A failed one
+    /// leaves the history as it was: it may end in a tool call nobody answered, which a
+    /// provider would refuse in the next request.
+    pub(super) fn remember(&self, context_id: &str, conversation: Option<Vec<Value>>) {
+        let (Some(threads), Some(messages)) = (&self.threads, conversation) else {
+            return;
+        };
+        if let Err(why) = threads.keep(context_id, messages) {
+            self.workdir.log(&why);
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! One inference turn: the turn counted against `max_turns`, the request encoded, the
+//! driver called (a fresh instance after a trap), its reply decoded and recorded, then
+//! the `on-inference` hooks and compaction.
+
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+
+use super::current::Current;
+use super::lifecycle::Size;
+use crate::bindings::session_loop::murmur::session::types::{
+    InferenceError, InferenceReply, InferenceRequest,
+};
+use crate::driver::reply::{self, estimate_tokens};
+use crate::driver::trap_text;
+use crate::frames::State;
+use crate::outbound::Event;
+use crate::trace::line;
+
+type Replied = Result<InferenceReply, InferenceError>;
+
+impl Current<'_> {
+    pub async fn turn(&mut self, request: InferenceRequest) -> wasmtime::Result<Replied> {
+        let session = self.session;
+        let settings = &session.settings;
+        if let Some(why) = &self.run.breach {
+            return Ok(Err(InferenceError::Failed(why.clone())));
+        }
+        if self.run.counts.turns >= u64::from(settings.max_turns) {
+            return Ok(Err(InferenceError::TurnsExhausted(settings.max_turns)));
+        }
+        let turn = self.run.counts.turns;
+        self.run.counts.turns += 1;
+        let attempt_turn = turn - self.run.attempt_start;
+        session.wire.status(
+            State::Working,
+            &format!("inference turn {}", attempt_turn + 1),
+            None,
+        );
+        let tools = if request.with_tools {
+            session.tools.specs()
+        } else {
+            Vec::new()
+        };
+        let body = match settings.request.encode(&request.messages, tools) {
+            Ok(body) => body,
+            Err(e) => return Ok(Err(InferenceError::Failed(e))),
+        };
+        let (called, started) = self.call_driver(&body).await;
+        self.run.calls.replied();
+        self.trace_outbound()?;
+        let mut measured = line::Turn {
+            turn,
+            duration_ms: started.elapsed().as_millis() as u64,
+            input_estimate: estimate_tokens(&body),
+            output_estimate: 0,
+        };
+        let mut reported = Map::new();
+        let result = match called {
+            Err(why) => Err(InferenceError::Invocation(why)),
+            Ok(Err(e)) => Err(InferenceError::Failed(e)),
+            Ok(Ok(raw)) => {
+                measured.output_estimate = estimate_tokens(&raw);
+                // Past the task's bound every further call is refused unrun.
+                let keep = settings.limits.max_tool_calls_per_task.saturating_add(1);
+                reply::parse(&raw, &body, keep).map(|parsed| {
+                    reported = parsed.reported;
+                    parsed.reply
+                })
+            }
+        };
+        self.trace_turn(&measured, &reported, &result)?;
+        let Ok(mut reply) = result else {
+            return Ok(result);
+        };
+        self.inference_hooks(
+            turn,
+            &reply,
+            measured.input_estimate,
+            measured.output_estimate,
+        )
+        .await?;
+        let counted = ["input_tokens", "output_tokens"]
+            .iter()
+            .all(|k| reported.contains_key(*k));
+        let size = Size {
+            tokens: reply.usage.input_tokens + reply.usage.output_tokens,
+            source: if counted { "actual" } else { "estimate" },
+        };
+        match self.compact(turn, &request.messages, &reply, size).await? {
+            Ok(context) => reply.context = context,
+            // A failed compaction ends the task: `failed`, `session ended`.
+            Err(why) => return Ok(Err(InferenceError::Failed(why))),
+        }
+        if session.threads.is_some() {
+            self.run.conversation = conversation(&request, &reply);
+        }
+        Ok(Ok(reply))
+    }
+
+    /// Calls the driver under its own deadline (the loop's holds meanwhile), with the
+    /// instance kept from the last turn or a fresh one. `Err` is why the driver could
+    /// not be called; `Ok(Err)` the driver's own failure. The call's duration counts
+    /// from the returned instant, once the instance is ready.
+    async fn call_driver(
+        &mut self,
+        body: &str,
+    ) -> (Result<Result<String, String>, String>, Instant) {
+        let session = self.session;
+        self.hold_deadline();
+        let driver = match self.driver.take() {
+            Some(driver) => Ok(driver),
+            None => {
+                let started = Instant::now();
+                let driver = session.driver.instantiate(session.wire.clone()).await;
+                session.log_instantiation("driver", started);
+                driver
+            }
+        };
+        session.wire.before_inference();
+        let started = Instant::now();
+        let called = match driver {
+            Ok(mut driver) => {
+                let called = driver.infer(body).await;
+                // A trapped instance is unusable; the next turn gets a fresh one.
+                if called.is_ok() {
+                    *self.driver = Some(driver);
+                }
+                called.map_err(|e| trap_text(&e))
+            }
+            Err(why) => Err(why),
+        };
+        self.resume_deadline();
+        session.wire.after_inference();
+        (called, started)
+    }
+
+    /// What the driver's requests ran into (refusals, retries), under the task, before
+    /// the turn's own line.
+    pub fn trace_outbound(&mut self) -> wasmtime::Result<()> {
+        for event in self.session.driver.take_events() {
+            let line = match event {
+                Event::Denied { origin } => line::http_denied(&origin),
+                Event::Retry {
+                    url,
+                    attempt,
+                    cause,
+                    delay,
+                } => line::http_retry(&url, attempt, &cause, delay.as_millis() as u64),
+            };
+            self.record(line)?;
+        }
+        Ok(())
+    }
+
+    /// The turn's `inference` line, which its tool calls hang under; a reply's usage
+    /// counts toward the task's.
+    fn trace_turn(
+        &mut self,
+        measured: &line::Turn,
+        reported: &Map<String, Value>,
+        result: &Replied,
+    ) -> wasmtime::Result<()> {
+        let line = match result {
+            Ok(reply) => {
+                self.run.counts.input_tokens += reply.usage.input_tokens;
+                self.run.counts.output_tokens += reply.usage.output_tokens;
+                let stop = reply::stop_reason_name(reply.stop_reason);
+                line::inference(measured, reply::decision(reply), stop, reported)
+            }
+            Err(e) => {
+                let (code, text) = match e {
+                    InferenceError::Invocation(t) => ("driver_failed", t),
+                    InferenceError::Failed(t) => ("driver_error", t),
+                    InferenceError::Malformed(t) => ("malformed_response", t),
+                    InferenceError::TurnsExhausted(_) => return Ok(()),
+                };
+                line::inference_failed(measured, code, text)
+            }
+        };
+        self.run.turn_event = Some(self.record(line)?);
+        Ok(())
+    }
+}
+
+/// The messages of `request` followed by the reply's assistant message (or the
+/// compacted conversation, which ends with it).
+fn conversation(request: &InferenceRequest, reply: &InferenceReply) -> Option<Vec<Value>> {
+    if let Some(context) = &reply.context {
+        return match serde_json::from_str(context) {
+            Ok(Value::Array(messages)) => Some(messages),
+            _ => None,
+        };
+    }
+    let Ok(Value::Array(mut messages)) = serde_json::from_str(&request.messages) else {
+        return None;
+    };
+    messages.push(serde_json::from_str(&reply.assistant_message).ok()?);
+    Some(messages)
+}
