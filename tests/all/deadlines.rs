@@ -247,14 +247,12 @@ fn host_calls_do_not_reset_the_loops_deadline() {
     let capsule = hostile("loop-flood", 2, "turns:\n  - text: first\n");
     let started = Instant::now();
     let path = loop_path();
-    let run = Run::from(
+    let run = finish(
         mur()
             .env("MUR_HOSTILE", "host-call-loop")
             .args(["run", "--json", "--port", "0", "--manifest"])
             .arg(capsule.manifest())
-            .args(["--loop", &path, "--task", "flood"])
-            .output()
-            .unwrap(),
+            .args(["--loop", &path, "--task", "flood"]),
     );
     let took = started.elapsed();
     assert!(took < Duration::from_secs(15), "took {took:?}");
@@ -304,7 +302,7 @@ fn mur_stop_ends_a_loop_sleeping_in_run() {
     let running = spawn_hostile(&capsule, "sleep-in-run", QUEUE);
     let (stream, task, context) = submit_taken(&running);
     let asked = Instant::now();
-    let stop = Run::from(mur().args(["stop", &running.address]).output().unwrap());
+    let stop = finish(mur().args(["stop", &running.address]));
     assert_eq!(stop.status, 0, "{}", stop.stderr);
     assert!(!stop.stderr.contains("E-RUN-024"), "{}", stop.stderr);
     assert!(asked.elapsed() < Duration::from_secs(10));
@@ -365,14 +363,12 @@ fn tasks_cancel_ends_a_loop_sleeping_in_run() {
 fn a_loop_that_traps_before_next_task_leaves_a_record_of_the_launch_task() {
     let capsule = hostile("loop-trap", 600, "turns: []\n");
     let path = loop_path();
-    let run = Run::from(
+    let run = finish(
         mur()
             .env("MUR_HOSTILE", "trap-early")
             .args(["run", "--json", "--port", "0", "--manifest"])
             .arg(capsule.manifest())
-            .args(["--loop", &path, "--task", "never taken"])
-            .output()
-            .unwrap(),
+            .args(["--loop", &path, "--task", "never taken"]),
     );
     let prefix = format!("session loop {path} trapped: ");
     assert_eq!(run.status, 1);
@@ -445,14 +441,12 @@ fn a_loop_that_traps_before_next_task_fails_a_queued_http_task() {
 fn a_loop_that_returns_before_next_task_fails_the_launch_task() {
     let capsule = hostile("loop-return", 600, "turns: []\n");
     let path = loop_path();
-    let run = Run::from(
+    let run = finish(
         mur()
             .env("MUR_HOSTILE", "return-early")
             .args(["run", "--json", "--port", "0", "--manifest"])
             .arg(capsule.manifest())
-            .args(["--loop", &path, "--task", "never taken"])
-            .output()
-            .unwrap(),
+            .args(["--loop", &path, "--task", "never taken"]),
     );
     let why = "the session loop ended before taking this task";
     run.assert_error(&format!(
@@ -471,7 +465,7 @@ fn mur_stop_ends_a_loop_sleeping_before_its_first_task() {
     let session = running.session();
     wait_for_event(&session, "session_start");
     let asked = Instant::now();
-    let stop = Run::from(mur().args(["stop", &running.address]).output().unwrap());
+    let stop = finish(mur().args(["stop", &running.address]));
     assert_eq!(stop.status, 0, "{}", stop.stderr);
     let run = running.wait(WAIT);
     assert!(asked.elapsed() < Duration::from_secs(10));
@@ -508,7 +502,7 @@ fn mur_stop_ends_a_sleeping_tool_and_a_sleeping_driver() {
         // Past the turn's status, into the sleeping call.
         std::thread::sleep(Duration::from_millis(500));
         let asked = Instant::now();
-        let stop = Run::from(mur().args(["stop", &running.address]).output().unwrap());
+        let stop = finish(mur().args(["stop", &running.address]));
         assert_eq!(stop.status, 0, "{name}: {}", stop.stderr);
         assert!(asked.elapsed() < Duration::from_secs(10), "{name}");
         assert_canceled(running, stream, &task, &context);
