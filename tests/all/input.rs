@@ -383,10 +383,11 @@ fn outside_an_a2a_task_request_input_fails_at_once() {
     run.assert_ok();
     assert!(started.elapsed() < WAIT, "the call did not wait");
     let session = run.session();
-    let result = session.read("out/result.txt");
-    assert!(
-        result.contains("error[E-RUN-050]: request-input is only available"),
-        "{result}"
+    assert_eq!(
+        session.read("out/result.txt"),
+        fenced(
+            "error[E-RUN-050]: request-input is only available while a task submitted over A2A runs\n  hint: submit the task with message/stream; the launch task (--task) cannot ask for input"
+        )
     );
     let calls = session.events("tool_call");
     assert_eq!(calls[0]["status"], "error");
@@ -489,7 +490,14 @@ fn while_a_wait_is_open_other_contexts_still_submit_tasks() {
 /// Waits until `n` messages have come in over A2A as tasks.
 fn wait_for_tasks_received(session: &Session, n: usize) {
     let deadline = Instant::now() + WAIT;
-    while session.events("a2a_task_received").len() < n {
+    let received = || {
+        session
+            .trace_so_far()
+            .iter()
+            .filter(|e| e["event_type"] == "a2a_task_received")
+            .count()
+    };
+    while received() < n {
         assert!(Instant::now() < deadline, "the task never arrived");
         std::thread::sleep(Duration::from_millis(20));
     }
