@@ -1977,7 +1977,7 @@ fn async_hook_failures_are_traced() {
     let at = |pick: &dyn Fn(&Value) -> bool| {
         trace
             .iter()
-            .position(|e| pick(e))
+            .position(pick)
             .unwrap_or_else(|| panic!("{kinds:?}"))
     };
     let spun = at(&|e| e["event_type"] == "hook_dispatch_error" && e["hook_name"] == "bgspin");

@@ -180,15 +180,11 @@ fn post_request(address: &str, path: &str, headers: &[(&str, &str)], body: &str)
     request
 }
 
-/// Sends a request as written and reads the whole answer, to close.
+/// Sends a request as written and reads the whole answer, to close (bounded).
 fn exchange(address: &str, request: &str) -> String {
     let mut socket = connect(address);
     socket.write_all(request.as_bytes()).unwrap();
-    let mut out = Vec::new();
-    socket
-        .read_to_end(&mut out)
-        .unwrap_or_else(|e| panic!("no answer within {WAIT:?}: {e}"));
-    String::from_utf8(out).unwrap()
+    read_to_close(socket)
 }
 
 /// A JSON-RPC call answered with plain JSON: the head is checked, the body returned.
