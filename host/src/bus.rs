@@ -397,6 +397,11 @@ mod tests {
             let bus = bus.clone();
             async move { bus.flush(Duration::from_secs(5)).await }
         });
+        // The flush has polled the connection several times (this runtime has one
+        // thread, so it runs only while this test sleeps) and still waits: the frame
+        // taken but not written holds it, though the queue is empty.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!flushed.is_finished(), "flush ignored the frame in flight");
         conn.written();
         tokio::time::timeout(Duration::from_secs(1), flushed)
             .await

@@ -164,12 +164,22 @@ mod tests {
     async fn cancel_wakes_a_waiter_only_for_the_running_task() {
         let task = std::sync::Arc::new(RunningTask::default());
         task.start("tsk_a");
-        assert!(!task.cancel(Some("tsk_b")));
-        let waiter = tokio::spawn({
+        let mut waiter = tokio::spawn({
             let task = task.clone();
             async move { task.canceled().await }
         });
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        // This runtime has one thread: the waiter runs, and parks on the flag, only
+        // while this test yields.
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "the waiter is waiting");
+        assert!(!task.cancel(Some("tsk_b")));
+        assert!(!task.is_canceled());
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), &mut waiter)
+                .await
+                .is_err(),
+            "a cancel of another task woke the waiter"
+        );
         assert!(task.cancel(Some("tsk_a")));
         tokio::time::timeout(Duration::from_secs(1), waiter)
             .await

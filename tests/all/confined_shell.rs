@@ -109,7 +109,7 @@ fn reads_outside_the_workdir_are_refused() {
         .arg(c.manifest())
         .args(["--task", "read what you should not"])
         .env("SECRET_PATH", &secret);
-    let run = Run::from(cmd.output().unwrap());
+    let run = finish(&mut cmd);
     run.assert_ok();
     let session = run.session();
     let told = outputs(&session);
@@ -494,15 +494,13 @@ fn a_detached_command_is_confined_the_same_way() {
     drop(running);
 }
 
+/// The trace lines of one kind so far, while the capsule runs.
 fn session_events(session: &Session, kind: &str) -> Vec<Value> {
-    match std::fs::read_to_string(session.records.join("trace.jsonl")) {
-        Ok(text) => text
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|e| e["event_type"] == kind)
-            .collect(),
-        Err(_) => Vec::new(),
-    }
+    session
+        .trace_so_far()
+        .into_iter()
+        .filter(|e| e["event_type"] == kind)
+        .collect()
 }
 
 /// A loopback HTTP server answering every request with `body`; returns its port.
@@ -706,7 +704,7 @@ fn explain_scope_prints_the_reach_and_exits_without_a_session() {
     let mut cmd = mur();
     cmd.args(["run", "--explain-scope", "--manifest"])
         .arg(c.manifest());
-    let run = Run::from(cmd.output().unwrap());
+    let run = finish(&mut cmd);
     run.assert_ok();
     let first = run.stdout.lines().next().unwrap();
     assert!(first.starts_with("shell: scoped (landlock abi "), "{first}");

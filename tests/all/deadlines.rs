@@ -102,8 +102,10 @@ fn status_block(id: u64, task: &str, context: &str, state: &str, message: &str) 
 fn wait_for_event(session: &Session, kind: &str) -> Value {
     let until = Instant::now() + WAIT;
     loop {
-        if let Ok(trace) = std::panic::catch_unwind(|| session.events(kind))
-            && let Some(first) = trace.into_iter().next()
+        if let Some(first) = session
+            .trace_so_far()
+            .into_iter()
+            .find(|e| e["event_type"] == kind)
         {
             return first;
         }
@@ -247,19 +249,25 @@ fn host_calls_do_not_reset_the_loops_deadline() {
     let capsule = hostile("loop-flood", 2, "turns:\n  - text: first\n");
     let started = Instant::now();
     let path = loop_path();
-    let run = Run::from(
+    let run = finish(
         mur()
             .env("MUR_HOSTILE", "host-call-loop")
             .args(["run", "--json", "--port", "0", "--manifest"])
             .arg(capsule.manifest())
-            .args(["--loop", &path, "--task", "flood"])
-            .output()
-            .unwrap(),
+            .args(["--loop", &path, "--task", "flood"]),
     );
     let took = started.elapsed();
     assert!(took < Duration::from_secs(15), "took {took:?}");
-    run.assert_error("error[E-RUN-060]: session loop ");
     let s = run.session();
+    let task = &s.events("task_start")[0]["task_id"];
+    run.assert_error("error[E-RUN-060]: ");
+    assert_eq!(
+        run.stderr,
+        format!(
+            "error[E-RUN-060]: session loop {path} stopped at its deadline on task {}: deadline exceeded: the session loop ran for more than 2 s on this task, not counting its tool and driver calls (capabilities.limits.deadline_seconds)\n  hint: raise the session loop's capabilities.limits.deadline_seconds, or fix a loop that sleeps, spins or waits without finishing its task\n",
+            task.as_str().unwrap()
+        )
+    );
     // It did call the host: a real turn first, then calls that return at once.
     assert!(!s.events("inference").is_empty());
     assert_eq!(
@@ -275,6 +283,27 @@ fn host_calls_do_not_reset_the_loops_deadline() {
 
 // ---------------------------------------------------------------------------------
 // Stop, SIGTERM and cancel of a loop that sleeps outside every host call.
+
+/// What `mur run` says on stderr when its task was canceled.
+fn canceled_stderr(session: &Session) -> String {
+    format!(
+        "error[E-RUN-040]: the task did not complete: canceled (error: task canceled)\n  hint: see {}\n",
+        session.records.join("trace.jsonl").display()
+    )
+}
+
+/// What `mur stop` prints when it ended the capsule and nothing was left running.
+fn assert_stopped(stop: &Run, session: &Session) {
+    assert_eq!(stop.status, 0, "{}", stop.stderr);
+    assert_eq!(
+        stop.stdout,
+        format!(
+            "stopped: {}\nresidue: nothing else was left running\n",
+            session.id
+        )
+    );
+    assert_eq!(stop.stderr, "");
+}
 
 /// Asserts the sleeping task ended `canceled` on its stream, in the trace and the
 /// session ended; returns the process's run.
@@ -303,20 +332,15 @@ fn mur_stop_ends_a_loop_sleeping_in_run() {
     let capsule = hostile("loop-stop", 600, "turns: []\n");
     let running = spawn_hostile(&capsule, "sleep-in-run", QUEUE);
     let (stream, task, context) = submit_taken(&running);
+    let session = running.session();
     let asked = Instant::now();
-    let stop = Run::from(mur().args(["stop", &running.address]).output().unwrap());
-    assert_eq!(stop.status, 0, "{}", stop.stderr);
-    assert!(!stop.stderr.contains("E-RUN-024"), "{}", stop.stderr);
+    let stop = finish(mur().args(["stop", &running.address]));
+    assert_stopped(&stop, &session);
     assert!(asked.elapsed() < Duration::from_secs(10));
     let run = assert_canceled(running, stream, &task, &context);
-    // A stop is no failure of the loop: the task's own status is the session's.
-    assert!(!run.stderr.contains("E-RUN-06"), "{}", run.stderr);
-    assert!(
-        run.stderr
-            .contains("error[E-RUN-040]: the task did not complete: canceled"),
-        "{}",
-        run.stderr
-    );
+    // A stop is no failure of the loop (no E-RUN-06x): the task's own status is the
+    // session's.
+    assert_eq!(run.stderr, canceled_stderr(&session));
 }
 
 #[test]
@@ -324,6 +348,7 @@ fn sigterm_ends_a_loop_sleeping_in_run() {
     let capsule = hostile("loop-sigterm", 600, "turns: []\n");
     let running = spawn_hostile(&capsule, "sleep-in-run", QUEUE);
     let (stream, task, context) = submit_taken(&running);
+    let session = running.session();
     let asked = Instant::now();
     // SAFETY: kill takes plain integers; the pid is the `mur` this test started.
     unsafe {
@@ -331,7 +356,13 @@ fn sigterm_ends_a_loop_sleeping_in_run() {
     }
     let run = assert_canceled(running, stream, &task, &context);
     assert!(asked.elapsed() < Duration::from_secs(10));
-    assert!(run.stderr.contains("[murmur] stopping"), "{}", run.stderr);
+    assert_eq!(
+        run.stderr,
+        format!(
+            "[murmur] stopping: the running task is canceled; a second signal exits at once\n{}",
+            canceled_stderr(&session)
+        )
+    );
     assert_ne!(run.status, 143, "the first signal is a clean stop");
 }
 
@@ -365,14 +396,12 @@ fn tasks_cancel_ends_a_loop_sleeping_in_run() {
 fn a_loop_that_traps_before_next_task_leaves_a_record_of_the_launch_task() {
     let capsule = hostile("loop-trap", 600, "turns: []\n");
     let path = loop_path();
-    let run = Run::from(
+    let run = finish(
         mur()
             .env("MUR_HOSTILE", "trap-early")
             .args(["run", "--json", "--port", "0", "--manifest"])
             .arg(capsule.manifest())
-            .args(["--loop", &path, "--task", "never taken"])
-            .output()
-            .unwrap(),
+            .args(["--loop", &path, "--task", "never taken"]),
     );
     let prefix = format!("session loop {path} trapped: ");
     assert_eq!(run.status, 1);
@@ -445,14 +474,12 @@ fn a_loop_that_traps_before_next_task_fails_a_queued_http_task() {
 fn a_loop_that_returns_before_next_task_fails_the_launch_task() {
     let capsule = hostile("loop-return", 600, "turns: []\n");
     let path = loop_path();
-    let run = Run::from(
+    let run = finish(
         mur()
             .env("MUR_HOSTILE", "return-early")
             .args(["run", "--json", "--port", "0", "--manifest"])
             .arg(capsule.manifest())
-            .args(["--loop", &path, "--task", "never taken"])
-            .output()
-            .unwrap(),
+            .args(["--loop", &path, "--task", "never taken"]),
     );
     let why = "the session loop ended before taking this task";
     run.assert_error(&format!(
@@ -471,8 +498,8 @@ fn mur_stop_ends_a_loop_sleeping_before_its_first_task() {
     let session = running.session();
     wait_for_event(&session, "session_start");
     let asked = Instant::now();
-    let stop = Run::from(mur().args(["stop", &running.address]).output().unwrap());
-    assert_eq!(stop.status, 0, "{}", stop.stderr);
+    let stop = finish(mur().args(["stop", &running.address]));
+    assert_stopped(&stop, &session);
     let run = running.wait(WAIT);
     assert!(asked.elapsed() < Duration::from_secs(10));
     // No task ran: a clean stop, whatever the loop was doing.
@@ -505,12 +532,14 @@ fn mur_stop_ends_a_sleeping_tool_and_a_sleeping_driver() {
         let capsule = Capsule::new(name, &manifest, script);
         let running = capsule.spawn(QUEUE);
         let (stream, task, context) = submit_taken(&running);
+        let session = running.session();
         // Past the turn's status, into the sleeping call.
         std::thread::sleep(Duration::from_millis(500));
         let asked = Instant::now();
-        let stop = Run::from(mur().args(["stop", &running.address]).output().unwrap());
-        assert_eq!(stop.status, 0, "{name}: {}", stop.stderr);
+        let stop = finish(mur().args(["stop", &running.address]));
+        assert_stopped(&stop, &session);
         assert!(asked.elapsed() < Duration::from_secs(10), "{name}");
-        assert_canceled(running, stream, &task, &context);
+        let run = assert_canceled(running, stream, &task, &context);
+        assert_eq!(run.stderr, canceled_stderr(&session), "{name}");
     }
 }

@@ -42,12 +42,17 @@ fn wait_for<T>(what: &str, mut ready: impl FnMut() -> Option<T>) -> T {
     }
 }
 
-/// The trace's events so far, skipping a line still being written.
+/// The trace lines of one kind, once the process has exited: strict, so a missing or
+/// corrupt trace fails the test instead of reading as "no such line".
 fn events(session: &Session, kind: &str) -> Vec<Value> {
-    std::fs::read_to_string(session.records.join("trace.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    session.events(kind)
+}
+
+/// The trace lines of one kind so far, while the capsule runs.
+fn events_so_far(session: &Session, kind: &str) -> Vec<Value> {
+    session
+        .trace_so_far()
+        .into_iter()
         .filter(|e| e["event_type"] == kind)
         .collect()
 }
@@ -101,6 +106,49 @@ fn assert_wrk_id(id: &str) {
     assert!(hex.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
 }
 
+// What the model is told, exactly: the variable parts (work id, log path, duration)
+// are taken from the trace first, the rest is the fixed text.
+
+/// The tool result of a command that detached, as the next turn sees it.
+fn detached_result(command: &str, work_id: &str, log: &Path) -> String {
+    format!(
+        "<untrusted-content source=tool:bash>\n$ {command}\nStill running after 1 seconds: moved to the background as {work_id}.\n\
+         Its stdout and stderr, including what it printed so far, go to {} instead of this \
+         conversation.\nWhen it ends, its exit code and the tail of its output arrive as a new \
+         task in this conversation. Nothing accepts the work id, so there is nothing to poll.\n</untrusted-content>",
+        log.display()
+    )
+}
+
+/// The completion task's text for a command that ended with `exit_code` after printing
+/// `output` (short enough to be its whole tail).
+fn completion_text(completed: &Value, command: &str, exit_code: i64, output: &str) -> String {
+    format!(
+        "The background command {} has ended.\nCommand: {command}\nExit code: {exit_code}\n\
+         Duration: {} ms\nOutput: {} bytes, in {}\nLast {} bytes of its output:\n{output}",
+        completed["work_id"].as_str().unwrap(),
+        completed["duration_ms"].as_u64().unwrap(),
+        output.len(),
+        completed["output_path"].as_str().unwrap(),
+        output.len(),
+    )
+}
+
+/// The report task's text for one command a killed runtime left behind.
+fn lost_text(old_session: &str, detached: &Value) -> String {
+    format!(
+        "The runtime of session {old_session} died while these commands were running in the \
+         background:\n- {}: binary {}, command `{}`, detached at unix ms {}\n\
+         Their results are lost: there is no exit code, no output and no log for them, and \
+         whether they finished is unknown. Nothing was recovered. Run a command again if you \
+         still need what it would have produced.",
+        detached["work_id"].as_str().unwrap(),
+        detached["binary"].as_str().unwrap(),
+        detached["command"].as_str().unwrap(),
+        detached["timestamp"].as_u64().unwrap(),
+    )
+}
+
 /// Under `queue` + `sleep` the command reports back: the turn gets the handle, the trace
 /// `shell_detached`, and once the command ends a `completion` task in the `bg` lane runs
 /// under the context that started it, with `shell_completed` and the log on disk.
@@ -115,7 +163,7 @@ fn a_long_command_detaches_and_reports_back_as_a_completion_task() {
     let session = running.session();
 
     let ends = wait_for("the completion task's end", || {
-        let ends = events(&session, "task_end");
+        let ends = events_so_far(&session, "task_end");
         (ends.len() == 2).then_some(ends)
     });
     stop(&running.address);
@@ -160,11 +208,10 @@ fn a_long_command_detaches_and_reports_back_as_a_completion_task() {
         format!("Command: {command}\n\nbefore\ndone\noops\n\n\nExit code: 0\n")
     );
     // The completion task's text is its task.md: the work id, the exit code, the tail.
-    let told = session.read("task.md");
-    assert!(told.contains(&work_id), "{told}");
-    assert!(told.contains("Exit code: 0"), "{told}");
-    assert!(told.contains("before\ndone\noops\n"), "{told}");
-    assert!(told.contains(log_path), "{told}");
+    assert_eq!(
+        session.read("task.md"),
+        completion_text(&completed, command, 0, "before\ndone\noops\n")
+    );
     assert_eq!(session.read("out/result.txt"), "completion seen");
 }
 
@@ -177,16 +224,18 @@ fn a_failing_detached_command_reports_its_exit_code() {
     let running = cap.spawn(&["--task", "start it"]);
     let session = running.session();
     wait_for("the completion task's end", || {
-        (events(&session, "task_end").len() == 2).then_some(())
+        (events_so_far(&session, "task_end").len() == 2).then_some(())
     });
     stop(&running.address);
     running.wait(WAIT).assert_ok();
     let completed = one(&session, "shell_completed");
     assert_eq!(completed["exit_code"], 3);
     assert_eq!(completed["status"], "failed");
-    let told = session.read("task.md");
-    assert!(told.contains("Exit code: 3"), "{told}");
-    assert!(told.contains("broken"), "{told}");
+    assert_eq!(
+        session.read("task.md"),
+        completion_text(&completed, command, 3, "broken\n")
+    );
+    assert_eq!(session.read("out/result.txt"), "failure seen");
 }
 
 /// A command that finishes inside the grace period returns its output to the turn.
@@ -197,8 +246,10 @@ fn a_quick_command_stays_in_the_foreground() {
     let run = cap.run(&["--task", "go"]);
     run.assert_ok();
     let session = run.session();
-    let answer = session.read("out/result.txt");
-    assert!(answer.contains("Stdout:\nquick\n"), "{answer}");
+    assert_eq!(
+        session.read("out/result.txt"),
+        "<untrusted-content source=tool:bash>\n$ echo quick\nExit code: 0\nStdout:\nquick\n\nStderr:\n\n</untrusted-content>"
+    );
     assert!(events(&session, "shell_detached").is_empty());
     assert_eq!(events(&session, "shell").len(), 1);
 }
@@ -219,10 +270,11 @@ fn a_command_still_running_at_exit_is_abandoned_and_killed() {
     let work_id = detached["work_id"].as_str().unwrap();
     assert_wrk_id(work_id);
     // `{{last_tool_result}}`: the turn was told the handle instead of the output.
-    let answer = session.read("out/result.txt");
-    assert!(answer.contains(work_id), "{answer}");
-    assert!(answer.contains("Still running after 1 seconds"), "{answer}");
-    assert!(answer.contains(&format!("logs/{work_id}.log")), "{answer}");
+    let log = session.workdir.join("logs").join(format!("{work_id}.log"));
+    assert_eq!(
+        session.read("out/result.txt"),
+        detached_result(command, work_id, &log)
+    );
 
     let abandoned = one(&session, "shell_abandoned");
     assert_eq!(abandoned["work_id"], work_id);
@@ -267,7 +319,7 @@ fn resume_reports_commands_a_killed_runtime_left_behind_once() {
     let mut running = cap.spawn(&["--task", "go"]);
     let old = running.session();
     let detached = wait_for("shell_detached", || {
-        events(&old, "shell_detached").into_iter().next()
+        events_so_far(&old, "shell_detached").into_iter().next()
     });
     let work_id = detached["work_id"].as_str().unwrap().to_string();
     let pid = leader_pid(&detached);
@@ -304,10 +356,7 @@ fn resume_reports_commands_a_killed_runtime_left_behind_once() {
     assert_eq!(starts[1]["lane"], "bg");
     assert_eq!(starts[1]["source"], "detached_lost");
     assert_eq!(starts[1]["context_id"], detached["context_id"]);
-    let told = new.read("task.md");
-    assert!(told.contains(&work_id), "{told}");
-    assert!(told.contains(command), "{told}");
-    assert!(told.contains("lost"), "{told}");
+    assert_eq!(new.read("task.md"), lost_text(&old.id, &detached));
     assert_eq!(new.read("out/result.txt"), "report seen");
 
     let lost = one(&old, "shell_lost");

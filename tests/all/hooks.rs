@@ -282,12 +282,9 @@ impl Place {
         }
     }
 
+    /// The trace, once the process has exited: strict (see `common::json_lines`).
     fn trace(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.session.records.join("trace.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
+        self.session.trace()
     }
 
     /// The trace lines of one kind.
@@ -320,7 +317,7 @@ impl Place {
     }
 
     fn log(&self, name: &str) -> String {
-        std::fs::read_to_string(self.session.records.join("logs").join(name)).unwrap_or_default()
+        log_file(&self.session.records.join("logs").join(name))
     }
 
     fn bootstrap(&self) -> String {
@@ -329,18 +326,14 @@ impl Place {
 
     /// What the recorder with this scope was called with, in order.
     fn events(&self, scope: &str) -> Vec<Value> {
-        std::fs::read_to_string(self.hooks.join(scope).join("events.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        json_lines(&self.hooks.join(scope).join("events.jsonl"))
     }
 
     /// A trace line written while the capsule runs, waited for with a bound.
     fn wait_for(&self, what: &str, pick: impl Fn(&[Value]) -> bool) -> Vec<Value> {
         let deadline = Instant::now() + WAIT;
         loop {
-            let trace = self.trace();
+            let trace = self.session.trace_so_far();
             if pick(&trace) {
                 return trace;
             }
@@ -1316,22 +1309,17 @@ fn a_policy_hook_fails_closed() {
         .iter()
         .map(|d| d["reason"].as_str().unwrap())
         .collect();
-    assert_eq!(reasons[0], "the policy hook failed: policy db down");
-    assert!(
-        !reasons[1].trim().is_empty(),
-        "deny(\"\") gets a host reason"
-    );
-    assert!(reasons[2].contains("reopen-task"), "{}", reasons[2]);
-    assert!(
-        reasons[3].starts_with("the policy hook failed: ")
-            && (reasons[3].contains("deadline") || reasons[3].contains("timed out")),
-        "{}",
-        reasons[3]
-    );
-    assert!(
-        reasons[4].starts_with("the policy hook failed: trapped"),
-        "{}",
-        reasons[4]
+    // Each refusal says why, exactly: `deny("")` gets the host's reason, and the spin
+    // was stopped at p2's 1 s deadline.
+    assert_eq!(
+        reasons,
+        [
+            "the policy hook failed: policy db down",
+            "refused by policy",
+            "the policy hook answered reopen-task, which is not a decision",
+            "the policy hook failed: timed out: deadline exceeded: the component ran for more than 1 s without returning",
+            "the policy hook failed: trapped: wasm trap: wasm `unreachable` instruction executed",
+        ]
     );
     for d in &denied {
         assert_eq!(d["event"], "on-tool-call");
@@ -1355,9 +1343,10 @@ fn a_policy_hook_fails_closed() {
         refusal("p1", reasons[4]),
         "the last refusal is the last tool result"
     );
-    let log = done.log("hook-p1.log");
-    assert!(log.contains("on-tool-call: policy db down"), "{log}");
-    assert!(log.contains("on-tool-call: trapped"), "{log}");
+    assert_eq!(
+        done.log("hook-p1.log"),
+        "on-tool-call: policy db down\non-tool-call: trapped: wasm trap: wasm `unreachable` instruction executed\n"
+    );
 }
 
 /// "Any other arm refuses (fault logged)": the refusal comes with a fault record.
@@ -1927,10 +1916,9 @@ fn a_failing_blocking_hook_is_logged_and_the_session_goes_on() {
     assert!(lines[1].starts_with("on-inference: trapped"), "{log}");
     assert_eq!(lines[2], "on-task-end: te broke");
     let slow = done.log("hook-slow.log");
-    assert!(
-        slow.starts_with("on-task-start: ")
-            && (slow.contains("deadline") || slow.contains("timed out")),
-        "{slow}"
+    assert_eq!(
+        slow,
+        "on-task-start: timed out: deadline exceeded: the component ran for more than 1 s without returning\n"
     );
     assert!(done.lines("hook_dispatch_error").is_empty());
     assert_eq!(
@@ -1949,13 +1937,15 @@ fn a_failing_blocking_hook_is_logged_and_the_session_goes_on() {
 /// `timeout` when it ran past its deadline; the session does not wait for it.
 #[test]
 fn async_hook_failures_are_traced() {
+    // `bgspin` spins at session start until its deadline: a task that waited for it
+    // would start only after its timeout is traced.
     let yaml = Yaml::scripted()
         .hook(Hook::recorder("bg").bind("on-task-end").mode("async"))
         .hook(
             Hook::recorder("bgspin")
                 .bind("on-session-start")
                 .mode("async")
-                .deadline(1),
+                .deadline(3),
         );
     let cap = Cap::new("async", &yaml, "turns:\n  - text: fine\n");
     cap.answers("bg", json!({"task-end": [{"error": "async broke"}]}));
@@ -1979,6 +1969,28 @@ fn async_hook_failures_are_traced() {
     let kinds = done.kinds();
     let end = kinds.iter().position(|k| k == "session_end").unwrap();
     assert_eq!(end, kinds.len() - 1, "traced before session_end: {kinds:?}");
+
+    // The task did not wait for the spinning hook: it started, ran and ended while the
+    // hook was still spinning, so its lines precede the hook's timeout in the trace
+    // (which is written in order) and in time.
+    let trace = done.trace();
+    let at = |pick: &dyn Fn(&Value) -> bool| {
+        trace
+            .iter()
+            .position(pick)
+            .unwrap_or_else(|| panic!("{kinds:?}"))
+    };
+    let spun = at(&|e| e["event_type"] == "hook_dispatch_error" && e["hook_name"] == "bgspin");
+    let started = at(&|e| e["event_type"] == "task_start");
+    let ended = at(&|e| e["event_type"] == "task_end");
+    assert!(started < ended && ended < spun, "{kinds:?}");
+    let ms = |i: usize| trace[i]["timestamp"].as_u64().unwrap();
+    assert!(ms(ended) <= ms(spun), "{} > {}", ms(ended), ms(spun));
+    assert_eq!(
+        event_labels(&done.events("bgspin")),
+        ["session-start"],
+        "the spinning hook was called once, at session start"
+    );
 }
 
 /// An arm the hook's policy does not allow there is logged and traced

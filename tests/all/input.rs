@@ -383,10 +383,11 @@ fn outside_an_a2a_task_request_input_fails_at_once() {
     run.assert_ok();
     assert!(started.elapsed() < WAIT, "the call did not wait");
     let session = run.session();
-    let result = session.read("out/result.txt");
-    assert!(
-        result.contains("error[E-RUN-050]: request-input is only available"),
-        "{result}"
+    assert_eq!(
+        session.read("out/result.txt"),
+        fenced(
+            "error[E-RUN-050]: request-input is only available while a task submitted over A2A runs\n  hint: submit the task with message/stream; the launch task (--task) cannot ask for input"
+        )
     );
     let calls = session.events("tool_call");
     assert_eq!(calls[0]["status"], "error");
@@ -395,7 +396,12 @@ fn outside_an_a2a_task_request_input_fails_at_once() {
 
 #[test]
 fn cancel_ends_a_wait_and_the_context_takes_tasks_again() {
-    let capsule = capsule("cancel", &ask_once("Still there?"), "");
+    // The driver's script runs on across tasks: the next task answers with turn 2.
+    let script = format!(
+        "turns:\n{}  - text: \"a fresh answer\"\n",
+        ask_turn("a1", "Still there?")
+    );
+    let capsule = capsule("cancel", &script, "");
     let running = capsule.spawn(QUEUE);
     let address = running.address.clone();
     let mut asker = send(&address, "ask then be canceled", "ctx_cancel");
@@ -406,21 +412,42 @@ fn cancel_ends_a_wait_and_the_context_takes_tasks_again() {
         .to_string();
 
     let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tasks/cancel", "params": {"id": task}});
-    read_to_close(post(
+    let reply = read_to_close(post(
         &address,
         &[("content-type", "application/json")],
         &body.to_string(),
     ));
+    let (head, reply) = reply.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+    assert_eq!(
+        serde_json::from_str::<Value>(reply).unwrap(),
+        json!({"jsonrpc": "2.0", "id": 9, "result": {"id": task, "status": {"state": "canceled"}}})
+    );
     let end = asker.rest();
     let last = end.last().unwrap();
     assert_eq!(last.state(), "canceled");
     assert_eq!(last.data["id"], task.as_str());
 
-    // The wait is gone: a message in its context is a new task, not a reply.
+    // The wait is gone: a message in its context is a new task, not a reply, and it
+    // runs to completion.
     let mut next = send(&address, "a new question", "ctx_cancel");
-    let next_frames = next.until(|f| f.event == "status");
-    assert_ne!(next_frames[0].data["id"], task.as_str());
-    assert_eq!(task_ids(&running.session()).len(), 2);
+    let next_frames = next.rest();
+    let done = next_frames.last().unwrap();
+    assert!(done.is_final(), "{:?}", labels(&next_frames));
+    assert_eq!(done.state(), "completed", "{:?}", labels(&next_frames));
+    assert_eq!(done.data["status"]["response"], "a fresh answer");
+    let ids = task_ids(&running.session());
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert_eq!(ids[0], task);
+    assert_eq!(done.data["id"], ids[1].as_str());
+    assert!(
+        next_frames
+            .iter()
+            .filter(|f| f.event == "status")
+            .all(|f| f.data["id"] == ids[1].as_str()),
+        "{:?}",
+        labels(&next_frames)
+    );
 }
 
 #[test]
@@ -463,7 +490,14 @@ fn while_a_wait_is_open_other_contexts_still_submit_tasks() {
 /// Waits until `n` messages have come in over A2A as tasks.
 fn wait_for_tasks_received(session: &Session, n: usize) {
     let deadline = Instant::now() + WAIT;
-    while session.events("a2a_task_received").len() < n {
+    let received = || {
+        session
+            .trace_so_far()
+            .iter()
+            .filter(|e| e["event_type"] == "a2a_task_received")
+            .count()
+    };
+    while received() < n {
         assert!(Instant::now() < deadline, "the task never arrived");
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -318,7 +318,7 @@ fn a_trace_write_that_fails_mid_task_ends_the_task_naming_it() {
         }
     }
     let started = Instant::now();
-    let run = Run::from(cmd.output().unwrap());
+    let run = finish(&mut cmd);
     assert!(started.elapsed() < Duration::from_secs(60));
     assert_eq!(
         run.status, 1,

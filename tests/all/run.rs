@@ -30,21 +30,20 @@ fn with_bash(extra: &str) -> String {
 
 #[test]
 pub(crate) fn hello_example_prints_its_answer_and_exits_zero() {
-    let out = mur()
-        .current_dir(repo())
-        .args([
-            "run",
-            "--manifest",
-            "examples/hello/murmur.yaml",
-            "--port",
-            "0",
-        ])
-        .args(["--workdir"])
-        .arg(scratch("hello"))
-        .args(["--task", "What is in your workdir?"])
-        .output()
-        .unwrap();
-    let run = Run::from(out);
+    let run = finish(
+        mur()
+            .current_dir(repo())
+            .args([
+                "run",
+                "--manifest",
+                "examples/hello/murmur.yaml",
+                "--port",
+                "0",
+            ])
+            .args(["--workdir"])
+            .arg(scratch("hello"))
+            .args(["--task", "What is in your workdir?"]),
+    );
     run.assert_ok();
     let lines: Vec<&str> = run.stdout.lines().collect();
     assert!(
@@ -359,12 +358,10 @@ fn a_file_that_is_not_a_component_is_refused() {
 #[test]
 fn missing_manifest_is_e_io_001() {
     let dir = scratch("nomanifest");
-    let run = Run::from(
+    let run = finish(
         mur()
             .args(["run", "--json", "--manifest"])
-            .arg(dir.join("murmur.yaml"))
-            .output()
-            .unwrap(),
+            .arg(dir.join("murmur.yaml")),
     );
     assert_eq!(run.status, 1);
     assert_eq!(run.stdout, "");
@@ -545,25 +542,21 @@ fn fixed_port_is_used_and_a_taken_port_is_e_run_010() {
     let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = holder.local_addr().unwrap().port();
     let capsule = Capsule::new("port", &with_bash(""), "turns:\n  - text: ok\n");
-    let run = Run::from(
+    let run = finish(
         mur()
             .args(["run", "--json", "--port", &port.to_string(), "--manifest"])
             .arg(capsule.manifest())
-            .args(["--task", "hi"])
-            .output()
-            .unwrap(),
+            .args(["--task", "hi"]),
     );
     run.assert_error(&format!(
         "error[E-RUN-010]: could not listen on 127.0.0.1:{port}"
     ));
     drop(holder);
-    let run = Run::from(
+    let run = finish(
         mur()
             .args(["run", "--json", "--port", &port.to_string(), "--manifest"])
             .arg(capsule.manifest())
-            .args(["--task", "hi"])
-            .output()
-            .unwrap(),
+            .args(["--task", "hi"]),
     );
     run.assert_ok();
     assert_eq!(

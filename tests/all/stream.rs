@@ -180,15 +180,11 @@ fn post_request(address: &str, path: &str, headers: &[(&str, &str)], body: &str)
     request
 }
 
-/// Sends a request as written and reads the whole answer, to close.
+/// Sends a request as written and reads the whole answer, to close (bounded).
 fn exchange(address: &str, request: &str) -> String {
     let mut socket = connect(address);
     socket.write_all(request.as_bytes()).unwrap();
-    let mut out = Vec::new();
-    socket
-        .read_to_end(&mut out)
-        .unwrap_or_else(|e| panic!("no answer within {WAIT:?}: {e}"));
-    String::from_utf8(out).unwrap()
+    read_to_close(socket)
 }
 
 /// A JSON-RPC call answered with plain JSON: the head is checked, the body returned.
@@ -459,11 +455,7 @@ fn is_minted(id: &str, prefix: &str) -> bool {
 fn wait_for_trace(session: &Session, pick: impl Fn(&[Value]) -> Option<Value>) -> Value {
     let deadline = Instant::now() + WAIT;
     loop {
-        let trace = std::fs::read_to_string(session.records.join("trace.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect::<Vec<Value>>();
+        let trace = session.trace_so_far();
         if let Some(found) = pick(&trace) {
             return found;
         }
@@ -1860,8 +1852,10 @@ fn a_parked_capsule_closes_its_frame_stream_with_capsule_closed() {
 /// keeps serving.
 #[test]
 fn broken_requests_get_plain_http_errors_and_the_capsule_keeps_serving() {
-    let (_capsule, running) = queued("hostile", "turns: []\n");
-    let a = running.address.as_str();
+    let script = format!("turns:\n{}", text_turn("still here"));
+    let (_capsule, mut running) = queued("hostile", &script);
+    let address = running.address.clone();
+    let a = address.as_str();
     let huge = format!(
         "POST / HTTP/1.1\r\nhost: {a}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
         64 * 1024 * 1024
@@ -1908,6 +1902,17 @@ fn broken_requests_get_plain_http_errors_and_the_capsule_keeps_serving() {
     let mut gone = connect(a);
     gone.write_all(b"POST / HTTP/1.1\r\ncontent-le").unwrap();
     drop(gone);
-    let mut w = watch(a, &[]);
-    drop(w.frames(0, WAIT));
+    // And afterwards a task still makes the whole round trip.
+    let frames = submit(a, "m1").rest_frames(WAIT);
+    let done = frames.last().expect("frames");
+    assert_eq!(done.state(), "completed", "{:?}", labels(&frames));
+    assert_eq!(done.data["status"]["response"], "still here");
+    assert!(
+        running.child.try_wait().unwrap().is_none(),
+        "the capsule is still running"
+    );
+    rpc(a, &call(3, "murmur/stop", json!({})));
+    let run = running.wait(WAIT);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
 }

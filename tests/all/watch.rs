@@ -161,12 +161,7 @@ impl Drop for Watch {
 
 /// `mur stop`, to completion (its own waits are bounded by its timeouts).
 fn stop(address: &str, timeout: &str) -> Run {
-    Run::from(
-        mur()
-            .args(["stop", address, "--timeout", timeout])
-            .output()
-            .unwrap(),
-    )
+    finish(mur().args(["stop", address, "--timeout", timeout]))
 }
 
 /// Submits a task with a raw `message/stream` and reads its frames until the
@@ -321,7 +316,7 @@ fn closed_port() -> String {
 #[test]
 fn watch_against_a_closed_port_is_a_connect_error() {
     let address = closed_port();
-    let run = Run::from(mur().args(["watch", &address]).output().unwrap());
+    let run = finish(mur().args(["watch", &address]));
     assert_eq!(run.status, 1);
     assert_eq!(run.stdout, "");
     assert!(
@@ -353,7 +348,7 @@ fn stop_against_a_closed_port_is_e_run_022() {
 #[test]
 fn a_bad_address_is_a_usage_error() {
     for args in [["watch", "localhost"], ["stop", "https://localhost:1"]] {
-        let run = Run::from(mur().args(args).output().unwrap());
+        let run = finish(mur().args(args));
         assert_eq!(run.status, 2, "{args:?}: {}", run.stderr);
         assert!(run.stderr.contains("invalid value"), "{}", run.stderr);
     }
@@ -384,7 +379,13 @@ fn watch_warns_about_a_gap_when_the_buffer_has_evicted_frames() {
     let script = format!("turns:\n  - chunks: [{}]\n", chunks.join(", "));
     let (_capsule, running) = serving("watch-gap", "", &script);
     let frames = submit(&running.address, &message_stream_body("stream a lot"));
-    assert_eq!(frames.last().unwrap().2["status"]["state"], "completed");
+    let done = frames.last().unwrap();
+    assert_eq!(done.2["status"]["state"], "completed");
+    // The task's frames carry the ids 0 to 602 in turn (the 600 chunks among them),
+    // and the ring keeps the latest 512 frames with ids: 91 to 602.
+    let ids: Vec<Option<u64>> = frames.iter().map(|f| f.0).collect();
+    assert_eq!(ids, (0..=602).map(Some).collect::<Vec<_>>());
+    let last_id = done.0.unwrap();
 
     // What the capsule's own replay says is the oldest frame it still has.
     let raw = post(
@@ -398,7 +399,8 @@ fn watch_warns_about_a_gap_when_the_buffer_has_evicted_frames() {
         .find(|f| f.1 == "gap")
         .unwrap();
     let first = gap.2["first_available_id"].as_u64().unwrap();
-    assert!(first > 1, "{first}");
+    assert_eq!(first, last_id - 511);
+    assert_eq!(first, 91);
 
     let mut w = watch(&running.address);
     w.attached();
@@ -410,9 +412,18 @@ fn watch_warns_about_a_gap_when_the_buffer_has_evicted_frames() {
         )
     );
     w.printed("c599\n\n");
+    let running_address = running.address.clone();
     drop(running);
     let run = w.finish();
     assert_eq!(run.status, 1, "{}", run.stderr);
+    // The warning was the only other line: the rest is the lost connection.
+    let address = &running_address;
+    assert_eq!(
+        run.stderr,
+        format!(
+            "error[E-IO-003]: connection to {address} lost after event id {last_id} — the capsule may still be running; run mur watch again to reattach\n  hint: a capsule that exits (after its task, or through mur stop) closes the watch this way too\n"
+        )
+    );
     // The replay starts after the evicted chunks and still ends the task properly.
     assert!(!run.stdout.starts_with("c0 "), "{}", run.stdout);
     assert!(
@@ -570,7 +581,7 @@ fn a_stream_that_ends_before_any_event_says_so() {
                 .as_bytes(),
         );
     });
-    let run = Run::from(mur().args(["watch", &address]).output().unwrap());
+    let run = finish(mur().args(["watch", &address]));
     assert_eq!(run.status, 1);
     assert_eq!(run.stdout, "");
     assert!(
@@ -588,7 +599,7 @@ fn a_non_200_answer_is_an_error_naming_the_status_line() {
         let _ = socket
             .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
     });
-    let run = Run::from(mur().args(["watch", &address]).output().unwrap());
+    let run = finish(mur().args(["watch", &address]));
     assert_eq!(run.status, 1);
     assert!(
         run.stderr.starts_with(

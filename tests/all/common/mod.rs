@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -67,13 +67,13 @@ impl Capsule {
         self.dir.join("murmur.yaml")
     }
 
-    /// `mur run --manifest <this> --json --port 0 <args>`, to completion.
+    /// `mur run --manifest <this> --json --port 0 <args>`, to completion (bounded).
     pub fn run(&self, args: &[&str]) -> Run {
         let mut cmd = mur();
         cmd.args(["run", "--json", "--port", "0", "--manifest"])
             .arg(self.manifest())
             .args(args);
-        Run::from(cmd.output().expect("mur runs"))
+        finish(&mut cmd)
     }
 
     /// Like `spawn`, with extra environment variables for the `mur` process.
@@ -182,6 +182,98 @@ pub const QUEUE: &[&str] = &[
 /// The exact head of every event-stream response.
 pub const SSE_HEAD: &str = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: keep-alive\r\n\r\n";
 
+/// How long any `mur` a test starts may run, and any wait for its output may take:
+/// far above what a test needs, so that only a hang reaches it, and then fails the
+/// test instead of hanging CI.
+pub const LIMIT: Duration = Duration::from_secs(180);
+
+/// Runs `cmd` to its exit, at most [`LIMIT`]: the bounded form of `Command::output`.
+pub fn finish(cmd: &mut Command) -> Run {
+    finish_within(cmd, LIMIT)
+}
+
+/// [`finish`] with another bound; a process still running at `limit` is killed and
+/// the test fails.
+pub fn finish_within(cmd: &mut Command, limit: Duration) -> Run {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mur starts");
+    let stdout = drain(child.stdout.take().unwrap());
+    let stderr = drain(child.stderr.take().unwrap());
+    let status = wait_bounded(&mut child, limit);
+    Run {
+        status,
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    }
+}
+
+/// Reads a pipe to its end on a thread of its own, so neither pipe can fill and stall
+/// the process while the other is read.
+fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        String::from_utf8_lossy(&bytes).into_owned()
+    })
+}
+
+/// The exit code of `child`, which must exit within `limit`; otherwise it is killed
+/// and the test fails.
+pub fn wait_bounded(child: &mut Child, limit: Duration) -> i32 {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code().unwrap_or(-1);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the process did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The JSON lines of a file a finished process wrote (the trace, a hook's events): a
+/// missing file or a line that is not JSON fails the test, so a check that something
+/// is absent cannot pass on a trace that is corrupt or was never written.
+pub fn json_lines(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .enumerate()
+        .map(|(n, line)| {
+            serde_json::from_str(line).unwrap_or_else(|e| {
+                panic!("{}:{}: not JSON ({e}): {line:?}", path.display(), n + 1)
+            })
+        })
+        .collect()
+}
+
+/// The JSON lines a running process has written so far: the file may not exist yet
+/// and its last line may be half written, but every finished line must be JSON.
+pub fn json_lines_so_far(path: &Path) -> Vec<Value> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    let finished = text.rsplit_once('\n').map_or("", |(done, _)| done);
+    finished
+        .lines()
+        .map(|line| {
+            serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("{}: not JSON ({e}): {line:?}", path.display()))
+        })
+        .collect()
+}
+
+/// A log file a finished process wrote; a missing one fails the test.
+pub fn log_file(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// The binary with a shared component cache, so tests compile each component once.
 pub fn mur() -> Command {
     let mut cmd = Command::new(MUR);
@@ -276,11 +368,14 @@ impl Session {
         std::fs::read_to_string(self.records.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
     }
 
+    /// The trace of a session whose process has exited: strict, see [`json_lines`].
     pub fn trace(&self) -> Vec<Value> {
-        self.record("trace.jsonl")
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        json_lines(&self.records.join("trace.jsonl"))
+    }
+
+    /// The trace while the session runs: see [`json_lines_so_far`].
+    pub fn trace_so_far(&self) -> Vec<Value> {
+        json_lines_so_far(&self.records.join("trace.jsonl"))
     }
 
     pub fn events(&self, kind: &str) -> Vec<Value> {
@@ -301,9 +396,18 @@ pub struct Running {
 impl Running {
     fn start(mut cmd: Command) -> Self {
         let mut child = cmd.spawn().expect("mur starts");
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let Ok(line) = rx.recv_timeout(LIMIT) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("mur printed no launch line within {LIMIT:?}");
+        };
         if line.is_empty() {
             let mut err = String::new();
             child
@@ -333,28 +437,13 @@ impl Running {
 
     /// Waits for the process, with a bound so a hang fails the test instead of CI.
     pub fn wait(mut self, limit: Duration) -> Run {
-        let deadline = std::time::Instant::now() + limit;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                let mut out = String::new();
-                let mut err = String::new();
-                if let Some(mut s) = self.child.stdout.take() {
-                    let _ = s.read_to_string(&mut out);
-                }
-                if let Some(mut s) = self.child.stderr.take() {
-                    let _ = s.read_to_string(&mut err);
-                }
-                return Run {
-                    status: status.code().unwrap_or(-1),
-                    stdout: out,
-                    stderr: err,
-                };
-            }
-            if std::time::Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("mur did not exit within {limit:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let stderr = self.child.stderr.take().map(drain);
+        let status = wait_bounded(&mut self.child, limit);
+        Run {
+            status,
+            // The launch line's reader took stdout; what followed it went unread.
+            stdout: String::new(),
+            stderr: stderr.map_or_else(String::new, |t| t.join().unwrap()),
         }
     }
 }
@@ -385,9 +474,33 @@ pub fn post(address: &str, headers: &[(&str, &str)], body: &str) -> TcpStream {
     socket
 }
 
+/// The response bytes until the server closes, within [`LIMIT`] in all (a stream that
+/// keeps sending heartbeats and never closes fails the test too).
 pub fn read_to_close(mut socket: TcpStream) -> String {
+    let deadline = Instant::now() + LIMIT;
     let mut out = Vec::new();
-    socket.read_to_end(&mut out).unwrap();
+    let mut chunk = [0u8; 8192];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(
+            !left.is_zero(),
+            "the connection did not close within {LIMIT:?}; read:\n{}",
+            String::from_utf8_lossy(&out)
+        );
+        // Thirty seconds of silence fail it too, as they always did.
+        socket
+            .set_read_timeout(Some(left.min(Duration::from_secs(30))))
+            .unwrap();
+        match socket.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => panic!(
+                "reading until close: {e}; read:\n{}",
+                String::from_utf8_lossy(&out)
+            ),
+        }
+    }
     String::from_utf8(out).unwrap()
 }
 
