@@ -83,7 +83,7 @@ pub(super) fn parse_tree(src: &str, file: &str) -> Result<Option<Node>> {
     builder.finish()
 }
 
-/// `murmur.yaml:12`, or `line 12` when there is no file name (see [`yaml_to_json`]).
+/// `murmur.yaml:12`, or `line 12` when there is no file name (see [`super::yaml_to_json`]).
 pub(super) fn at(file: &str, line: usize) -> String {
     if file.is_empty() {
         format!("line {line}")
