@@ -7,12 +7,11 @@ use std::path::{Component, PathBuf};
 use serde_json::Value as Json;
 
 use super::schema::{known_keys, misplaced, suggest};
-use super::tree::{Entry, Node, Val, at, describe, is_null, join, show, yaml_float, yaml_int};
+use super::tree::{
+    Entry, Located, Node, Val, at, describe, is_null, join, show, yaml_float, yaml_int,
+};
 use super::{Result, Warning};
 use crate::error::Error;
-
-/// A string value and the line of its key.
-pub(super) type Located = (String, usize);
 
 pub(super) struct Cx<'a> {
     pub(super) file: String,

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use serde_json::Value as Json;
 
-use super::fields::{Cx, Field, Located, Section, substitute};
+use super::fields::{Cx, Field, Section, substitute};
 use super::network::check_endpoint;
 use super::schema::suggest;
-use super::tree::{Val, join, show};
+use super::tree::{Located, Val, join, show};
 use super::{
     Artifact, Compaction, DriverRef, Inference, Result, Retry, Runtime, Timeouts, Transport,
 };

@@ -8,8 +8,10 @@ use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::{Marker, ScanError, TScalarStyle};
 
 use super::Result;
-use super::fields::Located;
 use crate::error::Error;
+
+/// A string value and the line of its key.
+pub(super) type Located = (String, usize);
 
 /// Deeper than any real manifest (plus a nested driver config); low enough that the recursive
 /// walks below cannot exhaust even a 2 MiB test-thread stack.
