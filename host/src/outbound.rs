@@ -14,7 +14,9 @@ use http::{Request, Response, StatusCode, Uri};
 use http_body_util::{BodyExt, Full, Limited};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-use crate::manifest::{NetRule, Retry, Timeouts};
+use mur_authority::{NetRule, Origin};
+
+use crate::manifest::{Retry, Timeouts};
 
 /// A request body larger than this is refused: a conversation is never this big, and
 /// the body is held in memory so that a retry can send it again.
@@ -76,12 +78,12 @@ impl WasiHttpHooks for Outbound {
         let policy = self.policy.clone();
         let events = self.events.clone();
         Box::new(async move {
-            let target = Target::of(request.uri());
+            let target = Origin::of(request.uri());
             if !policy.allows(&target) {
                 record(
                     &events,
                     Event::Denied {
-                        origin: target.origin(),
+                        origin: target.to_string(),
                     },
                 );
                 return Err(Error::HttpRequestDenied);
@@ -96,43 +98,9 @@ fn record(events: &Mutex<Vec<Event>>, event: Event) {
     events.lock().unwrap_or_else(|p| p.into_inner()).push(event);
 }
 
-/// The scheme, host and port a request goes to, as the allow list speaks of them.
-#[derive(Debug, PartialEq, Eq)]
-struct Target {
-    scheme: String,
-    host: String,
-    port: u16,
-}
-
-impl Target {
-    fn of(uri: &Uri) -> Self {
-        let scheme = uri.scheme_str().unwrap_or("https").to_ascii_lowercase();
-        let port = uri
-            .port_u16()
-            .unwrap_or(if scheme == "http" { 80 } else { 443 });
-        Target {
-            host: uri.host().unwrap_or_default().to_ascii_lowercase(),
-            scheme,
-            port,
-        }
-    }
-
-    fn origin(&self) -> String {
-        format!("{}://{}:{}", self.scheme, self.host, self.port)
-    }
-}
-
 impl Policy {
-    /// An entry without a port allows the default port of its scheme (or, without a
-    /// scheme, of the request's), so `api.openai.com` means https on 443, not every port.
-    fn allows(&self, target: &Target) -> bool {
-        self.allow.iter().any(|rule| {
-            let scheme = rule.scheme.as_deref().unwrap_or(&target.scheme);
-            let default_port = if scheme == "http" { 80 } else { 443 };
-            rule.host == target.host
-                && scheme == target.scheme
-                && rule.port.unwrap_or(default_port) == target.port
-        })
+    fn allows(&self, target: &Origin) -> bool {
+        self.allow.iter().any(|rule| rule.allows(target))
     }
 }
 
@@ -141,19 +109,15 @@ pub fn allowed(rules: &[NetRule], url: &str) -> bool {
     let Ok(uri) = url.parse::<Uri>() else {
         return false;
     };
-    let policy = Policy {
-        allow: rules.to_vec(),
-        retry: Retry::default(),
-        timeouts: Timeouts::default(),
-    };
-    policy.allows(&Target::of(&uri))
+    let target = Origin::of(&uri);
+    rules.iter().any(|rule| rule.allows(&target))
 }
 
 /// `scheme://host:port` of a URL, as an allow-list entry would name it.
 pub fn origin_of(url: &str) -> Option<String> {
     let uri = url.parse::<Uri>().ok()?;
     uri.host()?;
-    Some(Target::of(&uri).origin())
+    Some(Origin::of(&uri).to_string())
 }
 
 impl Timeouts {
@@ -237,8 +201,7 @@ fn rebuild(parts: &http::request::Parts, body: Bytes) -> Result<Request<WasiBody
 
 /// The URL for the trace: no query string, which may carry a key.
 fn without_query(uri: &Uri) -> String {
-    let target = Target::of(uri);
-    format!("{}{}", target.origin(), uri.path())
+    format!("{}{}", Origin::of(uri), uri.path())
 }
 
 fn retryable_status(status: StatusCode) -> Option<String> {
@@ -308,7 +271,7 @@ mod tests {
             timeouts: Timeouts::default(),
         };
         let uri: Uri = url.parse().expect("test URL");
-        policy.allows(&Target::of(&uri))
+        policy.allows(&Origin::of(&uri))
     }
 
     #[test]

@@ -33,16 +33,6 @@ use crate::wire::Wire;
 use crate::workdir::{RecordsChoice, Workdir};
 use launch::Launched;
 
-impl From<manifest::ManifestError> for Error {
-    fn from(e: manifest::ManifestError) -> Self {
-        Error {
-            code: e.code,
-            message: e.message,
-            hint: e.hint,
-        }
-    }
-}
-
 pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
     let started = Instant::now();
     let m = load_manifest(&args)?;

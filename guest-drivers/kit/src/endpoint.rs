@@ -1,5 +1,8 @@
-//! The URL a driver posts to, parsed by hand: wasi:http wants scheme, authority and
-//! path apart, and a full URL crate would be most of a driver's size for this.
+//! The URL a driver posts to: wasi:http wants scheme, authority and path apart. The URL is
+//! cut by `mur_authority`, the parser the host's manifest and allow list use, so a driver
+//! and the host agree on its host and port; what a driver accepts is checked here.
+
+use mur_authority::{Authority, Url, default_port};
 
 /// A parsed `http://` or `https://` URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,30 +23,22 @@ impl Endpoint {
     pub fn parse(url: &str) -> Result<Endpoint, String> {
         let url = url.trim();
         let bad = |why: &str| format!("the endpoint '{}' is not a usable URL: {why}", redact(url));
-        let (scheme, rest) = url
-            .split_once("://")
+        // A fragment never reaches a server, so it is dropped.
+        let parts = Url::split(url);
+        let scheme = parts
+            .scheme
             .ok_or_else(|| bad("it must start with http:// or https://"))?;
         let tls = match scheme.to_ascii_lowercase().as_str() {
             "https" => true,
             "http" => false,
             _ => return Err(bad("the scheme must be http or https")),
         };
-        // A fragment never reaches a server.
-        let rest = rest.split_once('#').map_or(rest, |(before, _)| before);
-        let (rest, query) = match rest.split_once('?') {
-            Some((rest, query)) => (rest, (!query.is_empty()).then(|| query.to_string())),
-            None => (rest, None),
-        };
-        let (authority, path) = match rest.find('/') {
-            Some(at) => rest.split_at(at),
-            None => (rest, ""),
-        };
-        check_authority(authority).map_err(|why| bad(&why))?;
+        check_authority(parts.authority).map_err(|why| bad(&why))?;
         Ok(Endpoint {
             tls,
-            authority: authority.to_string(),
-            path: path.trim_end_matches('/').to_string(),
-            query,
+            authority: parts.authority.to_string(),
+            path: parts.path.trim_end_matches('/').to_string(),
+            query: parts.query.filter(|q| !q.is_empty()).map(str::to_string),
         })
     }
 
@@ -58,11 +53,10 @@ impl Endpoint {
     /// `scheme://host:port`, the words the host's allow list uses; the port is explicit.
     pub fn origin(&self) -> String {
         let scheme = self.scheme();
-        if has_port(&self.authority) {
+        if Authority::split(&self.authority).port.is_some() {
             format!("{scheme}://{}", self.authority)
         } else {
-            let port = if self.tls { 443 } else { 80 };
-            format!("{scheme}://{}:{port}", self.authority)
+            format!("{scheme}://{}:{}", self.authority, default_port(scheme))
         }
     }
 
@@ -89,11 +83,18 @@ impl Endpoint {
     }
 }
 
+/// A driver is lenient with host names (`_` is common in container networks) and leaves
+/// the rest to the name lookup.
 fn check_authority(authority: &str) -> Result<(), String> {
-    if authority.contains('@') {
+    let Authority {
+        userinfo,
+        host,
+        port,
+        ..
+    } = Authority::split(authority);
+    if userinfo.is_some() {
         return Err("user names and passwords do not belong in it; use inference.api_key".into());
     }
-    let (host, port) = split_host_port(authority);
     if host.is_empty() || host == "[]" {
         return Err("it has no host".into());
     }
@@ -117,35 +118,18 @@ fn check_authority(authority: &str) -> Result<(), String> {
     }
 }
 
-/// Splits `host[:port]`, minding the colons inside `[v6]`.
-fn split_host_port(authority: &str) -> (&str, Option<&str>) {
-    let host_end = if authority.starts_with('[') {
-        authority.find(']').map_or(authority.len(), |i| i + 1)
-    } else {
-        authority.find(':').unwrap_or(authority.len())
-    };
-    let (host, rest) = authority.split_at(host_end);
-    (host, rest.strip_prefix(':'))
-}
-
-fn has_port(authority: &str) -> bool {
-    split_host_port(authority).1.is_some()
-}
-
-/// The URL as messages may show it: no query and no user information, either of
+/// The URL as messages may show it: no query, fragment or user information, any of
 /// which may carry a secret.
 fn redact(url: &str) -> String {
-    let url = url.split_once('?').map_or(url, |(before, _)| before);
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let rest = match rest[..authority_end].rfind('@') {
-        Some(at) => &rest[at + 1..],
-        None => rest,
+    let parts = Url::split(url);
+    let authority = Authority::split(parts.authority);
+    let host_port = match authority.userinfo {
+        Some(userinfo) => &parts.authority[userinfo.len() + 1..],
+        None => parts.authority,
     };
-    if scheme.is_empty() {
-        rest.to_string()
-    } else {
-        format!("{scheme}://{rest}")
+    match parts.scheme {
+        Some(scheme) => format!("{scheme}://{host_port}{}", parts.path),
+        None => format!("{host_port}{}", parts.path),
     }
 }
 
@@ -201,6 +185,10 @@ mod tests {
             ("http://h:0/", "not a port"),
             ("http://u:secret@h/", "api_key"),
             ("http://a b/", "not a host"),
+            ("http://h:1:2/", "not a port"),
+            ("http://[::1/", "not a host"),
+            ("http://[]/", "no host"),
+            ("://h/", "scheme must be"),
         ] {
             let err = Endpoint::parse(url).unwrap_err();
             assert!(err.contains(why), "{url}: {err}");
@@ -209,6 +197,22 @@ mod tests {
             let err = Endpoint::parse(url).unwrap_err();
             assert!(!err.contains("secret"), "{err}");
         }
+    }
+
+    #[test]
+    fn hosts_as_containers_and_servers_name_them() {
+        let e = Endpoint::parse("http://model_server:8080/v1#top").unwrap();
+        assert_eq!(e.authority, "model_server:8080");
+        assert_eq!(e.path_with_query(), "/v1");
+        let e = Endpoint::parse("https://h?").unwrap();
+        assert_eq!((e.origin(), e.query), ("https://h:443".to_string(), None));
+        let err = Endpoint::parse("https://h/p?k=secret#frag").map(|_| ());
+        assert_eq!(err, Ok(()));
+        let err = Endpoint::parse("gopher://u:pw@h/p?k=secret#f").unwrap_err();
+        assert_eq!(
+            err,
+            "the endpoint 'gopher://h/p' is not a usable URL: the scheme must be http or https"
+        );
     }
 
     #[test]
