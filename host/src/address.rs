@@ -1,5 +1,8 @@
 //! A capsule's address as the user types it: `host:port`, `localhost:port` or
-//! `http://host:port`.
+//! `http://host:port`, cut by the one URL parser the manifest, the outbound checks and
+//! the drivers share.
+
+use mur_authority::{Authority, Url, port_number};
 
 /// A capsule's address as the user typed it, and where it points.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -16,45 +19,42 @@ pub struct Address {
 /// Parses `host:port`, `localhost:port` or `http://host:port`, with an optional
 /// trailing `/`. Used as clap's value parser, so a bad address is a usage error.
 pub fn parse_address(typed: &str) -> Result<Address, String> {
-    let trimmed = typed.trim();
-    let rest = match trimmed.split_once("://") {
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => rest,
-        Some((scheme, _)) => {
-            return Err(format!(
-                "'{scheme}://' is not supported: a capsule's address is plain http (HOST:PORT or http://HOST:PORT)"
-            ));
-        }
-        None => trimmed,
-    };
-    let authority = rest.strip_suffix('/').unwrap_or(rest);
-    if authority.contains('/') {
+    let url = Url::split(typed.trim());
+    if let Some(scheme) = url.scheme.filter(|s| !s.eq_ignore_ascii_case("http")) {
+        return Err(format!(
+            "'{scheme}://' is not supported: a capsule's address is plain http (HOST:PORT or http://HOST:PORT)"
+        ));
+    }
+    if !matches!(url.path, "" | "/") || url.query.is_some() || url.fragment.is_some() {
         return Err("expected HOST:PORT with no path (the capsule answers on /)".into());
     }
-    let (host, port) = authority
-        .rsplit_once(':')
-        .ok_or_else(|| "expected HOST:PORT, for example localhost:52222".to_string())?;
-    let host = match host.strip_prefix('[') {
-        Some(inner) => inner
-            .strip_suffix(']')
-            .ok_or_else(|| format!("'{host}' is not a valid host"))?,
-        None if host.contains(':') => {
+    let parts = Authority::split(url.authority);
+    let port = match parts.port {
+        Some(port) if !parts.host.starts_with('[') && port.contains(':') => {
             return Err("write an IPv6 address in brackets, for example [::1]:52222".into());
         }
-        None => host,
+        Some(port) => port,
+        None => return Err("expected HOST:PORT, for example localhost:52222".into()),
     };
+    let host = match parts.host.strip_prefix('[') {
+        Some(inner) => inner
+            .strip_suffix(']')
+            .filter(|_| parts.junk.is_empty())
+            .ok_or_else(|| format!("'{}{}' is not a valid host", parts.host, parts.junk))?,
+        None => parts.host,
+    };
+    if parts.userinfo.is_some() {
+        return Err(format!("'{}' is not a valid host", url.authority));
+    }
     if host.is_empty() {
         return Err("the host is missing: expected HOST:PORT, for example localhost:52222".into());
     }
-    let port: u16 = port
-        .parse()
-        .ok()
-        .filter(|p| *p != 0)
-        .ok_or_else(|| format!("'{port}' is not a port (1-65535)"))?;
+    let port = port_number(port).ok_or_else(|| format!("'{port}' is not a port (1-65535)"))?;
     Ok(Address {
         typed: typed.to_string(),
         host: host.to_string(),
         port,
-        authority: authority.to_string(),
+        authority: url.authority.to_string(),
     })
 }
 
@@ -85,6 +85,11 @@ mod tests {
             "https://localhost:1",
             "http://localhost:1/path",
             "::1:80",
+            "localhost:1?x",
+            "localhost:1#x",
+            "user@localhost:1",
+            "[::1]x:1",
+            "localhost:+1",
         ] {
             assert!(parse_address(bad).is_err(), "{bad}");
         }
