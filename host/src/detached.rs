@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use tokio::task::{AbortHandle, JoinHandle};
 
 use crate::ids;
-use crate::queue::{Pending, Queue};
+use crate::queue::{Origin, Pending, Queue, Source};
 use crate::quota::Quota;
 use crate::shell::{Background, Ended};
 use crate::trace::line::{self, Breach, Completed, Detached};
@@ -237,8 +237,8 @@ impl Registry {
             id: task_id,
             context_id: work.context_id.clone(),
             text,
-            origin: "completion".into(),
-            source: "detached_shell",
+            origin: Origin::Completion,
+            source: Source::DetachedShell,
             message_id: None,
         });
     }

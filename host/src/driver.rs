@@ -19,7 +19,7 @@ use crate::deadline::{self, Clock};
 use crate::engine::{self, Engine};
 use crate::error::Error;
 use crate::guest_log;
-use crate::outbound::{Event, Outbound, Policy};
+use crate::outbound::{Event, NetPolicy, Outbound};
 use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
 use crate::wire::Wire;
 
@@ -56,7 +56,7 @@ pub struct DriverComponent {
     deadline: Duration,
     /// `capabilities.limits.max_driver_reply_bytes`.
     max_reply_bytes: u64,
-    network: Arc<Policy>,
+    network: Arc<NetPolicy>,
     output: guest_log::Target,
     /// What the driver's requests ran into, until the session writes it to the trace.
     events: Arc<Mutex<Vec<Event>>>,
@@ -68,7 +68,7 @@ pub struct DriverLimits {
     pub memory_bytes: u64,
     pub deadline: Duration,
     pub max_reply_bytes: u64,
-    pub network: Policy,
+    pub network: NetPolicy,
     /// Where the driver's stdout and stderr go: `driver.log` in it.
     pub logs_dir: PathBuf,
 }

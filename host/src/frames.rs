@@ -110,7 +110,7 @@ pub fn rejected(task: &str, context: &str) -> Frame {
 
 /// Everything an `artifact` frame reports about one tool call or hook artifact.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Artifact<'a> {
+pub struct ArtifactFrame<'a> {
     pub tool_name: &'a str,
     pub content: &'a str,
     pub fence_source: Option<&'a str>,
@@ -121,7 +121,7 @@ pub struct Artifact<'a> {
     pub truncated: bool,
 }
 
-pub fn artifact(id: u64, task: &str, a: &Artifact<'_>) -> Frame {
+pub fn artifact(id: u64, task: &str, a: &ArtifactFrame<'_>) -> Frame {
     let data = json!({
         "id": task,
         "artifact": {
@@ -248,7 +248,7 @@ mod tests {
 
     #[test]
     fn artifact_keys_in_seed_order_with_nulls() {
-        let a = Artifact {
+        let a = ArtifactFrame {
             tool_name: "no-such-tool",
             content: "tool 'no-such-tool' is not declared in manifest allowlist",
             fence_source: None,

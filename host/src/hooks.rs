@@ -59,7 +59,7 @@ pub struct Fault {
 }
 
 /// What staging knows of a hook before the workdir exists.
-pub struct Staged {
+pub struct StagedHook {
     pub name: String,
     pub contract: HookContract,
     pub on_overflow: OnOverflow,
@@ -120,7 +120,7 @@ pub struct Hooks {
 
 impl Hooks {
     /// Links every hook; instances are made on first use.
-    pub fn link(engine: &Engine, staged: Vec<Staged>, places: &Places) -> Result<Self, Error> {
+    pub fn link(engine: &Engine, staged: Vec<StagedHook>, places: &Places) -> Result<Self, Error> {
         let mut hooks = Hooks::default();
         for hook in staged {
             let label = format!("hook artifact '{}'", hook.name);

@@ -10,7 +10,7 @@ use tokio::sync::oneshot;
 
 use crate::error::Error;
 use crate::frames::State;
-use crate::queue::Pending;
+use crate::queue::{Pending, Source};
 use crate::trace::line::{self, Input};
 use crate::trace::{Place, SessionTrace};
 use crate::wire::{InputWait, Wire};
@@ -125,7 +125,7 @@ impl Port {
         task: &Pending,
         parent: &str,
     ) -> Option<Port> {
-        (task.source == "a2a").then(|| Port {
+        (task.source == Source::A2a).then(|| Port {
             inbox: inbox.clone(),
             wire: wire.clone(),
             trace: trace.clone(),

@@ -24,7 +24,7 @@ const MAX_REQUEST_BODY: usize = 64 * 1024 * 1024;
 
 /// What a capsule lets its driver do on the network.
 #[derive(Debug, Clone)]
-pub struct Policy {
+pub struct NetPolicy {
     pub allow: Vec<NetRule>,
     pub retry: Retry,
     pub timeouts: Timeouts,
@@ -47,12 +47,12 @@ pub enum Event {
 /// The `wasi:http` hooks of one driver instance. Events go to a log the session reads
 /// after each inference call, shared by every instance of the driver.
 pub struct Outbound {
-    policy: Arc<Policy>,
+    policy: Arc<NetPolicy>,
     events: Arc<Mutex<Vec<Event>>>,
 }
 
 impl Outbound {
-    pub fn new(policy: Arc<Policy>, events: Arc<Mutex<Vec<Event>>>) -> Self {
+    pub fn new(policy: Arc<NetPolicy>, events: Arc<Mutex<Vec<Event>>>) -> Self {
         Outbound { policy, events }
     }
 }
@@ -98,7 +98,7 @@ fn record(events: &Mutex<Vec<Event>>, event: Event) {
     events.lock().unwrap_or_else(|p| p.into_inner()).push(event);
 }
 
-impl Policy {
+impl NetPolicy {
     fn allows(&self, target: &Origin) -> bool {
         self.allow.iter().any(|rule| rule.allows(target))
     }
@@ -265,7 +265,7 @@ mod tests {
     }
 
     fn allows(rules: Vec<NetRule>, url: &str) -> bool {
-        let policy = Policy {
+        let policy = NetPolicy {
             allow: rules,
             retry: Retry::default(),
             timeouts: Timeouts::default(),

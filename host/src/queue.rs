@@ -27,16 +27,78 @@ pub enum Lane {
     Bg = 2,
 }
 
-impl Lane {
+/// Where a task came from: it decides the task's lane and its trust class. These are
+/// the origins something in this host produces (the launch task, requests, detached
+/// commands); a scheduler's `schedule` and `system` tasks would join them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    User,
+    Peer,
+    Event,
+    Completion,
+}
+
+impl Origin {
+    /// What an inbound request's `x-murmur-task-origin` header makes of it: only `peer`
+    /// and `completion` are taken as claimed, so an HTTP caller never reaches the `user`
+    /// lane; anything else is an `event`.
+    pub fn claimed(header: Option<&str>) -> Origin {
+        match header.map(str::trim) {
+            Some("peer") => Origin::Peer,
+            Some("completion") => Origin::Completion,
+            _ => Origin::Event,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::User => "user",
+            Origin::Peer => "peer",
+            Origin::Event => "event",
+            Origin::Completion => "completion",
+        }
+    }
+
     /// The seed's mapping from a task's origin to the lane it waits in.
-    pub fn of(origin: &str) -> Lane {
-        match origin {
-            "user" => Lane::User,
-            "peer" => Lane::Peer,
+    pub fn lane(self) -> Lane {
+        match self {
+            Origin::User => Lane::User,
+            Origin::Peer => Lane::Peer,
             _ => Lane::Bg,
         }
     }
 
+    /// Whether the task's text comes from someone the capsule trusts.
+    pub fn trusted(self) -> bool {
+        self == Origin::User
+    }
+}
+
+/// How a task reached the queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The launch task (`--task`, or `task.md` in the workdir).
+    TaskMd,
+    /// A `message/stream` request.
+    A2a,
+    /// A detached shell command ended.
+    DetachedShell,
+    /// `--resume` reports commands a killed runtime left behind.
+    DetachedLost,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::TaskMd => "task_md",
+            Source::A2a => "a2a",
+            Source::DetachedShell => "detached_shell",
+            Source::DetachedLost => "detached_lost",
+        }
+    }
+}
+
+impl Lane {
     pub fn as_str(self) -> &'static str {
         match self {
             Lane::User => "user",
@@ -52,9 +114,8 @@ pub struct Pending {
     pub id: String,
     pub context_id: String,
     pub text: String,
-    pub origin: String,
-    /// `task_md` for the launch task, `a2a` for one that came over HTTP.
-    pub source: &'static str,
+    pub origin: Origin,
+    pub source: Source,
     pub message_id: Option<String>,
     /// Set when the task must fail as it starts: the workdir passed its quota while
     /// the detached command it reports on ran.
@@ -124,7 +185,7 @@ impl Queue {
 
     /// Tasks the capsule gives itself (the launch task, reports) are never refused.
     pub fn push_own(&self, task: Pending) {
-        let lane = Lane::of(&task.origin);
+        let lane = task.origin.lane();
         self.state().lanes[lane as usize].push_back(task);
         self.notify.notify_one();
     }
@@ -143,7 +204,7 @@ impl Queue {
         if state.closed {
             return Err(Refusal::Closed);
         }
-        let lane = Lane::of(&task.origin);
+        let lane = task.origin.lane();
         state.lanes[lane as usize].push_back(task);
         drop(state);
         self.notify.notify_one();
@@ -239,14 +300,14 @@ impl Queue {
 mod tests {
     use super::*;
 
-    fn task(id: &str, origin: &str) -> Pending {
+    fn task(id: &str, origin: Origin) -> Pending {
         Pending {
             breach: None,
             id: id.into(),
             context_id: "ctx".into(),
             text: String::new(),
-            origin: origin.into(),
-            source: "a2a",
+            origin,
+            source: Source::A2a,
             message_id: None,
         }
     }
@@ -263,11 +324,11 @@ mod tests {
     #[tokio::test]
     async fn lanes_run_user_then_peer_then_bg_in_arrival_order() {
         let q = queue(Acceptance::Queue, 10);
-        q.submit(task("b1", "event")).unwrap();
-        q.submit(task("p1", "peer")).unwrap();
-        q.submit(task("b2", "completion")).unwrap();
-        q.push_own(task("u1", "user"));
-        q.submit(task("p2", "peer")).unwrap();
+        q.submit(task("b1", Origin::Event)).unwrap();
+        q.submit(task("p1", Origin::Peer)).unwrap();
+        q.submit(task("b2", Origin::Completion)).unwrap();
+        q.push_own(task("u1", Origin::User));
+        q.submit(task("p2", Origin::Peer)).unwrap();
         let mut order = Vec::new();
         for _ in 0..5 {
             order.push(q.next().await.unwrap().id);
@@ -278,28 +339,28 @@ mod tests {
     #[tokio::test]
     async fn single_takes_one_task_then_ends() {
         let q = queue(Acceptance::Single, 1);
-        q.submit(task("a", "event")).unwrap();
-        assert_eq!(q.submit(task("b", "event")), Err(Refusal::Busy));
+        q.submit(task("a", Origin::Event)).unwrap();
+        assert_eq!(q.submit(task("b", Origin::Event)), Err(Refusal::Busy));
         assert_eq!(q.next().await.unwrap().id, "a");
-        assert_eq!(q.submit(task("c", "event")), Err(Refusal::Busy));
+        assert_eq!(q.submit(task("c", Origin::Event)), Err(Refusal::Busy));
         assert_eq!(q.next().await, None);
     }
 
     #[tokio::test]
     async fn queue_depth_bounds_waiting_tasks() {
         let q = queue(Acceptance::Queue, 2);
-        q.submit(task("a", "event")).unwrap();
-        q.submit(task("b", "event")).unwrap();
-        assert_eq!(q.submit(task("c", "event")), Err(Refusal::Busy));
+        q.submit(task("a", Origin::Event)).unwrap();
+        q.submit(task("b", Origin::Event)).unwrap();
+        assert_eq!(q.submit(task("c", Origin::Event)), Err(Refusal::Busy));
         q.next().await.unwrap();
-        q.submit(task("c", "event")).unwrap();
+        q.submit(task("c", Origin::Event)).unwrap();
     }
 
     #[tokio::test]
     async fn none_runs_only_its_own_tasks() {
         let q = queue(Acceptance::None, 1);
-        assert_eq!(q.submit(task("a", "event")), Err(Refusal::Busy));
-        q.push_own(task("launch", "user"));
+        assert_eq!(q.submit(task("a", Origin::Event)), Err(Refusal::Busy));
+        q.push_own(task("launch", Origin::User));
         assert_eq!(q.next().await.unwrap().id, "launch");
         assert_eq!(q.next().await, None);
     }

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::ids;
-use crate::queue::{Pending, Queue};
+use crate::queue::{Origin, Pending, Queue, Source};
 use crate::trace::line::{self, Work};
 use crate::trace::{Place, Trace};
 
@@ -190,8 +190,8 @@ pub fn report(queue: &Queue, session_id: &str, resumed: &Resumed) {
         id: task_id,
         context_id: first.context_id.clone().unwrap_or_else(ids::context),
         text: report_text(&resumed.session_id, &marked),
-        origin: "completion".into(),
-        source: "detached_lost",
+        origin: Origin::Completion,
+        source: Source::DetachedLost,
         message_id: None,
     });
 }

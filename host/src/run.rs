@@ -17,14 +17,14 @@ use tokio::net::TcpListener;
 use crate::builtin;
 use crate::bus::Bus;
 use crate::cli::RunArgs;
-use crate::control::Control;
+use crate::control::{Control, ExitStatus};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::ids;
 use crate::manifest::{self, DriverRef, Manifest};
 use crate::murmur_md;
 use crate::outbound;
-use crate::queue::{Acceptance, AfterTask, Pending};
+use crate::queue::{Acceptance, AfterTask, Origin, Pending, Source};
 use crate::secret;
 use crate::server::{self, Served};
 use crate::trace::SessionTrace;
@@ -103,8 +103,8 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
             id: ids::task(),
             context_id: ids::context(),
             text,
-            origin: "user".into(),
-            source: "task_md",
+            origin: Origin::User,
+            source: Source::TaskMd,
             message_id: None,
         });
     }
@@ -125,10 +125,10 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
     }
     let last = launched.control.finished.last();
     let exit_status = match (&ran, &last) {
-        (Err(e), _) if e.code == crate::session::DEADLINE_CODE => "deadline_reached",
-        (Err(_), _) => "failed",
-        (Ok(()), Some(task)) if !task.completed => session_status(task.exit_status),
-        _ => "ok",
+        (Err(e), _) if e.code == crate::session::DEADLINE_CODE => ExitStatus::DeadlineReached,
+        (Err(_), _) => ExitStatus::Failed,
+        (Ok(()), Some(task)) if !task.completed => task.exit_status.for_session(),
+        _ => ExitStatus::Ok,
     };
     if ran.is_ok() && !args.json {
         if let Some(task) = &last {
@@ -163,7 +163,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
 fn served(m: &Manifest, launched: &Launched) -> Arc<Served> {
     Arc::new(Served {
         session_id: launched.session_id.clone(),
-        mode: conversation_mode(m),
+        mode: m.lifecycle.conversation,
         queue: launched.queue.clone(),
         wire: launched.wire.clone(),
         trace: launched.trace.clone(),
@@ -361,19 +361,10 @@ async fn stop_on_signals(control: Arc<Control>) {
     std::process::exit(143);
 }
 
-/// A session's exit status is one of upstream's session values; a task status beyond
-/// them (`reopen_budget_exhausted`) ends the session `failed`.
-fn session_status(task_status: &'static str) -> &'static str {
-    match task_status {
-        "ok" | "failed" | "max_turns_reached" | "canceled" | "deadline_reached" => task_status,
-        _ => "failed",
-    }
-}
-
 fn end_session(
     trace: &SessionTrace,
     totals: Totals,
-    exit_status: &str,
+    exit_status: ExitStatus,
     started: Instant,
 ) -> Result<(), Error> {
     let duration_ms = started.elapsed().as_millis() as u64;
@@ -381,11 +372,4 @@ fn end_session(
         .under_session(None, line::session_end(&totals, duration_ms, exit_status))
         .map(|_| ())
         .map_err(|e| Error::new("E-RUN-007", format!("trace write failed: {e}")))
-}
-
-fn conversation_mode(m: &Manifest) -> &'static str {
-    match m.lifecycle.conversation {
-        manifest::Conversation::Stateless => "stateless",
-        manifest::Conversation::Threaded => "threaded",
-    }
 }

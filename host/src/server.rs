@@ -20,7 +20,8 @@ use crate::control::{CancelError, Control};
 use crate::frames::{self, Frame, HEARTBEAT};
 use crate::ids;
 use crate::input::Inbox;
-use crate::queue::{Acceptance, Pending, Queue, Refusal};
+use crate::manifest::Conversation;
+use crate::queue::{Acceptance, Origin, Pending, Queue, Refusal, Source};
 use crate::trace::{SessionTrace, line};
 use crate::wire::Wire;
 
@@ -40,8 +41,8 @@ const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// What the address serves: the session's id and the handles its methods reach.
 pub struct Served {
     pub session_id: String,
-    /// The conversation mode `stream/watch` announces: `stateless` or `threaded`.
-    pub mode: &'static str,
+    /// The conversation mode `stream/watch` announces.
+    pub mode: Conversation,
     pub queue: Arc<Queue>,
     pub wire: Arc<Wire>,
     pub trace: Arc<SessionTrace>,
@@ -346,7 +347,9 @@ async fn watch(socket: TcpStream, request: &Request, served: &Served) {
         return;
     };
     let served = async {
-        stream.write(&frames::connection_ack(served.mode)).await?;
+        stream
+            .write(&frames::connection_ack(served.mode.as_str()))
+            .await?;
         for frame in &replay {
             stream.write(frame).await?;
         }
@@ -386,13 +389,6 @@ fn parse_message(params: Value) -> Result<Message, String> {
 }
 
 /// Only `peer` and `completion` are taken from a request; anything else is an event.
-fn origin(request: &Request) -> String {
-    match request.header("x-murmur-task-origin").map(str::trim) {
-        Some("peer") => "peer".into(),
-        Some("completion") => "completion".into(),
-        _ => "event".into(),
-    }
-}
 
 /// The message's text, joined from its parts.
 fn message_text(message: &Message) -> String {
@@ -437,8 +433,8 @@ async fn message_stream(socket: TcpStream, request: &Request, served: &Served, p
             id: ids::task(),
             context_id: message.context_id.clone().unwrap_or_else(ids::context),
             text: message_text(&message),
-            origin: origin(request),
-            source: "a2a",
+            origin: Origin::claimed(request.header("x-murmur-task-origin")),
+            source: Source::A2a,
             message_id: Some(message.message_id.clone()),
         };
         let (task_id, context_id) = (task.id.clone(), task.context_id.clone());

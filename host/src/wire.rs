@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::bus::Bus;
-use crate::frames::{self, Artifact, State};
+use crate::frames::{self, ArtifactFrame, State};
 
 /// The chunk counter's value at launch (2^62 - 1).
 pub const CHUNK_COUNTER_START: u64 = 4_611_686_018_427_387_903;
@@ -117,7 +117,7 @@ impl Wire {
         self.bus.publish(frame);
     }
 
-    pub fn artifact(&self, artifact: &Artifact<'_>) {
+    pub fn artifact(&self, artifact: &ArtifactFrame<'_>) {
         let mut c = self.counters();
         let Some(ids) = &c.task else { return };
         let frame = frames::artifact(c.next_id, &ids.task, artifact);

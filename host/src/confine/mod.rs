@@ -92,7 +92,7 @@ impl Network {
 
 /// What the capsule asks of its shell, from the manifest and the command line.
 #[derive(Debug, Clone)]
-pub struct Policy {
+pub struct ShellPolicy {
     /// What the manifest declared (`scoped` when it says nothing).
     pub declared: Class,
     /// `--containment`, when given.
@@ -103,7 +103,7 @@ pub struct Policy {
     pub limits: Limits,
 }
 
-impl Policy {
+impl ShellPolicy {
     /// The class in force: the stronger of the declared and the raised.
     pub fn class(&self) -> Class {
         self.raised.map_or(self.declared, |r| r.max(self.declared))
@@ -174,7 +174,7 @@ impl Jail {
     /// # Errors
     ///
     /// `E-CAP-01x` naming the missing mechanism.
-    pub fn plan(policy: &Policy, workdir: &Path) -> Result<Jail, Error> {
+    pub fn plan(policy: &ShellPolicy, workdir: &Path) -> Result<Jail, Error> {
         let class = policy.class();
         let kernel = if class == Class::Advisory {
             Kernel::unprobed()

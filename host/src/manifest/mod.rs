@@ -74,7 +74,7 @@ pub struct Manifest {
     pub lifecycle: Lifecycle,
     pub capabilities: Capabilities,
     pub network: Network,
-    pub trace: Trace,
+    pub trace: TraceSettings,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -269,6 +269,16 @@ pub enum Conversation {
     Threaded,
 }
 
+impl Conversation {
+    /// As `lifecycle.conversation` writes it, and as `connection-ack` announces it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Conversation::Stateless => "stateless",
+            Conversation::Threaded => "threaded",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Capabilities {
     pub network_allow: Vec<NetRule>,
@@ -344,7 +354,7 @@ pub struct Network {
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Trace {
+pub struct TraceSettings {
     pub include_tool_output: bool,
 }
 

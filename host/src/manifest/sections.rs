@@ -1,7 +1,9 @@
 //! The small top-level sections: `context`, `lifecycle`, `network` and `trace`.
 
 use super::fields::{Cx, Section};
-use super::{AfterTask, Context, Conversation, Lifecycle, Network, Result, TaskAcceptance, Trace};
+use super::{
+    AfterTask, Context, Conversation, Lifecycle, Network, Result, TaskAcceptance, TraceSettings,
+};
 
 pub(super) fn context(cx: &mut Cx, top: &Section) -> Result<Context> {
     let sec = top.sub(cx, "context")?;
@@ -69,9 +71,9 @@ pub(super) fn network(cx: &mut Cx, top: &Section) -> Result<Network> {
     })
 }
 
-pub(super) fn trace(cx: &mut Cx, top: &Section) -> Result<Trace> {
+pub(super) fn trace(cx: &mut Cx, top: &Section) -> Result<TraceSettings> {
     let sec = top.sub(cx, "trace")?;
-    Ok(Trace {
+    Ok(TraceSettings {
         include_tool_output: sec.opt_bool(cx, "include_tool_output")?.unwrap_or(false),
     })
 }

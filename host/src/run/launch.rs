@@ -252,7 +252,7 @@ pub(super) fn plan_shell(
         return Ok(None);
     }
     let c = &m.capabilities;
-    let policy = confine::Policy {
+    let policy = confine::ShellPolicy {
         declared: jail_declared(m),
         raised: args.containment.map(Class::from),
         network: c.shell_network,

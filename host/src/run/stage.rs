@@ -90,7 +90,7 @@ pub(super) async fn stage(
             memory_bytes: m.capabilities.memory_bytes,
             deadline: Duration::from_secs(m.capabilities.deadline_seconds),
             max_reply_bytes: m.capabilities.limits.max_driver_reply_bytes,
-            network: outbound::Policy {
+            network: outbound::NetPolicy {
                 allow: m.capabilities.network_allow.clone(),
                 retry: m.inference.retry,
                 timeouts: m.inference.timeouts,
@@ -133,7 +133,7 @@ pub(super) async fn stage(
         let Some(contract) = artifact.hook.clone() else {
             continue;
         };
-        staged_hooks.push(hooks::Staged {
+        staged_hooks.push(hooks::StagedHook {
             name: artifact.name.clone(),
             contract,
             on_overflow: artifact.on_overflow,

@@ -6,7 +6,7 @@
 
 use super::current::Current;
 use crate::bindings::session_loop::murmur::session::types::{ToolCall, ToolOutcome};
-use crate::frames::Artifact;
+use crate::frames::ArtifactFrame;
 use crate::limits::Limits;
 use crate::tools::{Dispatched, Reach};
 use crate::trace::line::{self, Breach};
@@ -102,7 +102,7 @@ impl Current<'_> {
     /// The call's `artifact` frame: exactly what the model receives.
     pub(super) fn tool_artifact(&self, call: &ToolCall, done: &Dispatched) {
         let call_id = (!call.id.is_empty()).then_some(call.id.as_str());
-        self.session.wire.artifact(&Artifact {
+        self.session.wire.artifact(&ArtifactFrame {
             tool_name: &call.name,
             content: &done.content,
             fence_source: done.fence_source.as_deref(),

@@ -18,7 +18,7 @@ impl Current<'_> {
         let info = TaskInfo {
             id: task.id.clone(),
             context_id: task.context_id.clone(),
-            origin: task.origin.clone(),
+            origin: task.origin.as_str().into(),
         };
         let turn = self.run.counts.turns.saturating_sub(1);
         let limits = &session.settings.limits;

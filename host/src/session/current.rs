@@ -10,7 +10,7 @@ use super::budget::Calls;
 use super::{Deadline, LoopState, Session, trace_failed};
 use crate::bindings::session_loop::murmur::session::types::Task;
 use crate::driver::Driver;
-use crate::queue::Pending;
+use crate::queue::{Pending, Source};
 use crate::trace::Place;
 use crate::trace::line::{self, Line, Totals};
 
@@ -135,7 +135,7 @@ impl LoopState {
     /// handed: the seed, the context's history and the task.
     pub(super) async fn begin(&mut self, task: Pending) -> wasmtime::Result<Task> {
         let session = &self.session;
-        if task.source != "task_md" {
+        if task.source != Source::TaskMd {
             // The task's text is the capsule's own record of what it was asked.
             let _ = session.workdir.write_view("task.md", &task.text);
         }
@@ -156,7 +156,7 @@ impl LoopState {
         Ok(Task {
             id: task.id,
             context_id: task.context_id,
-            origin: task.origin,
+            origin: task.origin.as_str().into(),
             text: task.text,
             history: Value::Array(messages).to_string(),
         })

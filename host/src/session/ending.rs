@@ -4,8 +4,8 @@
 use super::current::Current;
 use super::{CANCELED, LoopState, Session, trace_failed};
 use crate::bindings::session_loop::murmur::session::types::{InferenceError, TaskOutcome};
-use crate::control::Finished;
-use crate::frames::{Artifact, State};
+use crate::control::{ExitStatus, Finished};
+use crate::frames::{ArtifactFrame, State};
 use crate::trace::line::{self, Reopened};
 
 /// How a task ends on the wire, in the trace and in `out/result.txt`.
@@ -13,7 +13,7 @@ pub(super) struct Ending {
     pub state: State,
     pub message: String,
     pub result: String,
-    pub exit_status: &'static str,
+    pub exit_status: ExitStatus,
 }
 
 impl Ending {
@@ -23,30 +23,32 @@ impl Ending {
                 state: State::Completed,
                 message: "session ended".into(),
                 result: answer,
-                exit_status: "ok",
+                exit_status: ExitStatus::Ok,
             },
             TaskOutcome::InferenceFailed(InferenceError::Invocation(e)) => {
                 let message = format!("driver invocation failed: {e}");
-                Ending::failed(message.clone(), message, "failed")
+                Ending::failed(message.clone(), message, ExitStatus::Failed)
             }
             TaskOutcome::InferenceFailed(InferenceError::Failed(e)) => {
-                Ending::failed("session ended".into(), e, "failed")
+                Ending::failed("session ended".into(), e, ExitStatus::Failed)
             }
             // The seed writes no final status here; we name the error so no client hangs.
             TaskOutcome::InferenceFailed(InferenceError::Malformed(e)) => {
-                Ending::failed(e.clone(), e, "failed")
+                Ending::failed(e.clone(), e, ExitStatus::Failed)
             }
             TaskOutcome::InferenceFailed(InferenceError::TurnsExhausted(n)) => {
                 let n = if n == 0 { max_turns } else { n };
                 let message = format!("max_turns exceeded: the task used all {n} inference turns");
-                Ending::failed(message.clone(), message, "max_turns_reached")
+                Ending::failed(message.clone(), message, ExitStatus::MaxTurnsReached)
             }
-            TaskOutcome::Failed(reason) => Ending::failed(reason.clone(), reason, "failed"),
+            TaskOutcome::Failed(reason) => {
+                Ending::failed(reason.clone(), reason, ExitStatus::Failed)
+            }
         }
     }
 
     /// A failed task: `message` on the wire, `error: <result>` in the result file.
-    pub fn failed(message: String, result: String, exit_status: &'static str) -> Self {
+    pub fn failed(message: String, result: String, exit_status: ExitStatus) -> Self {
         Ending {
             state: State::Failed,
             message,
@@ -65,7 +67,7 @@ impl Ending {
     }
 
     fn reopen_exhausted(message: String) -> Self {
-        Ending::failed(message.clone(), message, "reopen_budget_exhausted")
+        Ending::failed(message.clone(), message, ExitStatus::ReopenBudgetExhausted)
     }
 
     pub fn canceled() -> Self {
@@ -73,7 +75,7 @@ impl Ending {
             state: State::Canceled,
             message: CANCELED.into(),
             result: format!("error: {CANCELED}"),
-            exit_status: "canceled",
+            exit_status: ExitStatus::Canceled,
         }
     }
 
@@ -244,7 +246,7 @@ impl Session {
     /// One `artifact` frame per hook artifact, before the task's final status.
     fn hook_artifact_frames(&self, artifacts: &[(String, String)]) {
         for (hook, json) in artifacts {
-            self.wire.artifact(&Artifact {
+            self.wire.artifact(&ArtifactFrame {
                 tool_name: hook,
                 content: json,
                 fence_source: None,

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::ending::Ending;
 use super::{CANCELED, LoopState, Session, trace_failed};
-use crate::control::{Finished, RunningTask};
+use crate::control::{ExitStatus, Finished, RunningTask};
 use crate::deadline::Clock;
 use crate::error::Error;
 use crate::queue::{Pending, Queue};
@@ -102,7 +102,10 @@ impl LoopState {
                     "raise the session loop's capabilities.limits.deadline_seconds, or fix a loop \
                      that sleeps, spins or waits without finishing its task",
                 );
-                (Ending::failed(text.clone(), text, "failed"), Err(error))
+                (
+                    Ending::failed(text.clone(), text, ExitStatus::Failed),
+                    Err(error),
+                )
             }
             Interrupt::Canceled => {
                 let error = Error::new(
@@ -168,7 +171,7 @@ impl Session {
             parent: Some(&event),
             task: Some(&task.id),
         };
-        let end = Ending::failed(why.to_string(), why.to_string(), "failed");
+        let end = Ending::failed(why.to_string(), why.to_string(), ExitStatus::Failed);
         self.trace
             .write(place, line::task_failed(&task.id, why))
             .map_err(trace_failed)?;

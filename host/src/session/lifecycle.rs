@@ -11,6 +11,7 @@ use super::current::Current;
 use super::{ContextPolicy, Session};
 use crate::bindings::session_loop::murmur::session::types::{InferenceReply, ToolCall};
 use crate::compaction::{self, Plain};
+use crate::control::ExitStatus;
 use crate::driver::reply;
 use crate::hooks::{
     self, Answer, CallOutcome, Compaction, Event, Hooks, Inference, Message, SessionEnd,
@@ -89,7 +90,7 @@ impl SessionHooks {
     }
 
     /// `on-session-end`: once per launch at teardown; async hooks then drain.
-    pub async fn session_end(&self, totals: &Totals, exit_status: &str, duration_ms: u64) {
+    pub async fn session_end(&self, totals: &Totals, exit_status: ExitStatus, duration_ms: u64) {
         if self.hooks.listens(Binding::SessionEnd) {
             let event = Event::SessionEnd(SessionEnd {
                 total_turns: totals.turns as u32,
@@ -98,7 +99,7 @@ impl SessionHooks {
                 total_tool_calls: totals.tool_calls as u32,
                 total_shell_calls: totals.shell_calls as u32,
                 duration_ms,
-                exit_status: exit_status.to_string(),
+                exit_status: exit_status.as_str().to_string(),
             });
             let answers = self.hooks.fire(Binding::SessionEnd, &event).await;
             self.unhonored(&answers, Binding::SessionEnd, None);
@@ -216,8 +217,8 @@ impl Current<'_> {
         let event = Event::TaskStart(TaskStart {
             task_id: task.id.clone(),
             context_id: task.context_id.clone(),
-            source: task.source.to_string(),
-            origin: task.origin.clone(),
+            source: task.source.as_str().to_string(),
+            origin: task.origin.as_str().into(),
             text: task.text.clone(),
             input_bytes: task.text.len() as u64,
             budget_tokens: budget.tokens,
@@ -577,7 +578,7 @@ impl Current<'_> {
     /// `on-task-end`: the reopen a hook asks for, if any (first one wins).
     pub(super) async fn task_end_hooks(
         &mut self,
-        exit_status: &str,
+        exit_status: ExitStatus,
         result: &str,
         completed: bool,
     ) -> wasmtime::Result<Option<(String, String)>> {
@@ -587,7 +588,7 @@ impl Current<'_> {
         }
         let event = Event::TaskEnd(TaskEnd {
             task_id: self.run.task.id.clone(),
-            exit_status: exit_status.to_string(),
+            exit_status: exit_status.as_str().to_string(),
             result: result.to_string(),
             attempt: self.run.reopens + 1,
         });

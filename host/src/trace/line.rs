@@ -6,7 +6,8 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
-use crate::queue::{Lane, Pending};
+use crate::control::ExitStatus;
+use crate::queue::Pending;
 
 /// One trace event, ready to write: its type and its fields (a JSON object).
 #[derive(Debug)]
@@ -127,7 +128,7 @@ fn sha256_hex(text: &str) -> String {
 }
 
 /// `session_end`: the totals of every task.
-pub fn session_end(totals: &Totals, duration_ms: u64, exit_status: &str) -> Line {
+pub fn session_end(totals: &Totals, duration_ms: u64, exit_status: ExitStatus) -> Line {
     Line::new(
         "session_end",
         json!({
@@ -137,7 +138,7 @@ pub fn session_end(totals: &Totals, duration_ms: u64, exit_status: &str) -> Line
             "total_tool_calls": totals.tool_calls,
             "total_shell_calls": totals.shell_calls,
             "duration_ms": duration_ms,
-            "exit_status": exit_status,
+            "exit_status": exit_status.as_str(),
         }),
     )
 }
@@ -201,7 +202,7 @@ pub fn task_canceled_queued(task_id: &str) -> Line {
 
 /// `task_start`: its event id is the parent of the task's lines.
 pub fn task_start(task: &Pending) -> Line {
-    let trust = if matches!(task.origin.as_str(), "user" | "schedule" | "system") {
+    let trust = if task.origin.trusted() {
         "trusted"
     } else {
         "untrusted"
@@ -211,10 +212,10 @@ pub fn task_start(task: &Pending) -> Line {
         json!({
             "task_id": task.id,
             "context_id": task.context_id,
-            "source": task.source,
-            "origin": task.origin,
+            "source": task.source.as_str(),
+            "origin": task.origin.as_str(),
             "trust": trust,
-            "lane": Lane::of(&task.origin).as_str(),
+            "lane": task.origin.lane().as_str(),
             "message_parts_bytes": task.text.len(),
         }),
     )
@@ -223,7 +224,7 @@ pub fn task_start(task: &Pending) -> Line {
 /// `task_end`: how the task ended and what it counted.
 pub fn task_end(
     task_id: &str,
-    exit_status: &str,
+    exit_status: ExitStatus,
     duration_ms: u64,
     c: &Totals,
     reopens: u32,
@@ -232,7 +233,7 @@ pub fn task_end(
         "task_end",
         json!({
             "task_id": task_id,
-            "exit_status": exit_status,
+            "exit_status": exit_status.as_str(),
             "duration_ms": duration_ms,
             "turns": c.turns,
             "input_tokens": c.input_tokens,

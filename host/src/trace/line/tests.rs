@@ -2,19 +2,21 @@
 //! for byte with the seed's.
 
 use super::*;
+use crate::control::ExitStatus;
+use crate::queue::{Origin, Source};
 
 fn check(line: Line, kind: &str, fields: &str) {
     assert_eq!(line.kind(), kind);
     assert_eq!(line.fields_json(), fields);
 }
 
-fn pending(origin: &str) -> Pending {
+fn pending(origin: Origin) -> Pending {
     Pending {
         id: "tsk_1".into(),
         context_id: "ctx_1".into(),
         text: "hello".into(),
-        origin: origin.into(),
-        source: "a2a",
+        origin,
+        source: Source::A2a,
         message_id: Some("msg_1".into()),
         breach: None,
     }
@@ -58,7 +60,7 @@ fn session_start_records_the_capsule_and_hashes_the_prompt() {
 #[test]
 fn session_end_carries_the_totals() {
     check(
-        session_end(&TOTALS, 1200, "ok"),
+        session_end(&TOTALS, 1200, ExitStatus::Ok),
         "session_end",
         r#"{"total_turns":2,"total_input_tokens":30,"total_output_tokens":7,"total_tool_calls":1,"total_shell_calls":1,"duration_ms":1200,"exit_status":"ok"}"#,
     );
@@ -81,12 +83,12 @@ fn shell_http_lines_name_the_verdict() {
 #[test]
 fn task_arrival_rejection_and_queued_cancel() {
     check(
-        a2a_task_received(&pending("event"), Some("00-abc-01")),
+        a2a_task_received(&pending(Origin::Event), Some("00-abc-01")),
         "a2a_task_received",
         r#"{"task_id":"tsk_1","context_id":"ctx_1","message_id":"msg_1","traceparent_from_caller":"00-abc-01"}"#,
     );
     check(
-        a2a_task_received(&pending("event"), None),
+        a2a_task_received(&pending(Origin::Event), None),
         "a2a_task_received",
         r#"{"task_id":"tsk_1","context_id":"ctx_1","message_id":"msg_1","traceparent_from_caller":null}"#,
     );
@@ -110,26 +112,26 @@ fn task_arrival_rejection_and_queued_cancel() {
 #[test]
 fn task_start_derives_trust_and_lane_from_the_origin() {
     check(
-        task_start(&pending("user")),
+        task_start(&pending(Origin::User)),
         "task_start",
         r#"{"task_id":"tsk_1","context_id":"ctx_1","source":"a2a","origin":"user","trust":"trusted","lane":"user","message_parts_bytes":5}"#,
     );
     check(
-        task_start(&pending("peer")),
+        task_start(&pending(Origin::Peer)),
         "task_start",
         r#"{"task_id":"tsk_1","context_id":"ctx_1","source":"a2a","origin":"peer","trust":"untrusted","lane":"peer","message_parts_bytes":5}"#,
     );
     check(
-        task_start(&pending("system")),
+        task_start(&pending(Origin::Completion)),
         "task_start",
-        r#"{"task_id":"tsk_1","context_id":"ctx_1","source":"a2a","origin":"system","trust":"trusted","lane":"bg","message_parts_bytes":5}"#,
+        r#"{"task_id":"tsk_1","context_id":"ctx_1","source":"a2a","origin":"completion","trust":"untrusted","lane":"bg","message_parts_bytes":5}"#,
     );
 }
 
 #[test]
 fn task_end_failed_and_reopened() {
     check(
-        task_end("tsk_1", "ok", 55, &TOTALS, 1),
+        task_end("tsk_1", ExitStatus::Ok, 55, &TOTALS, 1),
         "task_end",
         r#"{"task_id":"tsk_1","exit_status":"ok","duration_ms":55,"turns":2,"input_tokens":30,"output_tokens":7,"tool_calls":1,"shell_calls":1,"reopen_count":1}"#,
     );
