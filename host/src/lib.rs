@@ -17,6 +17,7 @@ mod detached;
 mod driver;
 mod engine;
 pub mod error;
+mod exit_status;
 mod fence;
 mod frames;
 mod guest_log;

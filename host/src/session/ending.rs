@@ -4,7 +4,8 @@
 use super::current::Current;
 use super::{CANCELED, LoopState, Session, trace_failed};
 use crate::bindings::session_loop::murmur::session::types::{InferenceError, TaskOutcome};
-use crate::control::{ExitStatus, Finished};
+use crate::control::Finished;
+use crate::exit_status::ExitStatus;
 use crate::frames::{ArtifactFrame, State};
 use crate::trace::line::{self, Reopened};
 

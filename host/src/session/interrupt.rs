@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use super::ending::Ending;
 use super::{CANCELED, LoopState, Session, trace_failed};
-use crate::control::{ExitStatus, Finished, RunningTask};
+use crate::control::{Finished, RunningTask};
 use crate::deadline::Clock;
 use crate::error::Error;
+use crate::exit_status::ExitStatus;
 use crate::queue::{Pending, Queue};
 use crate::trace::Place;
 use crate::trace::line::{self, Totals};

@@ -11,8 +11,8 @@ use super::current::Current;
 use super::{ContextPolicy, Session};
 use crate::bindings::session_loop::murmur::session::types::{InferenceReply, ToolCall};
 use crate::compaction::{self, Plain};
-use crate::control::ExitStatus;
 use crate::driver::reply;
+use crate::exit_status::ExitStatus;
 use crate::hooks::{
     self, Answer, CallOutcome, Compaction, Event, Hooks, Inference, Message, SessionEnd,
     SessionStart, Shell, ShellOutcome, TaskEnd, TaskStart, ToolCall as HookToolCall, Verdict,

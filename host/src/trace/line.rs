@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
-use crate::control::ExitStatus;
+use crate::exit_status::ExitStatus;
 use crate::queue::Pending;
 
 /// One trace event, ready to write: its type and its fields (a JSON object).

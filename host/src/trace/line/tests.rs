@@ -2,7 +2,7 @@
 //! for byte with the seed's.
 
 use super::*;
-use crate::control::ExitStatus;
+use crate::exit_status::ExitStatus;
 use crate::queue::{Origin, Source};
 
 fn check(line: Line, kind: &str, fields: &str) {
