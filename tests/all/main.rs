@@ -15,6 +15,7 @@ mod hygiene;
 mod input;
 mod limits;
 mod run;
+mod scripted;
 mod stream;
 mod watch;
 
