@@ -12,6 +12,10 @@ pub const OPENAI_DRIVER: &[u8] =
 pub const ANTHROPIC_DRIVER: &[u8] =
     include_bytes!(concat!(env!("MUR_GUEST_DIR"), "/mur_driver_anthropic.wasm"));
 
-/// Where the built-in HTTP drivers go when `inference.endpoint` is not set.
-pub const OPENAI_ENDPOINT: &str = "https://api.openai.com/v1";
-pub const ANTHROPIC_ENDPOINT: &str = "https://api.anthropic.com";
+/// Where the built-in HTTP drivers go when `inference.endpoint` is not set. The drivers
+/// apply these themselves; the host reads the same file of the driver kit, to warn when
+/// the allow list does not reach them, so the values cannot drift apart.
+#[path = "../../guest-drivers/kit/src/default_endpoint.rs"]
+mod default_endpoint;
+
+pub use default_endpoint::{ANTHROPIC as ANTHROPIC_ENDPOINT, OPENAI as OPENAI_ENDPOINT};

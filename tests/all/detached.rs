@@ -329,7 +329,7 @@ fn resume_reports_commands_a_killed_runtime_left_behind_once() {
     // One resume under `none`: the report still runs, after the launch task.
     std::fs::write(
         cap.dir.join("script.yaml"),
-        "turns:\n  - text: launch done\n  - text: report seen\n",
+        format!("{SPAN_SESSION}turns:\n  - text: launch done\n  - text: report seen\n"),
     )
     .unwrap();
     let resumed = cap.run(&[

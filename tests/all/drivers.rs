@@ -7,7 +7,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::common::mock_model::{MockModel, Reply, anthropic, crlf, openai, split_awkwardly};
+use crate::common::mock_model::{
+    MockModel, Recorded, Reply, anthropic, crlf, openai, split_awkwardly,
+};
 use crate::common::*;
 use serde_json::{Value, json};
 
@@ -214,7 +216,7 @@ fn stream_task(capsule: &Capsule, text: &str) -> Streamed {
 }
 
 /// `(id, what)` for each frame: the event, a status's state, a text's finality.
-fn labels(frames: &[(Option<u64>, String, Value)]) -> Vec<(Option<u64>, String)> {
+pub(crate) fn labels(frames: &[(Option<u64>, String, Value)]) -> Vec<(Option<u64>, String)> {
     frames
         .iter()
         .map(|(id, event, data)| {
@@ -228,7 +230,7 @@ fn labels(frames: &[(Option<u64>, String, Value)]) -> Vec<(Option<u64>, String)>
         .collect()
 }
 
-fn l(id: u64, what: &str) -> (Option<u64>, String) {
+pub(crate) fn l(id: u64, what: &str) -> (Option<u64>, String) {
     (Some(id), what.to_string())
 }
 
@@ -293,7 +295,7 @@ fn echo_schema() -> Value {
     json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]})
 }
 
-fn assert_openai_request(r: &crate::common::mock_model::Recorded) {
+fn assert_openai_request(r: &Recorded) {
     assert_eq!(
         (r.method.as_str(), r.path.as_str()),
         ("POST", "/v1/chat/completions")
@@ -310,7 +312,7 @@ fn assert_openai_request(r: &crate::common::mock_model::Recorded) {
     );
 }
 
-fn assert_anthropic_request(r: &crate::common::mock_model::Recorded) {
+fn assert_anthropic_request(r: &Recorded) {
     assert_eq!(
         (r.method.as_str(), r.path.as_str()),
         ("POST", "/v1/messages")
@@ -436,25 +438,7 @@ pub(crate) fn openai_json_answer_request_shape_and_usage() {
         body.get("stream_options").is_none(),
         "stream_options is only allowed when streaming: {body}"
     );
-    let msgs = messages(&body);
-    assert_eq!(msgs.len(), 2, "{body}");
-    assert_eq!(msgs[0]["role"], "system");
-    assert!(
-        text_of(&msgs[0]["content"]).contains("You are terse."),
-        "{}",
-        msgs[0]
-    );
-    assert_eq!(msgs[1]["role"], "user");
-    assert_eq!(text_of(&msgs[1]["content"]), TASK);
-    let echo = tool_named(&body, "echo", |t| &t["function"]);
-    assert_eq!(echo["type"], "function", "{echo}");
-    assert_eq!(echo["function"]["parameters"], echo_schema());
-    assert!(
-        echo["function"]["description"]
-            .as_str()
-            .is_some_and(|d| !d.is_empty()),
-        "{echo}"
-    );
+    (OPENAI.assert_body)(&body);
 
     let turns = inference_lines(&done.session);
     assert_eq!(turns.len(), 1);
@@ -465,57 +449,6 @@ pub(crate) fn openai_json_answer_request_shape_and_usage() {
         "{}",
         turns[0]
     );
-}
-
-/// Streaming over `message/stream`: each delta is a `text` frame numbered in the task's
-/// run, then `text` `""` `final:true`, then `completed` with the whole answer; the request
-/// asks for a stream with usage, and the usage chunk reaches the trace.
-#[test]
-fn openai_streamed_deltas_become_text_frames() {
-    let stream = openai::Stream::new()
-        .text("The ")
-        .text("answer ")
-        .text("is 42.")
-        .finish("stop")
-        .usage(40, 9)
-        .done();
-    let mock = MockModel::with(vec![Reply::sse(stream.events())]);
-    let capsule = Setup::openai(&mock)
-        .lifecycle(OVER_HTTP)
-        .capsule("oa-stream");
-    let s = stream_task(&capsule, TASK);
-    s.done.assert_ok();
-    assert_eq!(
-        labels(&s.frames),
-        [
-            l(0, "status:working"),
-            l(1, "text"),
-            l(2, "text"),
-            l(3, "text"),
-            l(4, "text:final"),
-            l(5, "status:completed"),
-        ]
-    );
-    let task = s.frames[0].2["id"].as_str().expect("a task id");
-    let texts: Vec<&Value> = s.frames[1..5].iter().map(|f| &f.2).collect();
-    assert_eq!(
-        texts,
-        [
-            &json!({"id": task, "text": "The ", "final": false}),
-            &json!({"id": task, "text": "answer ", "final": false}),
-            &json!({"id": task, "text": "is 42.", "final": false}),
-            &json!({"id": task, "text": "", "final": true}),
-        ]
-    );
-    assert_eq!(s.frames[5].2["status"]["response"], "The answer is 42.");
-    assert_eq!(s.done.result(), "The answer is 42.");
-
-    let body = mock.request(0).json();
-    assert_eq!(body["stream"], true);
-    assert_eq!(body["stream_options"]["include_usage"], true, "{body}");
-    let turn = &inference_lines(&s.done.session)[0];
-    assert_eq!(turn["stop_reason"], "end_turn");
-    assert_eq!(provider_usage(turn), (Some(40), Some(9)), "{turn}");
 }
 
 const MULTIBYTE: [&str; 4] = ["Grüße, ", "世界", " 🎉 — ", "fertig."];
@@ -736,39 +669,6 @@ fn openai_length_finish_is_max_tokens_and_completes() {
     assert_eq!(done.session.events("task_end")[0]["exit_status"], "ok");
 }
 
-/// HTTP 500 then success: retried once by the host, traced as one `http_retry`, and the
-/// same request was sent twice.
-#[test]
-fn openai_http_500_is_retried_then_succeeds() {
-    let mock = MockModel::with(vec![
-        Reply::json(
-            500,
-            openai::error(
-                "The server had an error while processing your request. Sorry about that!",
-                "server_error",
-                None,
-            ),
-        ),
-        Reply::json(
-            200,
-            openai::completion(Some("Recovered."), &[], "stop", (5, 2)),
-        ),
-    ]);
-    let capsule = Setup::openai(&mock).stream(false).capsule("oa-500");
-    let done = run_task(&capsule, TASK);
-    done.assert_ok();
-    assert_eq!(done.result(), "Recovered.");
-    let sent = mock.requests();
-    assert_eq!(sent.len(), 2);
-    assert_eq!(
-        sent[0].json(),
-        sent[1].json(),
-        "a retry resends the request"
-    );
-    let url = format!("{}/v1/chat/completions", mock.origin());
-    assert_eq!(retries(&done.session, &url), [(1, "HTTP 500".to_string())]);
-}
-
 /// HTTP 429 with `retry-after: 0`: retried once, then the streamed answer.
 #[test]
 fn openai_http_429_with_retry_after_is_retried() {
@@ -796,79 +696,6 @@ fn openai_http_429_with_retry_after_is_retried() {
     assert_eq!(mock.requests().len(), 2);
     let url = format!("{}/v1/chat/completions", mock.origin());
     assert_eq!(retries(&done.session, &url), [(1, "HTTP 429".to_string())]);
-}
-
-/// HTTP 401 is not retried; the task fails naming the status, the URL and the
-/// provider's message — with the key the provider echoed back redacted everywhere:
-/// files, output, frames.
-#[test]
-fn openai_http_401_fails_at_once_and_the_echoed_key_is_redacted() {
-    let message = format!(
-        "Incorrect API key provided: {KEY}. You can find your API key at https://platform.openai.com/account/api-keys."
-    );
-    let mock = MockModel::with(vec![
-        Reply::json(
-            401,
-            openai::error(&message, "invalid_request_error", Some("invalid_api_key")),
-        ),
-        // Never asked for: a 401 is not retried.
-        Reply::json(200, openai::completion(Some("no"), &[], "stop", (1, 1))),
-    ]);
-    let capsule = Setup::openai(&mock).lifecycle(OVER_HTTP).capsule("oa-401");
-    let s = stream_task(&capsule, TASK);
-    s.done.assert_failed();
-    assert_eq!(mock.requests().len(), 1, "no retry after 401");
-    assert_eq!(mock.unused(), 1);
-
-    let result = s.done.result();
-    let prefix = format!(
-        "error: openai: HTTP 401 from {}/v1/chat/completions: ",
-        mock.origin()
-    );
-    assert!(result.starts_with(&prefix), "{result:?}");
-    assert!(
-        result.contains("Incorrect API key provided: "),
-        "the provider's message is kept: {result:?}"
-    );
-    assert!(!result.contains(KEY), "{result:?}");
-    let last = s.frames.last().expect("frames");
-    assert_eq!(
-        (
-            last.1.as_str(),
-            &last.2["status"]["state"],
-            &last.2["final"]
-        ),
-        ("status", &json!("failed"), &json!(true)),
-        "{:?}",
-        labels(&s.frames)
-    );
-    assert!(!s.body.contains(KEY), "the key is in a frame:\n{}", s.body);
-    assert_no_key_in_output(&s.done);
-    assert!(assert_no_key_under(&capsule.dir) >= 4);
-    assert!(
-        !s.done.session.events("inference").is_empty(),
-        "the failed turn is traced"
-    );
-}
-
-/// The connection drops in the middle of a stream: the task fails (no hang) with the
-/// driver's error, after the pieces that did arrive were streamed.
-#[test]
-fn openai_connection_dropped_mid_stream_fails_the_task() {
-    let stream = openai::Stream::new().text("Partial ").text("answer");
-    let mock = MockModel::with(vec![Reply::sse_then_drop(stream.events())]);
-    let capsule = Setup::openai(&mock).lifecycle(OVER_HTTP).capsule("oa-drop");
-    let s = stream_task(&capsule, TASK);
-    s.done.assert_failed();
-    let result = s.done.result();
-    assert!(result.starts_with("error: openai: "), "{result:?}");
-    assert_eq!(
-        s.frames.last().map(|f| f.2["status"]["state"].clone()),
-        Some(json!("failed")),
-        "{:?}",
-        labels(&s.frames)
-    );
-    assert_eq!(pieces_of(&s), ["Partial ", "answer"]);
 }
 
 /// A stream that stalls longer than `timeouts.read_secs` (2 s) fails the task instead of
@@ -1171,63 +998,6 @@ fn a_stateless_capsule_sends_each_task_alone() {
 // =================================================================================
 // Anthropic.
 
-/// Streamed text over `message/stream`: the request's shape (`/v1/messages`,
-/// `x-api-key`, `anthropic-version`, `system` string, tools with `input_schema`), one
-/// `text` frame per delta (pings ignored), and usage from `message_start` and
-/// `message_delta` on the trace.
-#[test]
-pub(crate) fn anthropic_streamed_text_request_shape_and_usage() {
-    let stream = anthropic::Stream::new(25)
-        .ping()
-        .text_block(&["Hello", ", world", "!"])
-        .ping()
-        .message_delta("end_turn", 15)
-        .stop();
-    let mock = MockModel::with(vec![Reply::sse(stream.events())]);
-    let capsule = Setup::anthropic(&mock)
-        .lifecycle(OVER_HTTP)
-        .capsule("an-stream");
-    let s = stream_task(&capsule, TASK);
-    s.done.assert_ok();
-    assert_eq!(
-        labels(&s.frames),
-        [
-            l(0, "status:working"),
-            l(1, "text"),
-            l(2, "text"),
-            l(3, "text"),
-            l(4, "text:final"),
-            l(5, "status:completed"),
-        ]
-    );
-    assert_eq!(pieces_of(&s), ["Hello", ", world", "!"]);
-    assert_eq!(s.frames[5].2["status"]["response"], "Hello, world!");
-    assert_eq!(s.done.result(), "Hello, world!");
-
-    assert_eq!(mock.requests().len(), 1);
-    let r = mock.request(0);
-    assert_anthropic_request(&r);
-    let body = r.json();
-    assert_eq!(body["model"], "test-model");
-    assert_eq!(body["max_tokens"], 256);
-    assert_eq!(body["stream"], true);
-    let system = body["system"]
-        .as_str()
-        .unwrap_or_else(|| panic!("system is a string: {body}"));
-    assert!(system.contains("You are terse."), "{system}");
-    let msgs = messages(&body);
-    assert_eq!(msgs.len(), 1, "{body}");
-    assert_eq!(msgs[0]["role"], "user");
-    assert_eq!(text_of(&msgs[0]["content"]), TASK);
-    let echo = tool_named(&body, "echo", |t| t);
-    assert_eq!(echo["input_schema"], echo_schema(), "{echo}");
-    assert!(echo.get("parameters").is_none(), "{echo}");
-
-    let turn = &inference_lines(&s.done.session)[0];
-    assert_eq!(turn["stop_reason"], "end_turn");
-    assert_eq!(provider_usage(turn), (Some(25), Some(15)), "{turn}");
-}
-
 /// `thinking_delta`s become `thinking` frames, ahead of the text; the answer is the
 /// text alone.
 #[test]
@@ -1357,75 +1127,335 @@ fn anthropic_json_message_cut_at_max_tokens() {
     assert_eq!(provider_usage(turn), (Some(20), Some(256)));
 }
 
-/// 529 (overloaded) then 500, then success: two `http_retry` lines, three requests.
-#[test]
-fn anthropic_529_and_500_are_retried() {
-    let stream = anthropic::Stream::new(8)
-        .text_block(&["Third time lucky."])
-        .message_delta("end_turn", 4)
-        .stop();
-    let mock = MockModel::with(vec![
-        Reply::json(529, anthropic::error("overloaded_error", "Overloaded")),
-        Reply::json(500, anthropic::error("api_error", "Internal server error")),
-        Reply::sse(stream.events()),
-    ]);
-    let capsule = Setup::anthropic(&mock).capsule("an-retry");
+// =================================================================================
+// Both providers: one scenario, a row per provider.
+
+/// An event stream's bytes, in the pieces the mock sends.
+type Events = Vec<Vec<u8>>;
+
+/// What differs between the providers in a scenario both drivers play: the driver, the
+/// wire format its mock speaks and what the driver must send.
+struct Provider {
+    driver: &'static str,
+    setup: fn(&MockModel) -> Setup,
+    /// The path of the API call under the mock's origin.
+    path: &'static str,
+    /// The events of an answer streamed in `pieces` that ends the turn, with the
+    /// provider's (input, output) token counts.
+    streamed: fn(&[&str], (u64, u64)) -> Events,
+    /// A stream broken after `pieces`, and what the task's error then says.
+    broken: fn(&[&str]) -> Reply,
+    broken_cause: &'static str,
+    /// An error body with `message`, for an answer of `status`.
+    error: fn(u16, &str) -> Value,
+    /// The statuses of an overloaded server, retried in turn before the answer.
+    retried: &'static [u16],
+    /// A client error (not retried) and its message; the message echoes the key when a
+    /// provider is known to do so.
+    refused: (u16, fn() -> String),
+    /// The request's method, path and headers.
+    assert_request: fn(&Recorded),
+    /// What the first request of the task [`TASK`] says in this provider's shape: the
+    /// system prompt, the task and the `echo` tool.
+    assert_body: fn(&Value),
+    /// The `stream_options` a request asking for a stream carries, as JSON text.
+    stream_options: Option<&'static str>,
+}
+
+const OPENAI: Provider = Provider {
+    driver: "openai",
+    setup: Setup::openai,
+    path: "/v1/chat/completions",
+    streamed: |pieces, (input, output)| {
+        pieces
+            .iter()
+            .fold(openai::Stream::new(), |s, p| s.text(p))
+            .finish("stop")
+            .usage(input, output)
+            .done()
+            .events()
+    },
+    broken: |pieces| {
+        let stream = pieces.iter().fold(openai::Stream::new(), |s, p| s.text(p));
+        Reply::sse_then_drop(stream.events())
+    },
+    broken_cause: "ended before the answer was complete",
+    error: |status, message| {
+        let kind = if status >= 500 {
+            "server_error"
+        } else {
+            "invalid_request_error"
+        };
+        openai::error(message, kind, None)
+    },
+    retried: &[500],
+    refused: (401, || {
+        format!(
+            "Incorrect API key provided: {KEY}. You can find your API key at https://platform.openai.com/account/api-keys."
+        )
+    }),
+    assert_request: assert_openai_request,
+    assert_body: |body| {
+        let msgs = messages(body);
+        assert_eq!(msgs.len(), 2, "{body}");
+        assert_eq!(msgs[0]["role"], "system");
+        assert!(
+            text_of(&msgs[0]["content"]).contains("You are terse."),
+            "{}",
+            msgs[0]
+        );
+        assert_eq!(msgs[1]["role"], "user");
+        assert_eq!(text_of(&msgs[1]["content"]), TASK);
+        let echo = tool_named(body, "echo", |t| &t["function"]);
+        assert_eq!(echo["type"], "function", "{echo}");
+        assert_eq!(echo["function"]["parameters"], echo_schema());
+        assert!(
+            echo["function"]["description"]
+                .as_str()
+                .is_some_and(|d| !d.is_empty()),
+            "{echo}"
+        );
+    },
+    // Without it a stream carries no token counts.
+    stream_options: Some(r#"{"include_usage":true}"#),
+};
+
+const ANTHROPIC: Provider = Provider {
+    driver: "anthropic",
+    setup: Setup::anthropic,
+    path: "/v1/messages",
+    // Pings around the content, as the API sends them; they must change nothing.
+    streamed: |pieces, (input, output)| {
+        anthropic::Stream::new(input)
+            .ping()
+            .text_block(pieces)
+            .ping()
+            .message_delta("end_turn", output)
+            .stop()
+            .events()
+    },
+    broken: |pieces| {
+        let stream = anthropic::Stream::new(10)
+            .text_block(pieces)
+            .error("overloaded_error", "Overloaded");
+        Reply::sse(stream.events())
+    },
+    broken_cause: "the server reported an error mid-answer: Overloaded",
+    error: |status, message| {
+        let kind = match status {
+            529 => "overloaded_error",
+            500.. => "api_error",
+            _ => "invalid_request_error",
+        };
+        anthropic::error(kind, message)
+    },
+    retried: &[529, 500],
+    refused: (400, || {
+        "max_tokens: 256 > 128, which is the maximum allowed number of output tokens for test-model"
+            .to_string()
+    }),
+    assert_request: assert_anthropic_request,
+    assert_body: |body| {
+        let system = body["system"]
+            .as_str()
+            .unwrap_or_else(|| panic!("system is a string: {body}"));
+        assert!(system.contains("You are terse."), "{system}");
+        let msgs = messages(body);
+        assert_eq!(msgs.len(), 1, "{body}");
+        assert_eq!(msgs[0]["role"], "user");
+        assert_eq!(text_of(&msgs[0]["content"]), TASK);
+        let echo = tool_named(body, "echo", |t| t);
+        assert_eq!(echo["input_schema"], echo_schema(), "{echo}");
+        assert!(echo.get("parameters").is_none(), "{echo}");
+        assert!(
+            echo["description"].as_str().is_some_and(|d| !d.is_empty()),
+            "{echo}"
+        );
+    },
+    stream_options: None,
+};
+
+/// Each scenario as a test per row of the provider table (`<scenario>::openai`,
+/// `<scenario>::anthropic`), so the rows run side by side.
+macro_rules! for_each_provider {
+    ($($scenario:ident),* $(,)?) => {$(
+        pub(crate) mod $scenario {
+            #[test]
+            pub(crate) fn openai() {
+                super::$scenario(&super::OPENAI);
+            }
+
+            #[test]
+            pub(crate) fn anthropic() {
+                super::$scenario(&super::ANTHROPIC);
+            }
+        }
+    )*};
+}
+
+for_each_provider!(
+    streamed_text_becomes_text_frames,
+    overloaded_answers_are_retried_then_the_answer_completes,
+    a_client_error_fails_at_once_naming_the_url_and_message,
+    a_stream_broken_mid_answer_fails_the_task,
+);
+
+/// Streaming over `message/stream`, from the request to the trace: the request has the
+/// provider's shape (endpoint, key, model, max_tokens, system prompt, task, the shell
+/// tool) and asks for a stream; each delta is a `text` frame numbered in the task's run,
+/// then `text` `""` `final:true`, then `completed` with the whole answer; the provider's
+/// usage and stop reason reach the trace's `inference` line.
+fn streamed_text_becomes_text_frames(p: &Provider) {
+    let mock = MockModel::with(vec![Reply::sse((p.streamed)(
+        &["The ", "answer ", "is 42."],
+        (25, 15),
+    ))]);
+    let capsule = (p.setup)(&mock)
+        .lifecycle(OVER_HTTP)
+        .capsule(&format!("{}-stream", p.driver));
+    let s = stream_task(&capsule, TASK);
+    s.done.assert_ok();
+    assert_eq!(
+        labels(&s.frames),
+        [
+            l(0, "status:working"),
+            l(1, "text"),
+            l(2, "text"),
+            l(3, "text"),
+            l(4, "text:final"),
+            l(5, "status:completed"),
+        ]
+    );
+    let task = s.frames[0].2["id"].as_str().expect("a task id");
+    let texts: Vec<&Value> = s.frames[1..5].iter().map(|f| &f.2).collect();
+    assert_eq!(
+        texts,
+        [
+            &json!({"id": task, "text": "The ", "final": false}),
+            &json!({"id": task, "text": "answer ", "final": false}),
+            &json!({"id": task, "text": "is 42.", "final": false}),
+            &json!({"id": task, "text": "", "final": true}),
+        ]
+    );
+    assert_eq!(s.frames[5].2["status"]["response"], "The answer is 42.");
+    assert_eq!(s.done.result(), "The answer is 42.");
+
+    assert_eq!(mock.requests().len(), 1);
+    let r = mock.request(0);
+    (p.assert_request)(&r);
+    let body = r.json();
+    assert_eq!(body["model"], "test-model");
+    assert_eq!(body["max_tokens"], 256);
+    assert_eq!(body["stream"], true);
+    let options = p
+        .stream_options
+        .map(|o| serde_json::from_str(o).expect("JSON"));
+    assert_eq!(body.get("stream_options"), options.as_ref(), "{body}");
+    (p.assert_body)(&body);
+
+    let turn = &inference_lines(&s.done.session)[0];
+    assert_eq!(turn["stop_reason"], "end_turn");
+    assert_eq!(provider_usage(turn), (Some(25), Some(15)), "{turn}");
+}
+
+/// An overloaded server's answers (5xx) are retried by the host, each traced as an
+/// `http_retry` naming its status, with the same request sent again; then the answer.
+fn overloaded_answers_are_retried_then_the_answer_completes(p: &Provider) {
+    let mut replies: Vec<Reply> = p
+        .retried
+        .iter()
+        .map(|&status| Reply::json(status, (p.error)(status, "Overloaded, sorry.")))
+        .collect();
+    replies.push(Reply::sse((p.streamed)(&["Recovered."], (5, 2))));
+    let mock = MockModel::with(replies);
+    let capsule = (p.setup)(&mock).capsule(&format!("{}-retry", p.driver));
     let done = run_task(&capsule, TASK);
     done.assert_ok();
-    assert_eq!(done.result(), "Third time lucky.");
-    assert_eq!(mock.requests().len(), 3);
-    let url = format!("{}/v1/messages", mock.origin());
+    assert_eq!(done.result(), "Recovered.");
+    let sent = mock.requests();
+    assert_eq!(sent.len(), p.retried.len() + 1);
+    for again in &sent[1..] {
+        assert_eq!(again.json(), sent[0].json(), "a retry resends the request");
+    }
+    let url = format!("{}{}", mock.origin(), p.path);
+    let expected: Vec<(u64, String)> = (1..)
+        .zip(p.retried)
+        .map(|(attempt, status)| (attempt, format!("HTTP {status}")))
+        .collect();
+    assert_eq!(retries(&done.session, &url), expected);
+}
+
+/// A client error (4xx) is not retried: the task fails naming the status, the URL and
+/// the provider's message — with a key the provider echoed back redacted everywhere:
+/// files, output, frames.
+fn a_client_error_fails_at_once_naming_the_url_and_message(p: &Provider) {
+    let (status, message) = (p.refused.0, (p.refused.1)());
+    let mock = MockModel::with(vec![
+        Reply::json(status, (p.error)(status, &message)),
+        // Never asked for: a client error is not retried.
+        Reply::sse((p.streamed)(&["no"], (1, 1))),
+    ]);
+    let capsule = (p.setup)(&mock)
+        .lifecycle(OVER_HTTP)
+        .capsule(&format!("{}-{status}", p.driver));
+    let s = stream_task(&capsule, TASK);
+    s.done.assert_failed();
+    assert_eq!(mock.requests().len(), 1, "no retry after {status}");
+    assert_eq!(mock.unused(), 1);
+    assert!(s.done.session.events("http_retry").is_empty());
+
+    let result = s.done.result();
+    let expected = format!(
+        "error: {}: HTTP {status} from {}{}: {}",
+        p.driver,
+        mock.origin(),
+        p.path,
+        message.replace(KEY, "[redacted]")
+    );
+    assert_eq!(result, expected);
+    let last = s.frames.last().expect("frames");
     assert_eq!(
-        retries(&done.session, &url),
-        [(1, "HTTP 529".to_string()), (2, "HTTP 500".to_string())]
+        (
+            last.1.as_str(),
+            &last.2["status"]["state"],
+            &last.2["final"]
+        ),
+        ("status", &json!("failed"), &json!(true)),
+        "{:?}",
+        labels(&s.frames)
+    );
+    assert!(!s.body.contains(KEY), "the key is in a frame:\n{}", s.body);
+    assert_no_key_in_output(&s.done);
+    assert!(assert_no_key_under(&capsule.dir) >= 4);
+    assert!(
+        !s.done.session.events("inference").is_empty(),
+        "the failed turn is traced"
     );
 }
 
-/// An `error` event in the middle of a stream fails the task with the provider's
-/// message, after the text that did arrive was streamed.
-#[test]
-fn anthropic_error_event_mid_stream_fails_the_task() {
-    let stream = anthropic::Stream::new(10)
-        .text_block(&["Partial"])
-        .error("overloaded_error", "Overloaded");
-    let mock = MockModel::with(vec![Reply::sse(stream.events())]);
-    let capsule = Setup::anthropic(&mock)
+/// A stream that breaks mid-answer (the connection drops, the server reports an error)
+/// fails the task (no hang) with the driver's error, after the pieces that did arrive
+/// were streamed.
+fn a_stream_broken_mid_answer_fails_the_task(p: &Provider) {
+    let mock = MockModel::with(vec![(p.broken)(&["Partial ", "answer"])]);
+    let capsule = (p.setup)(&mock)
         .lifecycle(OVER_HTTP)
-        .capsule("an-error-event");
+        .capsule(&format!("{}-broken", p.driver));
     let s = stream_task(&capsule, TASK);
     s.done.assert_failed();
     let result = s.done.result();
-    assert!(result.starts_with("error: anthropic: "), "{result:?}");
-    assert!(result.contains("Overloaded"), "{result:?}");
+    assert!(
+        result.starts_with(&format!("error: {}: ", p.driver)),
+        "{result:?}"
+    );
+    assert!(result.contains(p.broken_cause), "{result:?}");
     assert_eq!(
         s.frames.last().map(|f| f.2["status"]["state"].clone()),
         Some(json!("failed")),
         "{:?}",
         labels(&s.frames)
     );
-    assert_eq!(pieces_of(&s), ["Partial"]);
-}
-
-/// A 400 is not retried; the task fails naming the status, the URL and the message.
-#[test]
-fn anthropic_http_400_fails_naming_the_url_and_message() {
-    let message = "max_tokens: 256 > 128, which is the maximum allowed number of output tokens for test-model";
-    let mock = MockModel::with(vec![Reply::json(
-        400,
-        anthropic::error("invalid_request_error", message),
-    )]);
-    let capsule = Setup::anthropic(&mock).capsule("an-400");
-    let done = run_task(&capsule, TASK);
-    done.assert_failed();
-    assert_eq!(mock.requests().len(), 1);
-    let result = done.result();
-    let prefix = format!(
-        "error: anthropic: HTTP 400 from {}/v1/messages: ",
-        mock.origin()
-    );
-    assert!(result.starts_with(&prefix), "{result:?}");
-    assert!(result.contains(message), "{result:?}");
-    assert!(done.session.events("http_retry").is_empty());
+    assert_eq!(pieces_of(&s), ["Partial ", "answer"]);
 }
 
 // =================================================================================

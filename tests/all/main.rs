@@ -15,6 +15,7 @@ mod hygiene;
 mod input;
 mod limits;
 mod run;
+mod scripted;
 mod stream;
 mod watch;
 
@@ -28,8 +29,8 @@ mod guest_tests {
     pub(crate) use crate::containment::the_trace_and_other_sessions_are_out_of_sight as mur_tool_hostile_fs;
     pub(crate) use crate::deadlines::a_loop_sleeping_in_run_is_stopped_at_its_task_deadline as mur_loop_hostile;
     pub(crate) use crate::deadlines::a_sleeping_driver_is_stopped_at_its_deadline as mur_driver_probe;
-    pub(crate) use crate::drivers::anthropic_streamed_text_request_shape_and_usage as mur_driver_anthropic;
     pub(crate) use crate::drivers::openai_json_answer_request_shape_and_usage as mur_driver_openai;
+    pub(crate) use crate::drivers::streamed_text_becomes_text_frames::anthropic as mur_driver_anthropic;
     pub(crate) use crate::hooks::deny_list_default_rules_refuse_curl as mur_hook_deny_list;
     pub(crate) use crate::hooks::every_binding_fires_once_per_point_in_the_seed_diagram_order as mur_hook_recorder;
     pub(crate) use crate::hooks::gatekeeper_reopens_until_required_phrases_are_present as mur_hook_gatekeeper;

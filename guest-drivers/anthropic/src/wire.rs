@@ -1,46 +1,56 @@
-//! Translation between the host's neutral request and reply and Anthropic's Messages
-//! API. Plain Rust: no host call happens here, so it is tested natively.
+//! Anthropic's Messages API: the request the host's neutral request becomes, and the
+//! answer, whole or streamed, read back into the host's reply. Plain Rust: no host call
+//! happens here, so it is tested natively.
 
 use mur_driver_kit::Piece;
+use mur_driver_kit::answer::{self, Seen};
 use mur_driver_kit::config::Config;
-use mur_driver_kit::http::{Flow, StreamEnd, error_message};
+use mur_driver_kit::default_endpoint;
 use mur_driver_kit::neutral::{
-    Block, Message, Reply, Request, StopReason, Tool, Usage, clip, tool_input,
+    Block, Message, Reply, Request, StopReason, Tool, Usage, tool_input,
 };
-use mur_driver_kit::setup::EventStream;
-use mur_driver_kit::sse::SseEvent;
+use mur_driver_kit::provider::Provider;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
 /// The API requires `max_tokens`; this is the host's own default, for a request without.
 const DEFAULT_MAX_TOKENS: u64 = 8192;
+/// The API version whose shapes this module speaks.
+const API_VERSION: &str = "2023-06-01";
 
-/// The path of the messages call for an endpoint path (see the kit's `api_path`).
-pub fn api_path(path: &str) -> String {
-    mur_driver_kit::endpoint::api_path(path, "/messages")
-}
+pub struct Anthropic;
 
-/// The request body for `request`.
-pub fn request_body(request: &Request, model: &str, config: &Config) -> Value {
-    let mut body = Map::new();
-    body.insert("model".into(), model.into());
-    let max_tokens = request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
-    body.insert("max_tokens".into(), max_tokens.into());
-    if let Some(system) = &request.system {
-        body.insert("system".into(), system.clone().into());
+impl Provider for Anthropic {
+    const NAME: &'static str = "anthropic";
+    const DEFAULT_ENDPOINT: &'static str = default_endpoint::ANTHROPIC;
+    type Draft = Draft;
+
+    /// The messages call (see the kit's `api_path`).
+    fn api_path(path: &str) -> String {
+        mur_driver_kit::endpoint::api_path(path, "/messages")
     }
-    body.insert("messages".into(), messages(&request.messages).into());
-    if !request.tools.is_empty() {
-        body.insert("tools".into(), request.tools.iter().map(tool).collect());
+
+    fn request_body(request: &Request, model: &str, config: &Config) -> Value {
+        let mut body = Map::new();
+        body.insert("model".into(), model.into());
+        let max_tokens = request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
+        body.insert("max_tokens".into(), max_tokens.into());
+        if let Some(system) = &request.system {
+            body.insert("system".into(), system.clone().into());
+        }
+        body.insert("messages".into(), messages(&request.messages).into());
+        if !request.tools.is_empty() {
+            body.insert("tools".into(), request.tools.iter().map(tool).collect());
+        }
+        config.write_to(&mut body);
+        Value::Object(body)
     }
-    if let Some(temperature) = config.temperature {
-        body.insert("temperature".into(), temperature.into());
+
+    fn headers(api_key: Option<&str>) -> Vec<(&'static str, String)> {
+        let mut headers = vec![("anthropic-version", API_VERSION.to_string())];
+        headers.extend(api_key.map(|key| ("x-api-key", key.to_string())));
+        headers
     }
-    if let Some(top_p) = config.top_p {
-        body.insert("top_p".into(), top_p.into());
-    }
-    body.insert("stream".into(), config.stream.into());
-    Value::Object(body)
 }
 
 /// The conversation in Anthropic's shape. The API wants user and assistant turns to
@@ -124,35 +134,6 @@ fn tool(tool: &Tool) -> Value {
     Value::Object(out)
 }
 
-/// A whole (non-streamed) answer.
-pub fn parse_reply(body: &[u8]) -> Result<Reply, String> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| {
-        let text = String::from_utf8_lossy(body);
-        format!("the answer is not JSON ({e}): {}", clip(&text, 300))
-    })?;
-    if value.get("type").and_then(Value::as_str) == Some("error") {
-        return Err(format!(
-            "the server answered with an error: {}",
-            error_message(body)
-        ));
-    }
-    let Some(Value::Array(content)) = value.get("content") else {
-        return Err("the answer has no content list".into());
-    };
-    let mut draft = Draft::default();
-    for (index, block) in content.iter().enumerate() {
-        draft.start_block(index as u64, block);
-    }
-    draft.stop = value
-        .get("stop_reason")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    if let Some(usage) = value.get("usage") {
-        read_usage(usage, &mut draft.usage);
-    }
-    draft.into_reply()
-}
-
 /// Copies the counts `usage` has into `into`, keeping the others: a stream reports
 /// input counts at its start and the final output count at its end.
 fn read_usage(usage: &Value, into: &mut Usage) {
@@ -195,7 +176,7 @@ enum Part {
 
 /// The answer so far, its blocks by the provider's index.
 #[derive(Debug, Default)]
-struct Draft {
+pub struct Draft {
     parts: BTreeMap<u64, Part>,
     stop: Option<String>,
     usage: Usage,
@@ -227,6 +208,44 @@ impl Draft {
         self.parts.insert(index, part);
     }
 
+    fn on_delta(&mut self, index: u64, delta: &Value, emit: &mut dyn FnMut(Piece<'_>)) {
+        let text = |key: &str| delta.get(key).and_then(Value::as_str).unwrap_or_default();
+        let kind = delta
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        // A delta for a block that never started starts it, so nothing is lost.
+        let part = self.parts.entry(index).or_insert_with(|| match kind {
+            "input_json_delta" => Part::ToolUse {
+                id: String::new(),
+                name: String::new(),
+                input: Value::Null,
+                json: String::new(),
+            },
+            "thinking_delta" | "signature_delta" => Part::Thinking {
+                text: String::new(),
+                signature: String::new(),
+            },
+            _ => Part::Text(String::new()),
+        });
+        match (kind, part) {
+            ("text_delta", Part::Text(so_far)) => {
+                emit(Piece::Text(text("text")));
+                so_far.push_str(text("text"));
+            }
+            ("input_json_delta", Part::ToolUse { json, .. }) => json.push_str(text("partial_json")),
+            ("thinking_delta", Part::Thinking { text: so_far, .. }) => {
+                emit(Piece::Thinking(text("thinking")));
+                so_far.push_str(text("thinking"));
+            }
+            ("signature_delta", Part::Thinking { signature, .. }) => {
+                signature.push_str(text("signature"))
+            }
+            // Citations, and deltas that do not fit their block.
+            _ => {}
+        }
+    }
+
     fn stop_reason(&self) -> StopReason {
         let calls = self
             .parts
@@ -239,6 +258,80 @@ impl Draft {
             None if calls => StopReason::ToolCall,
             None => StopReason::EndTurn,
         }
+    }
+}
+
+fn tool_call(id: String, name: String, input: Value, json: &str) -> Result<Block, String> {
+    if name.is_empty() {
+        return Err("the model sent a tool call without a name".into());
+    }
+    let input = match input {
+        // A whole answer carries the object; a stream starts with `{}` and sends the text.
+        Value::Object(map) if json.is_empty() => Value::Object(map),
+        _ => tool_input(&name, json)?,
+    };
+    Ok(Block::ToolCall { id, name, input })
+}
+
+/// How this provider's answer reads, whole or streamed; the kit does the framing.
+impl answer::Draft for Draft {
+    fn is_error(body: &Value) -> bool {
+        body.get("type").and_then(Value::as_str) == Some("error")
+    }
+
+    fn whole(body: &Value) -> Result<Draft, String> {
+        let Some(Value::Array(content)) = body.get("content") else {
+            return Err("the answer has no content list".into());
+        };
+        let mut draft = Draft::default();
+        for (index, block) in content.iter().enumerate() {
+            draft.start_block(index as u64, block);
+        }
+        draft.stop = body
+            .get("stop_reason")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        if let Some(usage) = body.get("usage") {
+            read_usage(usage, &mut draft.usage);
+        }
+        Ok(draft)
+    }
+
+    fn read(&mut self, name: &str, data: &Value, emit: &mut dyn FnMut(Piece<'_>)) -> Seen {
+        // The data names its type too; it is trusted over the event line.
+        let kind = data.get("type").and_then(Value::as_str).unwrap_or(name);
+        let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
+        match kind {
+            "message_start" => {
+                if let Some(usage) = data.pointer("/message/usage") {
+                    read_usage(usage, &mut self.usage);
+                }
+            }
+            "content_block_start" => {
+                if let Some(block) = data.get("content_block") {
+                    self.start_block(index, block);
+                }
+            }
+            "content_block_delta" => {
+                if let Some(delta) = data.get("delta") {
+                    self.on_delta(index, delta, emit);
+                }
+            }
+            "message_delta" => {
+                if let Some(stop) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    self.stop = Some(stop.to_string());
+                }
+                if let Some(usage) = data.get("usage") {
+                    read_usage(usage, &mut self.usage);
+                }
+            }
+            // Only `message_stop` completes an answer.
+            "message_stop" => return Seen::End,
+            "error" => return Seen::ServerError,
+            // `ping`, `content_block_stop` and whatever later versions add.
+            _ => {}
+        }
+        Seen::More
     }
 
     fn into_reply(self) -> Result<Reply, String> {
@@ -274,154 +367,21 @@ impl Draft {
     }
 }
 
-fn tool_call(id: String, name: String, input: Value, json: &str) -> Result<Block, String> {
-    if name.is_empty() {
-        return Err("the model sent a tool call without a name".into());
-    }
-    let input = match input {
-        // A whole answer carries the object; a stream starts with `{}` and sends the text.
-        Value::Object(map) if json.is_empty() => Value::Object(map),
-        _ => tool_input(&name, json)?,
-    };
-    Ok(Block::ToolCall { id, name, input })
-}
-
-/// A streamed answer being put together, one server-sent event at a time.
-#[derive(Debug, Default)]
-pub struct Stream {
-    draft: Draft,
-}
-
-/// The kit reads both kinds of answer; this is how this provider's stream is read.
-impl EventStream for Stream {
-    fn on_event(
-        &mut self,
-        event: &SseEvent,
-        emit: &mut dyn FnMut(Piece<'_>),
-    ) -> Result<Flow, String> {
-        Stream::on_event(self, event, emit)
-    }
-
-    fn finish(self, end: StreamEnd, url: &str) -> Result<Reply, String> {
-        Stream::finish(self, end, url)
-    }
-}
-
-impl Stream {
-    /// Reads one event, passing text and reasoning on through `emit` as they come.
-    pub fn on_event(
-        &mut self,
-        event: &SseEvent,
-        emit: &mut dyn FnMut(Piece<'_>),
-    ) -> Result<Flow, String> {
-        let data = event.data.trim();
-        if data.is_empty() {
-            return Ok(Flow::Continue);
-        }
-        let value: Value = serde_json::from_str(data)
-            .map_err(|e| format!("a stream event is not JSON ({e}): {}", clip(data, 300)))?;
-        // The data names its type too; it is trusted over the event line.
-        let kind = value
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or(&event.event);
-        let index = value.get("index").and_then(Value::as_u64).unwrap_or(0);
-        match kind {
-            "message_start" => {
-                if let Some(usage) = value.pointer("/message/usage") {
-                    read_usage(usage, &mut self.draft.usage);
-                }
-            }
-            "content_block_start" => {
-                if let Some(block) = value.get("content_block") {
-                    self.draft.start_block(index, block);
-                }
-            }
-            "content_block_delta" => {
-                if let Some(delta) = value.get("delta") {
-                    self.on_delta(index, delta, emit);
-                }
-            }
-            "message_delta" => {
-                if let Some(stop) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
-                    self.draft.stop = Some(stop.to_string());
-                }
-                if let Some(usage) = value.get("usage") {
-                    read_usage(usage, &mut self.draft.usage);
-                }
-            }
-            "message_stop" => return Ok(Flow::Done),
-            "error" => {
-                return Err(format!(
-                    "the server reported an error mid-answer: {}",
-                    error_message(data.as_bytes())
-                ));
-            }
-            // `ping`, `content_block_stop` and whatever later versions add.
-            _ => {}
-        }
-        Ok(Flow::Continue)
-    }
-
-    fn on_delta(&mut self, index: u64, delta: &Value, emit: &mut dyn FnMut(Piece<'_>)) {
-        let text = |key: &str| delta.get(key).and_then(Value::as_str).unwrap_or_default();
-        let kind = delta
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        // A delta for a block that never started starts it, so nothing is lost.
-        let part = self.draft.parts.entry(index).or_insert_with(|| match kind {
-            "input_json_delta" => Part::ToolUse {
-                id: String::new(),
-                name: String::new(),
-                input: Value::Null,
-                json: String::new(),
-            },
-            "thinking_delta" | "signature_delta" => Part::Thinking {
-                text: String::new(),
-                signature: String::new(),
-            },
-            _ => Part::Text(String::new()),
-        });
-        match (kind, part) {
-            ("text_delta", Part::Text(so_far)) => {
-                emit(Piece::Text(text("text")));
-                so_far.push_str(text("text"));
-            }
-            ("input_json_delta", Part::ToolUse { json, .. }) => json.push_str(text("partial_json")),
-            ("thinking_delta", Part::Thinking { text: so_far, .. }) => {
-                emit(Piece::Thinking(text("thinking")));
-                so_far.push_str(text("thinking"));
-            }
-            ("signature_delta", Part::Thinking { signature, .. }) => {
-                signature.push_str(text("signature"))
-            }
-            // Citations, and deltas that do not fit their block.
-            _ => {}
-        }
-    }
-
-    /// The answer, once the stream has ended. Only `message_stop` completes an answer.
-    pub fn finish(self, end: StreamEnd, url: &str) -> Result<Reply, String> {
-        if let StreamEnd::Cut(cause) = end {
-            return Err(format!(
-                "the stream from {url} ended before the answer was complete: {cause}"
-            ));
-        }
-        self.draft.into_reply()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mur_driver_kit::answer::parse_whole;
+    use mur_driver_kit::http::{Flow, StreamEnd};
+    use mur_driver_kit::sse::SseEvent;
+
+    type Stream = answer::Stream<Draft>;
 
     #[test]
     fn endpoint_paths() {
-        assert_eq!(api_path(""), "/v1/messages");
-        assert_eq!(api_path("/v1"), "/v1/messages");
-        assert_eq!(api_path("/x/v1/messages"), "/x/v1/messages");
-        assert_eq!(api_path("/proxy"), "/proxy/v1/messages");
+        assert_eq!(Anthropic::api_path(""), "/v1/messages");
+        assert_eq!(Anthropic::api_path("/v1"), "/v1/messages");
+        assert_eq!(Anthropic::api_path("/x/v1/messages"), "/x/v1/messages");
+        assert_eq!(Anthropic::api_path("/proxy"), "/proxy/v1/messages");
     }
 
     #[test]
@@ -445,7 +405,7 @@ mod tests {
             top_p: Some(0.9),
         };
         assert_eq!(
-            request_body(&request, "m", &config),
+            Anthropic::request_body(&request, "m", &config),
             json!({
                 "model": "m",
                 "max_tokens": 8192,
@@ -471,7 +431,7 @@ mod tests {
 
     #[test]
     fn a_whole_answer() {
-        let reply = parse_reply(
+        let reply = parse_whole::<Draft>(
             br#"{"type":"message","content":[
                 {"type":"thinking","thinking":"hm","signature":"sig"},
                 {"type":"redacted_thinking","data":"x"},
@@ -497,7 +457,7 @@ mod tests {
         let stop = |reason: &str| {
             let body =
                 format!(r#"{{"content":[{{"type":"text","text":"x"}}],"stop_reason":{reason}}}"#);
-            parse_reply(body.as_bytes()).unwrap().stop_reason
+            parse_whole::<Draft>(body.as_bytes()).unwrap().stop_reason
         };
         assert_eq!(stop(r#""end_turn""#), StopReason::EndTurn);
         assert_eq!(stop(r#""stop_sequence""#), StopReason::EndTurn);
@@ -509,9 +469,17 @@ mod tests {
 
     #[test]
     fn bad_answers_are_errors_not_traps() {
-        assert!(parse_reply(b"nope").unwrap_err().contains("not JSON"));
-        assert!(parse_reply(b"{}").unwrap_err().contains("no content"));
-        let err = parse_reply(
+        assert!(
+            parse_whole::<Draft>(b"nope")
+                .unwrap_err()
+                .contains("not JSON")
+        );
+        assert!(
+            parse_whole::<Draft>(b"{}")
+                .unwrap_err()
+                .contains("no content")
+        );
+        let err = parse_whole::<Draft>(
             br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
         );
         assert!(err.unwrap_err().contains("Overloaded"));

@@ -1,6 +1,6 @@
 //! The `config` object the host hands both built-in drivers in their settings.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// `{"stream": bool, "temperature"?: number, "top_p"?: number}`; other keys belong to
 /// the host or to later versions and are ignored.
@@ -34,9 +34,21 @@ impl Config {
             top_p: number(&map, "top_p")?,
         })
     }
+
+    /// Puts the sampling settings that were given, then `stream`, into a request body:
+    /// both APIs name them alike.
+    pub fn write_to(&self, body: &mut Map<String, Value>) {
+        if let Some(temperature) = self.temperature {
+            body.insert("temperature".into(), temperature.into());
+        }
+        if let Some(top_p) = self.top_p {
+            body.insert("top_p".into(), top_p.into());
+        }
+        body.insert("stream".into(), self.stream.into());
+    }
 }
 
-fn number(map: &serde_json::Map<String, Value>, key: &str) -> Result<Option<f64>, String> {
+fn number(map: &Map<String, Value>, key: &str) -> Result<Option<f64>, String> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(value) => value
@@ -62,6 +74,21 @@ mod tests {
             }
         );
         assert_eq!(Config::parse("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn only_the_given_settings_are_written_then_stream() {
+        let mut body = Map::new();
+        let config = Config {
+            stream: false,
+            temperature: None,
+            top_p: Some(0.5),
+        };
+        config.write_to(&mut body);
+        assert_eq!(
+            Value::Object(body).to_string(),
+            r#"{"top_p":0.5,"stream":false}"#
+        );
     }
 
     #[test]

@@ -1,9 +1,13 @@
 //! What the built-in HTTP drivers share: the bindings of the `murmur:driver` world
-//! (exported to each driver crate), a blocking client over `wasi:http` and a reader of
-//! server-sent events that copes with events split anywhere across reads.
+//! (exported to each driver crate), the driver around a [`provider::Provider`] (its
+//! exports, setup and request), the reading of an answer whole or streamed
+//! ([`answer`]), a blocking client over `wasi:http`, a reader of server-sent events that
+//! copes with events split anywhere across reads, and the providers' default endpoints.
+//! A driver crate holds only its provider's wire format.
 //!
-//! Everything but [`http`], [`setup::Setup::post_json`] and [`emit`] is plain Rust that needs no host, so it is
-//! tested natively with `cargo test -p mur-driver-kit`.
+//! Everything but [`http`], [`setup::Setup::post_json`], [`answer::read`], the calls of
+//! [`provider`] and [`emit`] is plain Rust that needs no host, so it is tested natively
+//! with `cargo test -p mur-driver-kit`.
 
 wit_bindgen::generate!({
     path: ["../../wit/text", "../../wit/driver"],
@@ -13,10 +17,13 @@ wit_bindgen::generate!({
     default_bindings_module: "mur_driver_kit",
 });
 
+pub mod answer;
 pub mod config;
+pub mod default_endpoint;
 pub mod endpoint;
 pub mod http;
 pub mod neutral;
+pub mod provider;
 pub mod setup;
 pub mod sse;
 

@@ -3,10 +3,8 @@
 use crate::config::Config;
 use crate::endpoint::Endpoint;
 use crate::exports::murmur::driver::inference::Settings;
-use crate::http::{self, Flow, Response, StreamEnd};
-use crate::neutral::{Reply, Request};
-use crate::sse::SseEvent;
-use crate::{Piece, emit};
+use crate::http::{self, Response};
+use crate::neutral::Request;
 use serde_json::Value;
 use std::sync::Mutex;
 
@@ -78,67 +76,6 @@ impl Setup {
         }
         Ok(response)
     }
-}
-
-/// A provider's streamed answer, read event by event.
-pub trait EventStream: Default {
-    /// One event; text and reasoning go on through `emit` as they come.
-    fn on_event(
-        &mut self,
-        event: &SseEvent,
-        emit: &mut dyn FnMut(Piece<'_>),
-    ) -> Result<Flow, String>;
-    /// The whole answer, once the stream ended as `end` says.
-    fn finish(self, end: StreamEnd, url: &str) -> Result<Reply, String>;
-}
-
-/// Reads the answer, streamed or whole. A server that ignored `stream: true` (a proxy,
-/// say) answers with plain JSON, which is read as a whole answer.
-pub fn read_reply<S: EventStream>(
-    setup: &Setup,
-    mut response: Response,
-    max_answer: usize,
-    parse_whole: fn(&[u8]) -> Result<Reply, String>,
-) -> Result<Reply, String> {
-    let is_json = response
-        .content_type
-        .as_deref()
-        .is_some_and(|t| t.starts_with("application/json"));
-    if !setup.config.stream || is_json {
-        return parse_whole(&response.read_to_end(max_answer)?);
-    }
-    let mut stream = S::default();
-    let end = response.read_events(|event| stream.on_event(event, &mut emit))?;
-    stream.finish(end, &setup.endpoint.display())
-}
-
-/// A built-in driver's `configure`: its setup kept in `slot`, a failure named after the
-/// driver.
-pub fn configure(
-    slot: &Slot,
-    name: &str,
-    settings: Settings,
-    default_endpoint: &str,
-    api_path: fn(&str) -> String,
-) -> Result<(), String> {
-    let setup =
-        Setup::new(settings, default_endpoint, api_path).map_err(|e| format!("{name}: {e}"))?;
-    slot.set(setup);
-    Ok(())
-}
-
-/// A built-in driver's `infer`: `call` with the configured setup; a failure is named
-/// after the driver and never shows the key.
-pub fn infer(
-    slot: &Slot,
-    name: &str,
-    request: &str,
-    call: impl FnOnce(&Setup, &str) -> Result<String, String>,
-) -> Result<String, String> {
-    let setup = slot
-        .get()
-        .ok_or_else(|| format!("{name}: infer was called before configure"))?;
-    call(&setup, request).map_err(|e| setup.redact(format!("{name}: {e}")))
 }
 
 /// Where a driver keeps its setup between calls. The host calls one instance one call

@@ -1,46 +1,55 @@
-//! Translation between the host's neutral request and reply and the Chat Completions
-//! API that OpenAI and most local servers (vLLM, Ollama, llama.cpp) speak. Plain Rust:
-//! no host call happens here, so it is tested natively.
+//! The Chat Completions API that OpenAI and most local servers (vLLM, Ollama, llama.cpp)
+//! speak: the request the host's neutral request becomes, and the answer, whole or
+//! streamed, read back into the host's reply. Plain Rust: no host call happens here, so
+//! it is tested natively.
 
 use mur_driver_kit::Piece;
+use mur_driver_kit::answer::{self, Seen};
 use mur_driver_kit::config::Config;
-use mur_driver_kit::http::{Flow, StreamEnd, error_message};
+use mur_driver_kit::default_endpoint;
 use mur_driver_kit::neutral::{
-    Block, Message, Reply, Request, StopReason, Tool, Usage, clip, tool_input,
+    Block, Message, Reply, Request, StopReason, Tool, Usage, tool_input,
 };
-use mur_driver_kit::setup::EventStream;
-use mur_driver_kit::sse::SseEvent;
+use mur_driver_kit::provider::Provider;
 use serde_json::{Map, Value, json};
 
-/// The path of the chat call for an endpoint path (see the kit's `api_path`).
-pub fn api_path(path: &str) -> String {
-    mur_driver_kit::endpoint::api_path(path, "/chat/completions")
-}
+pub struct OpenAi;
 
-/// The request body for `request`.
-pub fn request_body(request: &Request, model: &str, config: &Config) -> Value {
-    let mut body = Map::new();
-    body.insert("model".into(), model.into());
-    body.insert("messages".into(), messages(request).into());
-    // `max_tokens` rather than `max_completion_tokens`: the local servers know only it.
-    if let Some(max_tokens) = request.max_tokens {
-        body.insert("max_tokens".into(), max_tokens.into());
+impl Provider for OpenAi {
+    const NAME: &'static str = "openai";
+    const DEFAULT_ENDPOINT: &'static str = default_endpoint::OPENAI;
+    type Draft = Draft;
+
+    /// The chat call (see the kit's `api_path`).
+    fn api_path(path: &str) -> String {
+        mur_driver_kit::endpoint::api_path(path, "/chat/completions")
     }
-    if !request.tools.is_empty() {
-        body.insert("tools".into(), request.tools.iter().map(tool).collect());
+
+    fn request_body(request: &Request, model: &str, config: &Config) -> Value {
+        let mut body = Map::new();
+        body.insert("model".into(), model.into());
+        body.insert("messages".into(), messages(request).into());
+        // `max_tokens` rather than `max_completion_tokens`: the local servers know only it.
+        if let Some(max_tokens) = request.max_tokens {
+            body.insert("max_tokens".into(), max_tokens.into());
+        }
+        if !request.tools.is_empty() {
+            body.insert("tools".into(), request.tools.iter().map(tool).collect());
+        }
+        config.write_to(&mut body);
+        if config.stream {
+            // Without it a stream carries no token counts.
+            body.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+        Value::Object(body)
     }
-    if let Some(temperature) = config.temperature {
-        body.insert("temperature".into(), temperature.into());
+
+    fn headers(api_key: Option<&str>) -> Vec<(&'static str, String)> {
+        api_key
+            .map(|key| ("authorization", format!("Bearer {key}")))
+            .into_iter()
+            .collect()
     }
-    if let Some(top_p) = config.top_p {
-        body.insert("top_p".into(), top_p.into());
-    }
-    body.insert("stream".into(), config.stream.into());
-    if config.stream {
-        // Without it a stream carries no token counts.
-        body.insert("stream_options".into(), json!({"include_usage": true}));
-    }
-    Value::Object(body)
 }
 
 fn messages(request: &Request) -> Vec<Value> {
@@ -109,46 +118,6 @@ fn tool(tool: &Tool) -> Value {
     json!({"type": "function", "function": function})
 }
 
-/// A whole (non-streamed) answer.
-pub fn parse_reply(body: &[u8]) -> Result<Reply, String> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| {
-        let text = String::from_utf8_lossy(body);
-        format!("the answer is not JSON ({e}): {}", clip(&text, 300))
-    })?;
-    if has_error(&value) {
-        return Err(format!(
-            "the server answered with an error: {}",
-            error_message(body)
-        ));
-    }
-    let choice = value
-        .pointer("/choices/0")
-        .ok_or("the answer has no choices")?;
-    let message = choice
-        .get("message")
-        .ok_or("the answer's choice has no message")?;
-    let mut draft = Draft::default();
-    if let Some(reasoning) = reasoning(message) {
-        draft.thinking.push_str(reasoning);
-    }
-    draft.text = content_text(message.get("content"));
-    // A refusal comes instead of content; it is the model's answer all the same.
-    if let (true, Some(refusal)) = (draft.text.is_empty(), text_of(message, "refusal")) {
-        draft.text = refusal.to_string();
-    }
-    if let Some(Value::Array(calls)) = message.get("tool_calls") {
-        for call in calls {
-            draft.merge_call(call);
-        }
-    }
-    draft.finish = choice
-        .get("finish_reason")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    draft.usage = usage(value.get("usage"));
-    draft.into_reply()
-}
-
 /// `content` as text: a string, or (from some servers) a list of text parts.
 fn content_text(content: Option<&Value>) -> String {
     match content {
@@ -205,7 +174,7 @@ struct Call {
 
 /// The answer so far.
 #[derive(Debug, Default)]
-struct Draft {
+pub struct Draft {
     thinking: String,
     text: String,
     calls: Vec<Call>,
@@ -251,6 +220,87 @@ impl Draft {
             Some(object @ Value::Object(_)) => call.arguments = object.to_string(),
             _ => {}
         }
+    }
+
+    fn on_choice(&mut self, choice: &Value, emit: &mut dyn FnMut(Piece<'_>)) {
+        if let Some(delta) = choice.get("delta") {
+            if let Some(piece) = reasoning(delta) {
+                emit(Piece::Thinking(piece));
+                self.thinking.push_str(piece);
+            }
+            // A refusal streams instead of content and is shown the same way.
+            for key in ["content", "refusal"] {
+                if let Some(piece) = text_of(delta, key) {
+                    emit(Piece::Text(piece));
+                    self.text.push_str(piece);
+                }
+            }
+            if let Some(Value::Array(calls)) = delta.get("tool_calls") {
+                for call in calls {
+                    self.merge_call(call);
+                }
+            }
+        }
+        if let Some(finish) = choice.get("finish_reason").and_then(Value::as_str) {
+            self.finish = Some(finish.to_string());
+        }
+    }
+}
+
+/// How this provider's answer reads, whole or streamed; the kit does the framing.
+impl answer::Draft for Draft {
+    const END_MARKER: Option<&'static str> = Some("[DONE]");
+
+    fn is_error(body: &Value) -> bool {
+        has_error(body)
+    }
+
+    fn whole(body: &Value) -> Result<Draft, String> {
+        let choice = body
+            .pointer("/choices/0")
+            .ok_or("the answer has no choices")?;
+        let message = choice
+            .get("message")
+            .ok_or("the answer's choice has no message")?;
+        let mut draft = Draft::default();
+        if let Some(reasoning) = reasoning(message) {
+            draft.thinking.push_str(reasoning);
+        }
+        draft.text = content_text(message.get("content"));
+        // A refusal comes instead of content; it is the model's answer all the same.
+        if let (true, Some(refusal)) = (draft.text.is_empty(), text_of(message, "refusal")) {
+            draft.text = refusal.to_string();
+        }
+        if let Some(Value::Array(calls)) = message.get("tool_calls") {
+            for call in calls {
+                draft.merge_call(call);
+            }
+        }
+        draft.finish = choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        draft.usage = usage(body.get("usage"));
+        Ok(draft)
+    }
+
+    fn read(&mut self, name: &str, data: &Value, emit: &mut dyn FnMut(Piece<'_>)) -> Seen {
+        if has_error(data) || name == "error" {
+            return Seen::ServerError;
+        }
+        if data.get("usage").is_some_and(Value::is_object) {
+            self.usage = usage(data.get("usage"));
+        }
+        if let Some(choice) = data.pointer("/choices/0") {
+            self.on_choice(choice, emit);
+        }
+        Seen::More
+    }
+
+    /// A stream cut off after the model finished (before `[DONE]`, say) only lacks
+    /// token counts.
+    fn finished(&self) -> bool {
+        self.finish.is_some()
     }
 
     fn into_reply(self) -> Result<Reply, String> {
@@ -301,99 +351,14 @@ impl Draft {
     }
 }
 
-/// A streamed answer being put together, one server-sent event at a time.
-#[derive(Debug, Default)]
-pub struct Stream {
-    draft: Draft,
-}
-
-/// The kit reads both kinds of answer; this is how this provider's stream is read.
-impl EventStream for Stream {
-    fn on_event(
-        &mut self,
-        event: &SseEvent,
-        emit: &mut dyn FnMut(Piece<'_>),
-    ) -> Result<Flow, String> {
-        Stream::on_event(self, event, emit)
-    }
-
-    fn finish(self, end: StreamEnd, url: &str) -> Result<Reply, String> {
-        Stream::finish(self, end, url)
-    }
-}
-
-impl Stream {
-    /// Reads one event, passing text and reasoning on through `emit` as they come.
-    pub fn on_event(
-        &mut self,
-        event: &SseEvent,
-        emit: &mut dyn FnMut(Piece<'_>),
-    ) -> Result<Flow, String> {
-        let data = event.data.trim();
-        if data == "[DONE]" {
-            return Ok(Flow::Done);
-        }
-        if data.is_empty() {
-            return Ok(Flow::Continue);
-        }
-        let chunk: Value = serde_json::from_str(data)
-            .map_err(|e| format!("a stream event is not JSON ({e}): {}", clip(data, 300)))?;
-        if has_error(&chunk) || event.event == "error" {
-            return Err(format!(
-                "the server reported an error mid-answer: {}",
-                error_message(data.as_bytes())
-            ));
-        }
-        if chunk.get("usage").is_some_and(Value::is_object) {
-            self.draft.usage = usage(chunk.get("usage"));
-        }
-        if let Some(choice) = chunk.pointer("/choices/0") {
-            self.on_choice(choice, emit);
-        }
-        Ok(Flow::Continue)
-    }
-
-    fn on_choice(&mut self, choice: &Value, emit: &mut dyn FnMut(Piece<'_>)) {
-        if let Some(delta) = choice.get("delta") {
-            if let Some(piece) = reasoning(delta) {
-                emit(Piece::Thinking(piece));
-                self.draft.thinking.push_str(piece);
-            }
-            // A refusal streams instead of content and is shown the same way.
-            for key in ["content", "refusal"] {
-                if let Some(piece) = text_of(delta, key) {
-                    emit(Piece::Text(piece));
-                    self.draft.text.push_str(piece);
-                }
-            }
-            if let Some(Value::Array(calls)) = delta.get("tool_calls") {
-                for call in calls {
-                    self.draft.merge_call(call);
-                }
-            }
-        }
-        if let Some(finish) = choice.get("finish_reason").and_then(Value::as_str) {
-            self.draft.finish = Some(finish.to_string());
-        }
-    }
-
-    /// The answer, once the stream has ended. A stream cut off before the model finished
-    /// is a failure; one cut off after it (before `[DONE]`, say) only lacks token counts.
-    pub fn finish(self, end: StreamEnd, url: &str) -> Result<Reply, String> {
-        if let StreamEnd::Cut(cause) = end
-            && self.draft.finish.is_none()
-        {
-            return Err(format!(
-                "the stream from {url} ended before the answer was complete: {cause}"
-            ));
-        }
-        self.draft.into_reply()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mur_driver_kit::answer::parse_whole;
+    use mur_driver_kit::http::{Flow, StreamEnd};
+    use mur_driver_kit::sse::SseEvent;
+
+    type Stream = answer::Stream<Draft>;
 
     fn request() -> Request {
         Request::parse(
@@ -410,13 +375,13 @@ mod tests {
 
     #[test]
     fn endpoint_paths() {
-        assert_eq!(api_path(""), "/v1/chat/completions");
-        assert_eq!(api_path("/v1"), "/v1/chat/completions");
+        assert_eq!(OpenAi::api_path(""), "/v1/chat/completions");
+        assert_eq!(OpenAi::api_path("/v1"), "/v1/chat/completions");
         assert_eq!(
-            api_path("/openai/v1/chat/completions"),
+            OpenAi::api_path("/openai/v1/chat/completions"),
             "/openai/v1/chat/completions"
         );
-        assert_eq!(api_path("/proxy"), "/proxy/v1/chat/completions");
+        assert_eq!(OpenAi::api_path("/proxy"), "/proxy/v1/chat/completions");
     }
 
     #[test]
@@ -426,7 +391,7 @@ mod tests {
             temperature: Some(0.5),
             top_p: None,
         };
-        let body = request_body(&request(), "m", &config);
+        let body = OpenAi::request_body(&request(), "m", &config);
         assert_eq!(
             body,
             json!({
@@ -446,7 +411,7 @@ mod tests {
                 "stream_options": {"include_usage": true},
             })
         );
-        let plain = request_body(
+        let plain = OpenAi::request_body(
             &Request::parse(r#"{"messages":[]}"#).unwrap(),
             "m",
             &Config::default(),
@@ -459,7 +424,7 @@ mod tests {
 
     #[test]
     fn a_whole_answer() {
-        let reply = parse_reply(
+        let reply = parse_whole::<Draft>(
             br#"{"choices":[{"message":{"content":null,"reasoning_content":"think",
                  "tool_calls":[{"id":"c9","type":"function","function":{"name":"ls","arguments":"{\"p\":1}"}}]},
                  "finish_reason":"tool_calls"}],
@@ -483,7 +448,7 @@ mod tests {
             let body = format!(
                 r#"{{"choices":[{{"message":{{"content":"hi","tool_calls":{calls}}},"finish_reason":{finish}}}]}}"#
             );
-            parse_reply(body.as_bytes()).unwrap().stop_reason
+            parse_whole::<Draft>(body.as_bytes()).unwrap().stop_reason
         };
         let call = r#"[{"id":"1","function":{"name":"f","arguments":"{}"}}]"#;
         assert_eq!(answer(r#""stop""#, "[]"), StopReason::EndTurn);
@@ -496,23 +461,27 @@ mod tests {
     #[test]
     fn bad_answers_are_errors_not_traps() {
         let bad_args = br#"{"choices":[{"message":{"tool_calls":[{"id":"1","function":{"name":"f","arguments":"{oops"}}]}}]}"#;
-        assert!(parse_reply(bad_args).unwrap_err().contains("'f'"));
-        assert!(parse_reply(b"<html>").unwrap_err().contains("not JSON"));
-        assert!(parse_reply(br#"{"choices":[]}"#).is_err());
-        assert!(parse_reply(br#"[1,2]"#).is_err());
-        let error = parse_reply(br#"{"error":{"message":"quota"}}"#).unwrap_err();
+        assert!(parse_whole::<Draft>(bad_args).unwrap_err().contains("'f'"));
+        assert!(
+            parse_whole::<Draft>(b"<html>")
+                .unwrap_err()
+                .contains("not JSON")
+        );
+        assert!(parse_whole::<Draft>(br#"{"choices":[]}"#).is_err());
+        assert!(parse_whole::<Draft>(br#"[1,2]"#).is_err());
+        let error = parse_whole::<Draft>(br#"{"error":{"message":"quota"}}"#).unwrap_err();
         assert!(error.contains("quota"), "{error}");
         let vllm = br#"{"object":"error","message":"too long","type":"BadRequestError"}"#;
-        assert!(parse_reply(vllm).unwrap_err().contains("too long"));
+        assert!(parse_whole::<Draft>(vllm).unwrap_err().contains("too long"));
         let refusal = br#"{"choices":[{"message":{"content":null,"refusal":"I can't."},"finish_reason":"stop"}]}"#;
         assert_eq!(
-            parse_reply(refusal).unwrap().content,
+            parse_whole::<Draft>(refusal).unwrap().content,
             vec![Block::Text("I can't.".into())]
         );
         // Cut off by max_tokens: the half call is dropped.
         let cut = br#"{"choices":[{"message":{"content":"a","tool_calls":[{"id":"1","function":{"name":"f","arguments":"{\"x"}}]},"finish_reason":"length"}]}"#;
         assert_eq!(
-            parse_reply(cut).unwrap().content,
+            parse_whole::<Draft>(cut).unwrap().content,
             vec![Block::Text("a".into())]
         );
     }

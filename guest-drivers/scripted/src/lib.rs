@@ -1,5 +1,17 @@
 //! The scripted driver: it replays a fixed list of model turns instead of calling
 //! a provider, so examples and tests run offline and give the same answer every time.
+//!
+//! A script is `{"turns": [...], "span": "task" | "session"}`. With `span: task` (the
+//! default) every task plays the script from its first turn; with `span: session` the
+//! turns are played once across the whole session, each task going on where the one
+//! before stopped.
+//!
+//! The driver sees no task, only requests, so it learns that a task began from the
+//! conversation a request carries: one with no `assistant` message yet is a task's
+//! first request (every later request of a task holds the model's earlier answers,
+//! a reopened attempt too). A task of a threaded context (`lifecycle.conversation:
+//! threaded`) carries that context's earlier exchange, so it goes on in the script
+//! where the context's conversation stopped.
 
 wit_bindgen::generate!({
     path: ["../../wit/text", "../../wit/driver"],
@@ -35,10 +47,44 @@ struct ToolCall {
     input: Value,
 }
 
+/// How far one pass through the turns reaches.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Span {
+    /// Every task starts from the first turn.
+    Task,
+    /// The turns are played once across the session.
+    Session,
+}
+
 struct Script {
     turns: Vec<Turn>,
+    span: Span,
     /// Index of the next turn to play.
     cursor: usize,
+}
+
+impl Script {
+    /// The turn that answers `request`, if the script has one left.
+    fn next(&mut self, request: &Value) -> Result<&Turn, String> {
+        if self.span == Span::Task && begins_a_task(request) {
+            self.cursor = 0;
+        }
+        let Some(turn) = self.turns.get(self.cursor) else {
+            return Err(format!(
+                "script exhausted: it has {} turns and turn {} was asked for",
+                self.turns.len(),
+                self.cursor + 1
+            ));
+        };
+        self.cursor += 1;
+        Ok(turn)
+    }
+}
+
+/// Whether `request` is a task's first: its conversation holds no answer of the model yet.
+fn begins_a_task(request: &Value) -> bool {
+    let messages = request.get("messages").and_then(Value::as_array);
+    !messages.is_some_and(|messages| messages.iter().any(|m| m["role"] == "assistant"))
 }
 
 // The host calls `configure` and `infer` on one instance, one call at a time;
@@ -47,9 +93,13 @@ static STATE: Mutex<Option<Script>> = Mutex::new(None);
 
 impl Guest for Component {
     fn configure(settings: Settings) -> Result<(), String> {
-        let turns = parse_script(&settings.config)?;
+        let (turns, span) = parse_script(&settings.config)?;
         // Reconfiguring restarts the script, so one instance can be reused deterministically.
-        *lock() = Some(Script { turns, cursor: 0 });
+        *lock() = Some(Script {
+            turns,
+            span,
+            cursor: 0,
+        });
         Ok(())
     }
 
@@ -63,14 +113,7 @@ impl Guest for Component {
         let Some(script) = state.as_mut() else {
             return Err("the scripted driver was asked to infer before it was configured".into());
         };
-        let Some(turn) = script.turns.get(script.cursor) else {
-            return Err(format!(
-                "script exhausted: it has {} turns and turn {} was asked for",
-                script.turns.len(),
-                script.cursor + 1
-            ));
-        };
-        script.cursor += 1;
+        let turn = script.next(&request)?;
         play(turn, &last_tool_result(&request))
     }
 }
@@ -164,7 +207,7 @@ const TURN_KEYS: &[&str] = &[
     "raw",
 ];
 
-fn parse_script(config: &str) -> Result<Vec<Turn>, String> {
+fn parse_script(config: &str) -> Result<(Vec<Turn>, Span), String> {
     let value: Value =
         serde_json::from_str(config).map_err(|e| format!("script is not JSON: {e}"))?;
     let Value::Object(top) = value else {
@@ -175,11 +218,25 @@ fn parse_script(config: &str) -> Result<Vec<Turn>, String> {
         Some(_) => return Err("script: 'turns' must be a list".into()),
         None => return Err("script has no 'turns' list".into()),
     };
-    turns
+    let turns = turns
         .iter()
         .enumerate()
         .map(|(i, turn)| parse_turn(turn).map_err(|e| format!("script turn {}: {e}", i + 1)))
-        .collect()
+        .collect::<Result<_, _>>()?;
+    Ok((turns, span(&top)?))
+}
+
+/// `span`: `task` (the default) or `session`; anything else is refused, so a misspelt
+/// value does not silently play the other way.
+fn span(top: &Map<String, Value>) -> Result<Span, String> {
+    match top.get("span") {
+        None => Ok(Span::Task),
+        Some(Value::String(span)) if span == "task" => Ok(Span::Task),
+        Some(Value::String(span)) if span == "session" => Ok(Span::Session),
+        Some(other) => Err(format!(
+            "script: 'span' must be 'task' or 'session', not {other}"
+        )),
+    }
 }
 
 fn parse_turn(value: &Value) -> Result<Turn, String> {
@@ -299,3 +356,94 @@ fn usage(turn: &Map<String, Value>) -> Result<Option<(u64, u64)>, String> {
 }
 
 export!(Component);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn script(config: &str) -> Script {
+        let (turns, span) = parse_script(config).unwrap();
+        Script {
+            turns,
+            span,
+            cursor: 0,
+        }
+    }
+
+    const TWO: &str = r#"{"turns":[{"text":"one"},{"text":"two"}]"#;
+
+    /// A task's first request, then one that goes on after an answer.
+    fn first() -> Value {
+        json!({"messages": [{"role": "user", "content": "q"}]})
+    }
+
+    fn later() -> Value {
+        json!({"messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": []},
+            {"role": "tool", "tool_call_id": "c", "content": "r"}]})
+    }
+
+    fn texts(script: &mut Script, requests: &[Value]) -> Vec<String> {
+        requests
+            .iter()
+            .map(|request| match script.next(request) {
+                Ok(turn) => turn.text.clone().unwrap_or_default(),
+                Err(e) => e,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_task_plays_from_the_first_turn() {
+        let mut s = script(&format!("{TWO}}}"));
+        assert_eq!(
+            texts(&mut s, &[first(), later(), first(), later(), later()]),
+            [
+                "one",
+                "two",
+                "one",
+                "two",
+                "script exhausted: it has 2 turns and turn 3 was asked for"
+            ]
+        );
+    }
+
+    #[test]
+    fn span_session_plays_the_turns_once_across_tasks() {
+        let mut s = script(&format!(r#"{TWO},"span":"session"}}"#));
+        assert_eq!(
+            texts(&mut s, &[first(), first(), first()]),
+            [
+                "one",
+                "two",
+                "script exhausted: it has 2 turns and turn 3 was asked for"
+            ]
+        );
+        let mut s = script(&format!(r#"{TWO},"span":"task"}}"#));
+        assert_eq!(texts(&mut s, &[first(), first()]), ["one", "one"]);
+    }
+
+    #[test]
+    fn a_request_without_an_answer_yet_begins_a_task() {
+        assert!(begins_a_task(&first()));
+        assert!(begins_a_task(&json!({})));
+        assert!(!begins_a_task(&later()));
+        // A reopened attempt goes on: its conversation holds the answer not accepted.
+        assert!(!begins_a_task(&json!({"messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": []},
+            {"role": "user", "content": "feedback"}]})));
+    }
+
+    #[test]
+    fn a_span_other_than_task_or_session_is_refused() {
+        for bad in [r#""sessions""#, "true"] {
+            let err = parse_script(&format!(r#"{TWO},"span":{bad}}}"#)).err();
+            assert_eq!(
+                err.as_deref(),
+                Some(format!("script: 'span' must be 'task' or 'session', not {bad}").as_str())
+            );
+        }
+    }
+}

@@ -43,16 +43,21 @@ pub fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// The line that makes a script play once across the session rather than per task.
+pub const SPAN_SESSION: &str = "span: session\n";
+
 /// A capsule directory: `murmur.yaml`, `script.yaml` and any other files.
 pub struct Capsule {
     pub dir: PathBuf,
 }
 
 impl Capsule {
+    /// `script` (the scripted driver's turns) plays across the session, as the tests'
+    /// scripts are written: each task goes on with the next turns.
     pub fn new(name: &str, manifest: &str, script: &str) -> Self {
         let dir = scratch(name);
         std::fs::write(dir.join("murmur.yaml"), manifest).unwrap();
-        std::fs::write(dir.join("script.yaml"), script).unwrap();
+        std::fs::write(dir.join("script.yaml"), format!("{SPAN_SESSION}{script}")).unwrap();
         Capsule { dir }
     }
 
