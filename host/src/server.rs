@@ -388,8 +388,6 @@ fn parse_message(params: Value) -> Result<Message, String> {
     serde_json::from_value(params).map_err(|e| format!("Invalid params: {e}"))
 }
 
-/// Only `peer` and `completion` are taken from a request; anything else is an event.
-
 /// The message's text, joined from its parts.
 fn message_text(message: &Message) -> String {
     message
