@@ -132,16 +132,8 @@ async fn handle(mut socket: TcpStream, served: Arc<Served>) {
 /// Reads one request: head, then a body of `content-length` bytes.
 async fn read_request(socket: &mut TcpStream) -> Result<Request, &'static str> {
     let mut buf = Vec::with_capacity(4096);
-    let mut chunk = [0u8; 4096];
     loop {
-        let n = socket
-            .read(&mut chunk)
-            .await
-            .map_err(|_| "400 Bad Request")?;
-        if n == 0 {
-            return Err("400 Bad Request");
-        }
-        buf.extend_from_slice(&chunk[..n]);
+        read_more(socket, &mut buf).await?;
         let mut headers = [httparse::EMPTY_HEADER; 64];
         let mut parsed = httparse::Request::new(&mut headers);
         match parsed.parse(&buf) {
@@ -157,6 +149,19 @@ async fn read_request(socket: &mut TcpStream) -> Result<Request, &'static str> {
             Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => continue,
             Ok(httparse::Status::Partial) => return Err("431 Request Header Fields Too Large"),
             Err(_) => return Err("400 Bad Request"),
+        }
+    }
+}
+
+/// Appends what the client sent next; a client that closed or broke mid-request sent a
+/// bad request.
+async fn read_more(socket: &mut TcpStream, buf: &mut Vec<u8>) -> Result<(), &'static str> {
+    let mut chunk = [0u8; 8192];
+    match socket.read(&mut chunk).await {
+        Ok(0) | Err(_) => Err("400 Bad Request"),
+        Ok(n) => {
+            buf.extend_from_slice(&chunk[..n]);
+            Ok(())
         }
     }
 }
@@ -190,16 +195,8 @@ async fn read_body(
     if length > MAX_BODY {
         return Err("413 Content Too Large");
     }
-    let mut chunk = [0u8; 8192];
     while body.len() < length {
-        let n = socket
-            .read(&mut chunk)
-            .await
-            .map_err(|_| "400 Bad Request")?;
-        if n == 0 {
-            return Err("400 Bad Request");
-        }
-        body.extend_from_slice(&chunk[..n]);
+        read_more(socket, &mut body).await?;
     }
     body.truncate(length);
     request.body = body;

@@ -31,19 +31,23 @@ use crate::error::Error;
 
 pub use kernel::Kernel;
 
-/// Variables the sandbox sets itself, whatever the capsule grants.
-const CONFINED_VARS: &[&str] = &[
-    "PATH",
-    "TMPDIR",
+/// Variables that point a command's HTTP clients at the proxy, in both spellings.
+const PROXY_VARS: &[&str] = &[
     "HTTP_PROXY",
     "HTTPS_PROXY",
     "http_proxy",
     "https_proxy",
     "ALL_PROXY",
     "all_proxy",
-    "NO_PROXY",
-    "no_proxy",
 ];
+
+/// Variables that would let a command bypass the proxy; the sandbox empties them.
+const NO_PROXY_VARS: &[&str] = &["NO_PROXY", "no_proxy"];
+
+/// Whether the sandbox sets this variable itself, whatever the capsule grants.
+fn confined_var(key: &str) -> bool {
+    ["PATH", "TMPDIR"].contains(&key) || PROXY_VARS.contains(&key) || NO_PROXY_VARS.contains(&key)
+}
 
 /// `capabilities.containment`: how strongly shell commands are confined. Ordered from
 /// weakest to strongest, so the stronger of the manifest's and `--containment` wins.
@@ -328,7 +332,7 @@ impl Jail {
         }
         let mut env: Vec<(String, String)> = base
             .iter()
-            .filter(|(k, _)| !CONFINED_VARS.contains(&k.as_str()))
+            .filter(|(k, _)| !confined_var(k))
             .cloned()
             .collect();
         let host_path = base
@@ -343,18 +347,12 @@ impl Jail {
         ));
         if let Some(proxy) = &self.proxy {
             let url = proxy.url();
-            for key in [
-                "HTTP_PROXY",
-                "HTTPS_PROXY",
-                "http_proxy",
-                "https_proxy",
-                "ALL_PROXY",
-                "all_proxy",
-            ] {
-                env.push((key.into(), url.clone()));
+            for key in PROXY_VARS {
+                env.push((key.to_string(), url.clone()));
             }
-            env.push(("NO_PROXY".into(), String::new()));
-            env.push(("no_proxy".into(), String::new()));
+            for key in NO_PROXY_VARS {
+                env.push((key.to_string(), String::new()));
+            }
         }
         env
     }
