@@ -8,18 +8,19 @@ demo:
 test:
     cargo test --workspace --locked
 
-# Only the end-to-end tests of `mur run`.
-e2e:
-    cargo test --test run
+# The end-to-end tests of one area (a module of tests/all: run, stream, hooks, ...).
+e2e AREA:
+    cargo test -p mur --test all {{AREA}}::
 
-# Build the guest components (the host build does this too).
+# Build the host and every guest component (its build script builds the guests into
+# target/guests).
 components:
-    cargo build --release --target wasm32-wasip2 --target-dir target/guests -p mur-session-loop -p mur-driver-scripted -p mur-loop-oneshot -p mur-loop-future -p mur-tool-wordcount -p mur-tool-probe -p mur-driver-probe
+    cargo build -p mur
 
 # Benchmarks (release build): see BENCHMARKS.md for the method.
 bench:
-    bash bench/startup.sh
+    cargo bench -p mur
 
 lint:
     cargo fmt --all -- --check
-    cargo clippy --all-targets -- -D warnings
+    cargo clippy --workspace --all-targets -- -D warnings
