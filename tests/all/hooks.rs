@@ -1945,7 +1945,7 @@ fn async_hook_failures_are_traced() {
             Hook::recorder("bgspin")
                 .bind("on-session-start")
                 .mode("async")
-                .deadline(3),
+                .deadline(2),
         );
     let cap = Cap::new("async", &yaml, "turns:\n  - text: fine\n");
     cap.answers("bg", json!({"task-end": [{"error": "async broke"}]}));

@@ -8,6 +8,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -227,20 +228,26 @@ fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String
 }
 
 /// The exit code of `child`, which must exit within `limit`; otherwise it is killed
-/// and the test fails.
+/// and the test fails. A watchdog waits beside it, so the exit is seen the moment it
+/// happens rather than at the next poll.
 pub fn wait_bounded(child: &mut Child, limit: Duration) -> i32 {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status.code().unwrap_or(-1);
+    let pid = child.id() as libc::pid_t;
+    let (exited, watch) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        let hung = watch.recv_timeout(limit) == Err(RecvTimeoutError::Timeout);
+        if hung {
+            // SAFETY: kill only sends a signal, to a child that has not exited (else
+            // the wait below would have returned and said so), so not reaped either.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
         }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the process did not exit within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+        hung
+    });
+    let status = child.wait().unwrap();
+    let _ = exited.send(());
+    if watchdog.join().unwrap() {
+        panic!("the process did not exit within {limit:?}");
     }
+    status.code().unwrap_or(-1)
 }
 
 /// The JSON lines of a file a finished process wrote (the trace, a hook's events): a
