@@ -243,6 +243,8 @@ pub struct Lifecycle {
     pub max_task_reopens: u32,
     pub shell_grace_secs: u64,
     pub input_timeout_secs: Option<u64>,
+    /// Tool calls a `call-tools` batch runs at once; 1 runs them one after another.
+    pub parallel_tools: usize,
 }
 
 impl Default for Lifecycle {
@@ -255,6 +257,7 @@ impl Default for Lifecycle {
             max_task_reopens: 1,
             shell_grace_secs: 10,
             input_timeout_secs: None,
+            parallel_tools: 1,
         }
     }
 }

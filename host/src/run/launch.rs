@@ -209,6 +209,7 @@ fn settings(m: &Manifest, workdir: &Workdir) -> Settings {
         },
         max_turns: m.inference.max_turns,
         max_task_reopens: m.lifecycle.max_task_reopens,
+        parallel_tools: m.lifecycle.parallel_tools,
         include_tool_output: m.trace.include_tool_output,
         context: ContextPolicy {
             window: m.context.max_tokens,
