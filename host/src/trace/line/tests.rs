@@ -126,6 +126,11 @@ fn task_start_derives_trust_and_lane_from_the_origin() {
         "task_start",
         r#"{"task_id":"tsk_1","context_id":"ctx_1","source":"a2a","origin":"completion","trust":"untrusted","lane":"bg","message_parts_bytes":5}"#,
     );
+    check(
+        task_start(&pending(Origin::System)),
+        "task_start",
+        r#"{"task_id":"tsk_1","context_id":"ctx_1","source":"a2a","origin":"system","trust":"untrusted","lane":"bg","message_parts_bytes":5}"#,
+    );
 }
 
 #[test]
@@ -199,19 +204,45 @@ fn inference_puts_the_estimates_first_and_the_reported_usage_after() {
             ("tool_call", Some("bash".into())),
             "tool_call",
             &reported,
+            None,
         ),
         "inference",
         r#"{"turn":1,"input_tokens":100,"output_tokens":12,"decision":"tool_call","tool_name":"bash","stop_reason":"tool_call","duration_ms":40,"input_tokens_actual":90,"output_tokens_actual":10,"cached_tokens":64}"#,
     );
     check(
-        inference(&TURN, ("end_turn", None), "end_turn", &Map::new()),
+        inference(&TURN, ("end_turn", None), "end_turn", &Map::new(), None),
         "inference",
         r#"{"turn":1,"input_tokens":100,"output_tokens":12,"decision":"end_turn","tool_name":null,"stop_reason":"end_turn","duration_ms":40}"#,
     );
     check(
-        inference_failed(&TURN, "driver_error", "rate limited"),
+        inference_failed(&TURN, "driver_error", "rate limited", None),
         "inference",
         r#"{"turn":1,"input_tokens":100,"output_tokens":0,"duration_ms":40,"error_code":"driver_error","error":"rate limited"}"#,
+    );
+}
+
+#[test]
+fn a_task_s_first_inference_after_a_seed_says_whether_it_carried_it() {
+    check(
+        inference(&TURN, ("end_turn", None), "end_turn", &Map::new(), Some(false)),
+        "inference",
+        r#"{"turn":1,"input_tokens":100,"output_tokens":12,"decision":"end_turn","tool_name":null,"stop_reason":"end_turn","duration_ms":40,"seed_carried":false}"#,
+    );
+    check(
+        inference_failed(&TURN, "driver_error", "rate limited", Some(true)),
+        "inference",
+        r#"{"turn":1,"input_tokens":100,"output_tokens":0,"duration_ms":40,"error_code":"driver_error","error":"rate limited","seed_carried":true}"#,
+    );
+}
+
+#[test]
+fn task_enqueued_names_the_lane_and_the_task_that_queued_it() {
+    let mut task = pending(Origin::System);
+    task.source = Source::Loop;
+    check(
+        task_enqueued(&task, Some("tsk_0")),
+        "task_enqueued",
+        r#"{"context_id":"ctx_1","origin":"system","lane":"bg","by_task_id":"tsk_0","message_parts_bytes":5}"#,
     );
 }
 
