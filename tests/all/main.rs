@@ -14,6 +14,7 @@ mod hooks;
 mod hygiene;
 mod input;
 mod limits;
+mod loop_artifact;
 mod run;
 mod scripted;
 mod stream;

@@ -56,6 +56,14 @@ pub(crate) fn hello_example_prints_its_answer_and_exits_zero() {
         .expect("session line");
     assert_eq!(session.len(), 32);
     assert!(session.bytes().all(|b| b.is_ascii_hexdigit()));
+    assert!(lines[2].starts_with("workdir: "), "{}", run.stdout);
+    assert_eq!(
+        lines[3],
+        format!(
+            "loop:    default (built-in, mur {})",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
     assert!(
         run.stdout.contains("My workdir holds the files below"),
         "{}",
@@ -151,6 +159,10 @@ fn trace_records_session_task_turns_and_tool_calls() {
     assert_eq!(start["max_turns"], 10);
     assert_eq!(start["tools_declared"], json!(["bash"]));
     assert_eq!(start["session_loop"], "built-in session loop");
+    assert_eq!(
+        (&start["loop"], &start["loop_version"]),
+        (&json!("default"), &json!(env!("CARGO_PKG_VERSION")))
+    );
 
     let task = &trace[1];
     let task_id = task["task_id"].as_str().unwrap();
@@ -293,6 +305,10 @@ pub(crate) fn loop_swap_runs_the_other_loop() {
     assert_eq!(
         start["session_loop"],
         json!(format!("session loop {}", path.display()))
+    );
+    assert_eq!(
+        (&start["loop"], &start["loop_version"]),
+        (&json!("mur_loop_oneshot.wasm"), &Value::Null)
     );
     assert!(s.events("tool_call").is_empty());
 }
@@ -530,6 +546,10 @@ fn murmur_md_has_every_section() {
     )));
     assert!(md.contains("- Capsule: e2e v0.1.0"));
     assert!(md.contains("- Model: scripted-test"));
+    assert!(md.contains(&format!(
+        "- Session loop: default (built-in, mur {})\n",
+        env!("CARGO_PKG_VERSION")
+    )));
     assert!(md.contains("- Turn limit: 10 inference turns per task"));
     assert!(md.contains("- Context budget: not set"));
     assert!(md.contains("- **bash** (built-in, shell) — "));

@@ -4,8 +4,8 @@ use super::tree::join;
 
 #[rustfmt::skip]
 const SCHEMA: &[(&str, &[&str])] = &[
-    ("", &["name", "version", "artifacts", "inference", "context", "lifecycle", "capabilities",
-           "network", "trace"]),
+    ("", &["name", "version", "artifacts", "loop", "inference", "context", "lifecycle",
+           "capabilities", "network", "trace"]),
     ("artifacts[]", &["name", "version", "runtime", "source", "local_source", "capabilities",
                       "description", "on_overflow", "binding", "execution_mode",
                       "commit_policy"]),

@@ -87,7 +87,12 @@ pub struct SessionStart<'a> {
     pub tools_declared: Vec<&'a str>,
     pub system_prompt: Option<&'a str>,
     pub resumed_from: Option<&'a str>,
+    /// How errors name the loop, e.g. `built-in session loop`.
     pub session_loop: &'a str,
+    /// `default` for the built-in loop, the artifact's name, or the `--loop` file's name.
+    pub loop_name: &'a str,
+    /// The artifact's `version`, mur's own for the built-in loop, none for `--loop`.
+    pub loop_version: Option<&'a str>,
     pub driver: &'a str,
     /// The shell sandbox's record: declared and achieved class.
     pub containment: Value,
@@ -113,6 +118,8 @@ pub fn session_start(s: SessionStart<'_>) -> Line {
             "resumed_from": s.resumed_from,
             "context_id": null,
             "session_loop": s.session_loop,
+            "loop": s.loop_name,
+            "loop_version": s.loop_version,
             "driver": s.driver,
             "containment": s.containment,
         }),
