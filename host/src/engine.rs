@@ -294,3 +294,6 @@ fn world_error(label: &str, exports: &[String], world: &World) -> Error {
         world.name, world.export
     ))
 }
+
+#[cfg(test)]
+mod wit_lock;

@@ -42,6 +42,7 @@ mod guest_tests {
     pub(crate) use crate::limits::a_big_tool_result_is_refused_and_the_model_gets_the_error as mur_tool_flood;
     pub(crate) use crate::limits::a_call_flooding_loop_is_stopped_by_the_trace_ceiling as mur_loop_flood;
     pub(crate) use crate::run::a_loop_built_against_another_version_is_refused as mur_loop_future;
+    pub(crate) use crate::run::a_loop_built_against_the_released_0_1_0_is_refused as mur_loop_legacy;
     pub(crate) use crate::run::hello_example_prints_its_answer_and_exits_zero as mur_session_loop;
     pub(crate) use crate::run::loop_swap_runs_the_other_loop as mur_loop_oneshot;
 }

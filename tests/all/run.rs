@@ -336,7 +336,7 @@ fn a_driver_passed_as_loop_is_refused_naming_its_world() {
     assert_eq!(
         run.stderr,
         format!(
-            "error[E-RUN-031]: session loop {} does not target the session-loop world: it is a driver component (exports murmur:driver/inference@0.1.0)\n  hint: a session-loop component exports murmur:session/loop@0.1.0\n",
+            "error[E-RUN-031]: session loop {} does not target the session-loop world: it is a driver component (exports murmur:driver/inference@0.2.0)\n  hint: a session-loop component exports murmur:session/loop@0.2.0\n",
             path.display()
         )
     );
@@ -352,9 +352,25 @@ pub(crate) fn a_loop_built_against_another_version_is_refused() {
     let path = guest(MUR_LOOP_FUTURE);
     let run = capsule.run(&["--task", "hi", "--loop", path.to_str().unwrap()]);
     run.assert_error(&format!(
-            "error[E-RUN-030]: session loop {} was built against murmur:session/loop@0.2.0; this mur serves murmur:session/loop@0.1.0\n  hint: ",
+            "error[E-RUN-030]: session loop {} was built against murmur:session/loop@0.3.0; this mur serves murmur:session/loop@0.2.0\n  hint: ",
             path.display()
         ));
+}
+
+/// A loop built against the released 0.1.0 session world, whose shape this host no
+/// longer serves, is refused before it runs, naming the version it does serve.
+#[test]
+pub(crate) fn a_loop_built_against_the_released_0_1_0_is_refused() {
+    let capsule = Capsule::new("legacy", &with_bash(""), ECHO_SCRIPT);
+    let path = guest(MUR_LOOP_LEGACY);
+    let run = capsule.run(&["--task", "hi", "--loop", path.to_str().unwrap()]);
+    run.assert_error(&format!(
+        "error[E-RUN-030]: session loop {} was built against murmur:session/loop@0.1.0; \
+         this mur serves murmur:session/loop@0.2.0\n  hint: rebuild the component against \
+         the session-loop world of murmur:*@0.2.0 (the wit/ folder of this mur)\n",
+        path.display()
+    ));
+    assert_eq!(run.stdout, "");
 }
 
 #[test]
