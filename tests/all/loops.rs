@@ -575,11 +575,11 @@ outside status: err: the session loop called status outside a task
 outside budget: err: the session loop called budget outside a task
 outside compact: err: the session loop called compact outside a task
 outside call-tools: err: the session loop called call-tools outside a task
-outside enqueue: err: the session loop called enqueue outside a task
 outside finish-task: err: the session loop called finish-task outside a task";
 
 /// Before its first task the loop may call nothing that needs one: each call is
-/// refused naming it, and none of them reaches the model or starts a task.
+/// refused naming it, and none of them reaches the model or starts a task. (`enqueue`
+/// is the exception: between tasks it queues a task in a new context.)
 #[test]
 pub(crate) fn outside_a_task_every_call_is_refused_naming_it() {
     let capsule = probe_capsule("probe-outside", ONE_TASK, "");
@@ -724,22 +724,8 @@ fn enqueue_past_the_queue_is_refused_naming_its_depth() {
         "enqueue-until-full: queued 2, then err: the queue is full (lifecycle.queue_depth 2): \
          the follow-up task was not queued"
     );
-    // The follow-ups run after it; wait for their ends before stopping.
-    let session = served.session();
-    let deadline = std::time::Instant::now() + WAIT;
-    while session
-        .trace_so_far()
-        .iter()
-        .filter(|l| l["event_type"] == "task_end")
-        .count()
-        < 3
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the follow-ups did not run"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // The follow-ups run after it; they end before the capsule is stopped.
+    wait_for_task_ends(&served.session(), 3);
     let (session, _) = served.stop();
     let starts = session.events("task_start");
     assert_eq!(starts.len(), 3);
@@ -757,6 +743,54 @@ fn enqueue_past_the_queue_is_refused_naming_its_depth() {
     assert_eq!(session.read("out/result.txt"), "noop: ok");
 }
 
+/// Between tasks `enqueue` queues a follow-up in a context of its own (no task runs
+/// to lend it one).
+#[test]
+fn enqueue_between_tasks_queues_a_task_in_a_new_context() {
+    let capsule = probe_capsule("probe-between", "", "");
+    let served = Served::start(&capsule, MUR_LOOP_PROBE, &[]);
+    let first = served.send("finish-then-enqueue\nnoop", Some("ctx-first"));
+    assert_eq!(answer(&first), "finished once");
+    wait_for_task_ends(&served.session(), 2);
+    let report = answer(&served.send("report", None));
+    let (session, _) = served.stop();
+    assert_eq!(
+        report,
+        format!("{OUTSIDE}\nfinish-task: ok, then enqueue: ok")
+    );
+    let starts = session.events("task_start");
+    assert_eq!(starts.len(), 3);
+    let follow_up = &starts[1];
+    assert_eq!(
+        (&follow_up["origin"], &follow_up["lane"]),
+        (&json!("system"), &json!("bg")),
+        "{follow_up}"
+    );
+    let context = follow_up["context_id"].as_str().expect("context_id");
+    assert!(!context.is_empty() && context != "ctx-first", "{follow_up}");
+    assert_eq!(session.events("task_enqueued").len(), 1);
+}
+
+/// Waits until the trace holds `n` task ends.
+fn wait_for_task_ends(session: &Session, n: usize) {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let ended = session
+            .trace_so_far()
+            .iter()
+            .filter(|l| l["event_type"] == "task_end")
+            .count();
+        if ended >= n {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{ended} of {n} tasks ended within {WAIT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Once a task is finished it is no longer the loop's: a second `finish-task` is
 /// refused as a call outside a task, and the first one's answer stands.
 #[test]
@@ -772,8 +806,8 @@ fn finish_task_twice_is_refused_the_second_time() {
     assert_eq!(
         report,
         format!(
-            "{OUTSIDE}\nfinish-task: ok, then err: the session loop called finish-task \
-             outside a task"
+            "{OUTSIDE}\nfinish-task: ok, then finish-task: err: the session loop called \
+             finish-task outside a task"
         )
     );
 }

@@ -5,8 +5,10 @@
 //!   tool; `stop=` is one empty sequence, `stop=a,` one real and one empty.
 //! - `call-tools`: `call-tools` with an empty list.
 //! - `enqueue-until-full`: follow-up tasks (`noop`) until the host refuses one.
-//! - `finish-twice`: ends the task (`finished once`), then ends it again; the second
-//!   answer becomes a note. The lines after it are not run.
+//! - `finish-twice`: ends the task (`finished once`), then ends it again; both answers
+//!   become a note. The lines after it are not run.
+//! - `finish-then-enqueue`: ends the task (`finished once`), then queues a follow-up
+//!   (`noop`) between tasks; both answers become a note. The lines after it are not run.
 //! - `budget`: the budget of a one-message conversation.
 //! - `status TEXT`: a status with the rest of the line.
 //! - `report`: the notes, one per line.
@@ -28,7 +30,16 @@ pub fn run_all(text: &str, notes: &mut Vec<String>) -> Option<Vec<String>> {
         match name {
             "report" => lines.extend(notes.iter().cloned()),
             "finish-twice" => {
-                notes.push(finish_twice());
+                notes.push(finish_then("finish-task", || {
+                    let again = TaskOutcome::Completed("finished twice".into());
+                    words::plain(&host::finish_task(&again, None))
+                }));
+                return None;
+            }
+            "finish-then-enqueue" => {
+                notes.push(finish_then("enqueue", || {
+                    words::plain(&host::enqueue("noop", None))
+                }));
                 return None;
             }
             _ => lines.push(format!("{line}: {}", run(name, rest))),
@@ -106,15 +117,12 @@ fn enqueue_until_full() -> String {
     format!("queued {ENQUEUE_BOUND} and the host never refused one")
 }
 
-/// Ends the task twice; the note says what the second `finish-task` answered.
-fn finish_twice() -> String {
-    let first = host::finish_task(&TaskOutcome::Completed("finished once".into()), None);
-    let second = host::finish_task(&TaskOutcome::Completed("finished twice".into()), None);
-    format!(
-        "finish-task: {}, then {}",
-        words::plain(&first),
-        words::plain(&second)
-    )
+/// Ends the task, then makes one more call (now between tasks): the note says what
+/// each answered, `finish-task: ok, then <call>: <answer>`.
+fn finish_then(call: &str, then: impl FnOnce() -> String) -> String {
+    let once = TaskOutcome::Completed("finished once".into());
+    let finished = words::plain(&host::finish_task(&once, None));
+    format!("finish-task: {finished}, then {call}: {}", then())
 }
 
 #[cfg(test)]

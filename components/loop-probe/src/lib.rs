@@ -2,8 +2,7 @@
 //! so the tests can read every refusal's exact words in the task's result.
 //!
 //! Before it takes its first task it calls what needs a task (`infer`, `status`,
-//! `budget`, `compact`, `call-tools`, `enqueue`, `finish-task`) and keeps the answers
-//! as notes. A task's text holds one command per line (see [`command`]); the task's
+//! `budget`, `compact`, `call-tools`, `finish-task`) and keeps the answers as notes. A task's text holds one command per line (see [`command`]); the task's
 //! result has a line per command, `<the command>: <what the host answered>` in the
 //! words of [`words`].
 
@@ -27,7 +26,7 @@ struct Component;
 impl Guest for Component {
     fn run(_config: Config) -> Result<(), String> {
         // Answers that cannot be reported in the task they were asked in: the calls
-        // outside a task, a second `finish-task`. The `report` command lists them.
+        // outside a task, those after `finish-task`. The `report` command lists them.
         let mut notes = outside::probe();
         while let Some(task) = host::next_task() {
             let mut commands = task.text;

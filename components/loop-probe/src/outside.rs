@@ -1,5 +1,6 @@
 //! The calls that need a task, made before the first `next-task`: each should be
-//! refused, in the host's words.
+//! refused, in the host's words. `enqueue` is not among them: between tasks it queues
+//! a task in a new context (see the `finish-then-enqueue` command).
 
 use crate::command::{one_message, plain_request};
 use crate::murmur::message::types::ToolCall;
@@ -25,7 +26,6 @@ pub fn probe() -> Vec<String> {
         ),
         // One call, so the refusal is about the task, not about an empty list.
         ("call-tools", words::plain(&host::call_tools(&[call]))),
-        ("enqueue", words::plain(&host::enqueue("noop", None))),
         (
             "finish-task",
             words::plain(&host::finish_task(&outcome, None)),
