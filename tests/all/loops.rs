@@ -480,6 +480,50 @@ pub(crate) fn the_critics_threaded_history_is_its_main_conversation() {
 }
 
 // =================================================================================
+// Both from the manifest.
+
+/// The planner and the critic declared as loop artifacts, `loop: <choice>` picking one
+/// (their components copied beside the manifest).
+fn both_declared(name: &str, choice: &str, script: &str) -> Capsule {
+    let manifest = format!(
+        "name: loops\nversion: \"0.1.0\"\nloop: {choice}\nartifacts:\n\
+         \x20 - name: planner\n    version: \"0.2.0\"\n    runtime: loop\n    source: loops/planner.wasm\n\
+         \x20 - name: critic\n    version: \"0.1.0\"\n    runtime: loop\n    source: loops/critic.wasm\n\
+         inference:\n  driver: scripted\n  script: ./script.yaml\n  model: scripted-test\n{ONE_TASK}"
+    );
+    let capsule = Capsule::new(name, &manifest, script);
+    std::fs::create_dir_all(capsule.dir.join("loops")).unwrap();
+    for (file, guest_name) in [("planner", MUR_LOOP_PLANNER), ("critic", MUR_LOOP_CRITIC)] {
+        let to = capsule.dir.join(format!("loops/{file}.wasm"));
+        std::fs::copy(guest(guest_name), to).unwrap();
+    }
+    capsule
+}
+
+/// Each loop runs from its manifest entry, named and versioned on `session_start`.
+#[test]
+fn the_planner_and_the_critic_run_from_their_manifest_entries() {
+    let planned = "turns:\n  - text: \"1. Answer.\"\n  - text: draft\n  - text: checked\n";
+    let reviewed = "turns:\n  - text: draft\n  - text: too short\n  - text: revised\n";
+    for (choice, version, script, answer) in [
+        ("planner", "0.2.0", planned, "checked"),
+        ("critic", "0.1.0", reviewed, "revised"),
+    ] {
+        let capsule = both_declared(&format!("declared-{choice}"), choice, script);
+        let run = capsule.run(&["--task", "Say something."]);
+        run.assert_ok();
+        let session = run.session();
+        assert_eq!(session.read("out/result.txt"), answer, "{choice}");
+        let start = &session.events("session_start")[0];
+        assert_eq!(
+            (&start["loop"], &start["loop_version"]),
+            (&json!(choice), &json!(version))
+        );
+        assert_eq!(session.events("inference").len(), 3, "{choice}");
+    }
+}
+
+// =================================================================================
 // The default loop's parallel tool calls.
 
 /// `lifecycle.parallel_tools: 3`: three slow calls of one reply (the slowest first) run
