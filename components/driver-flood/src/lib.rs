@@ -3,13 +3,16 @@
 //! in one reply (then answers `done` once it sees a tool result).
 
 wit_bindgen::generate!({
-    path: ["../../wit/text", "../../wit/driver"],
+    path: ["../../wit/message", "../../wit/text", "../../wit/driver"],
     world: "murmur:driver/driver",
     generate_all,
 });
 
-use exports::murmur::driver::inference::{Guest, Settings};
-use serde_json::{Value, json};
+use exports::murmur::driver::inference::{
+    Guest, InferError, Request, Response, Settings, StopReason, Usage,
+};
+use murmur::message::types::{Block, ToolCall};
+use serde_json::Value;
 use std::sync::Mutex;
 
 struct Component;
@@ -23,40 +26,57 @@ impl Guest for Component {
         Ok(())
     }
 
-    fn infer(request: String) -> Result<String, String> {
+    fn infer(request: Request) -> Result<Response, InferError> {
         let config = CONFIG.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let n = config["n"].as_u64().unwrap_or(1) as usize;
-        let end = |text: &str| {
-            json!({"stop_reason": "end_turn", "content": [{"type": "text", "text": text}]})
-                .to_string()
-        };
         match config["mode"].as_str().unwrap_or("") {
-            "big" => {
-                // Built in place: one copy of the big text in the driver's memory.
-                let mut reply = String::with_capacity(n + 80);
-                reply.push_str(r#"{"stop_reason":"end_turn","content":[{"type":"text","text":""#);
-                reply.extend(std::iter::repeat_n('b', n));
-                reply.push_str(r#""}]}"#);
-                Ok(reply)
-            }
-            "calls" if request.contains("tool_result") => Ok(end("done")),
+            // One copy of the big text in the driver's memory, handed over as it is.
+            "big" => Ok(answer(
+                StopReason::EndTurn,
+                vec![Block::Text("b".repeat(n))],
+            )),
+            "calls" if has_a_result(&request) => Ok(answer(
+                StopReason::EndTurn,
+                vec![Block::Text("done".into())],
+            )),
             "calls" => {
                 let tool = config["tool"].as_str().unwrap_or("t");
-                let mut reply = String::with_capacity(n * 64);
-                reply.push_str(r#"{"stop_reason":"tool_call","content":["#);
-                for i in 0..n {
-                    if i > 0 {
-                        reply.push(',');
-                    }
-                    reply.push_str(&format!(
-                        r#"{{"type":"tool_call","id":"c{i}","name":"{tool}","input":{{}}}}"#
-                    ));
-                }
-                reply.push_str("]}");
-                Ok(reply)
+                let calls = (0..n)
+                    .map(|i| {
+                        Block::ToolCall(ToolCall {
+                            id: format!("c{i}"),
+                            name: tool.to_string(),
+                            input: "{}".into(),
+                        })
+                    })
+                    .collect();
+                Ok(answer(StopReason::ToolCall, calls))
             }
-            other => Err(format!("unknown mode '{other}'")),
+            other => Err(InferError::Failed(format!("unknown mode '{other}'"))),
         }
+    }
+}
+
+/// Whether the conversation already holds a tool's answer.
+fn has_a_result(request: &Request) -> bool {
+    request
+        .messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .any(|block| matches!(block, Block::ToolResult(_)))
+}
+
+fn answer(stop_reason: StopReason, content: Vec<Block>) -> Response {
+    Response {
+        stop_reason,
+        content,
+        usage: Usage {
+            input_tokens: None,
+            output_tokens: None,
+            cached_tokens: None,
+            cache_write_tokens: None,
+            thinking_tokens: None,
+        },
     }
 }
 

@@ -5,13 +5,16 @@
 //! `sleep-configure` does that already in `configure`.
 
 wit_bindgen::generate!({
-    path: ["../../wit/text", "../../wit/driver"],
+    path: ["../../wit/message", "../../wit/text", "../../wit/driver"],
     world: "murmur:driver/driver",
     generate_all,
 });
 
-use exports::murmur::driver::inference::{Guest, Settings};
-use serde_json::{Value, json};
+use exports::murmur::driver::inference::{
+    Guest, InferError, Request, Response, Settings, StopReason, Usage,
+};
+use murmur::message::types::Block;
+use serde_json::Value;
 use std::sync::Mutex;
 
 struct Component;
@@ -29,7 +32,7 @@ impl Guest for Component {
         Ok(())
     }
 
-    fn infer(_request: String) -> Result<String, String> {
+    fn infer(_request: Request) -> Result<Response, InferError> {
         let mode = MODE.lock().unwrap_or_else(|p| p.into_inner()).clone();
         match mode.as_str() {
             "trap" => panic!("the probe driver traps on purpose"),
@@ -38,14 +41,21 @@ impl Guest for Component {
             },
             "sleep" => {
                 sleep_long();
-                Err("the probe driver woke up".into())
+                Err(InferError::Failed("the probe driver woke up".into()))
             }
             _ => {
                 let text = format!("fs: {}; env: {}", filesystem(), environment());
-                Ok(
-                    json!({"stop_reason": "end_turn", "content": [{"type": "text", "text": text}]})
-                        .to_string(),
-                )
+                Ok(Response {
+                    stop_reason: StopReason::EndTurn,
+                    content: vec![Block::Text(text)],
+                    usage: Usage {
+                        input_tokens: None,
+                        output_tokens: None,
+                        cached_tokens: None,
+                        cache_write_tokens: None,
+                        thinking_tokens: None,
+                    },
+                })
             }
         }
     }

@@ -1,14 +1,17 @@
-//! A provider's answer put together into the host's reply, whether it came whole (one
+//! A provider's answer put together into the typed response, whether it came whole (one
 //! JSON body) or streamed (server-sent events). The framing is every provider's — JSON
 //! data, an error the server reports instead of the answer, a stream cut short — and
-//! lives here; what the JSON means is each provider's [`Draft`].
+//! lives here; what the JSON means is each provider's [`Draft`], which reads it into
+//! borrowed, typed structs of its own (see [`crate::lenient`]).
 
 use crate::http::{Flow, Response, StreamEnd, error_message};
-use crate::neutral::{Reply, clip};
+use crate::lenient::Obj;
 use crate::setup::Setup;
 use crate::sse::SseEvent;
-use crate::{Piece, emit};
-use serde_json::Value;
+use crate::types;
+use crate::{Piece, clip, emit};
+use serde::Deserialize;
+use std::fmt;
 
 /// What one stream event meant to the answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,21 +24,51 @@ pub enum Seen {
     ServerError,
 }
 
+/// Why no answer came of a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// The server, the connection or the model failed, in words.
+    Failed(String),
+    /// What the server sent could not be read as its API's answer.
+    Malformed(String),
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            Fault::Failed(why) | Fault::Malformed(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<String> for Fault {
+    /// Failures that are not about reading the answer: the default.
+    fn from(why: String) -> Fault {
+        Fault::Failed(why)
+    }
+}
+
 /// One provider's answer as it is put together, in that provider's wire format.
 pub trait Draft: Default {
     /// A `data` line that ends the stream without being JSON (`[DONE]`), if the
     /// provider sends one.
     const END_MARKER: Option<&'static str> = None;
 
-    /// Whether a whole answer's body is the server's error instead of an answer.
-    fn is_error(body: &Value) -> bool;
+    /// A whole answer's body as the provider sends it (a JSON object).
+    type Whole<'a>: Deserialize<'a>;
 
-    /// The draft of a whole (non-streamed) answer.
-    fn whole(body: &Value) -> Result<Self, String>;
+    /// One stream event's data (a JSON object).
+    type Event<'a>: Deserialize<'a>;
+
+    /// Whether a whole answer's body is the server's error instead of an answer.
+    fn is_error(body: &Self::Whole<'_>) -> bool;
+
+    /// The draft of a whole (non-streamed) answer; an error says what the body lacks.
+    fn whole(body: Self::Whole<'_>) -> Result<Self, String>;
 
     /// Reads one stream event (`name` from its `event:` line, `data` its JSON), passing
     /// text and reasoning on through `emit` as they come.
-    fn read(&mut self, name: &str, data: &Value, emit: &mut dyn FnMut(Piece<'_>)) -> Seen;
+    fn read(&mut self, name: &str, data: Self::Event<'_>, emit: &mut dyn FnMut(Piece<'_>)) -> Seen;
 
     /// Whether the model had finished when a stream was cut: then only what follows the
     /// answer (token counts) is missing and the answer stands.
@@ -43,23 +76,29 @@ pub trait Draft: Default {
         false
     }
 
-    /// The answer in the host's words.
-    fn into_reply(self) -> Result<Reply, String>;
+    /// The answer as the host takes it; an error is the model's (a tool call it broke).
+    fn into_response(self) -> Result<types::Response, String>;
 }
 
 /// Reads a whole (non-streamed) answer.
-pub fn parse_whole<D: Draft>(body: &[u8]) -> Result<Reply, String> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| {
-        let text = String::from_utf8_lossy(body);
-        format!("the answer is not JSON ({e}): {}", clip(&text, 300))
-    })?;
-    if D::is_error(&value) {
-        return Err(format!(
+pub fn parse_whole<D: Draft>(body: &[u8]) -> Result<types::Response, Fault> {
+    let quoted = || clip(&String::from_utf8_lossy(body), 300);
+    let whole: Obj<D::Whole<'_>> = serde_json::from_slice(body)
+        .map_err(|e| Fault::Malformed(format!("the answer is not JSON ({e}): {}", quoted())))?;
+    let Some(whole) = whole.0 else {
+        return Err(Fault::Malformed(format!(
+            "the answer is not a JSON object: {}",
+            quoted()
+        )));
+    };
+    if D::is_error(&whole) {
+        return Err(Fault::Failed(format!(
             "the server answered with an error: {}",
             error_message(body)
-        ));
+        )));
     }
-    D::whole(&value)?.into_reply()
+    let draft = D::whole(whole).map_err(Fault::Malformed)?;
+    Ok(draft.into_response()?)
 }
 
 /// A streamed answer being put together, one server-sent event at a time.
@@ -69,12 +108,13 @@ pub struct Stream<D> {
 }
 
 impl<D: Draft> Stream<D> {
-    /// Reads one event, passing text and reasoning on through `emit` as they come.
+    /// Reads one event, passing text and reasoning on through `emit` as they come. An
+    /// event whose data is JSON but not an object means nothing to the answer.
     pub fn on_event(
         &mut self,
         event: &SseEvent,
         emit: &mut dyn FnMut(Piece<'_>),
-    ) -> Result<Flow, String> {
+    ) -> Result<Flow, Fault> {
         let data = event.data.trim();
         if D::END_MARKER == Some(data) {
             return Ok(Flow::Done);
@@ -82,29 +122,36 @@ impl<D: Draft> Stream<D> {
         if data.is_empty() {
             return Ok(Flow::Continue);
         }
-        let value: Value = serde_json::from_str(data)
-            .map_err(|e| format!("a stream event is not JSON ({e}): {}", clip(data, 300)))?;
-        match self.draft.read(&event.event, &value, emit) {
+        let read: Obj<D::Event<'_>> = serde_json::from_str(data).map_err(|e| {
+            Fault::Malformed(format!(
+                "a stream event is not JSON ({e}): {}",
+                clip(data, 300)
+            ))
+        })?;
+        let Some(read) = read.0 else {
+            return Ok(Flow::Continue);
+        };
+        match self.draft.read(&event.event, read, emit) {
             Seen::More => Ok(Flow::Continue),
             Seen::End => Ok(Flow::Done),
-            Seen::ServerError => Err(format!(
+            Seen::ServerError => Err(Fault::Failed(format!(
                 "the server reported an error mid-answer: {}",
                 error_message(data.as_bytes())
-            )),
+            ))),
         }
     }
 
     /// The answer, once the stream has ended as `end` says. A stream cut off before the
     /// model finished is a failure naming `url`.
-    pub fn finish(self, end: StreamEnd, url: &str) -> Result<Reply, String> {
+    pub fn finish(self, end: StreamEnd, url: &str) -> Result<types::Response, Fault> {
         if let StreamEnd::Cut(cause) = end
             && !self.draft.finished()
         {
-            return Err(format!(
+            return Err(Fault::Failed(format!(
                 "the stream from {url} ended before the answer was complete: {cause}"
-            ));
+            )));
         }
-        self.draft.into_reply()
+        Ok(self.draft.into_response()?)
     }
 }
 
@@ -114,7 +161,7 @@ pub fn read<D: Draft>(
     setup: &Setup,
     mut response: Response,
     max_answer: usize,
-) -> Result<Reply, String> {
+) -> Result<types::Response, Fault> {
     let is_json = response
         .content_type
         .as_deref()
@@ -130,7 +177,8 @@ pub fn read<D: Draft>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::neutral::{Block, StopReason, Usage};
+    use crate::lenient::{Present, Str};
+    use crate::types::{Block, StopReason, Usage};
 
     /// A provider whose events carry `{"text"}`, `{"end": true}` or `{"error"}`, and
     /// whose answer is finished once it saw `{"stop": true}`.
@@ -140,30 +188,42 @@ mod tests {
         stopped: bool,
     }
 
+    #[derive(Debug, Default, Deserialize)]
+    #[serde(default)]
+    struct Wire<'a> {
+        #[serde(borrow)]
+        text: Str<'a>,
+        error: Present,
+        end: Option<bool>,
+        stop: Option<bool>,
+    }
+
     impl Draft for Toy {
         const END_MARKER: Option<&'static str> = Some("[DONE]");
+        type Whole<'a> = Wire<'a>;
+        type Event<'a> = Wire<'a>;
 
-        fn is_error(body: &Value) -> bool {
-            body.get("error").is_some()
+        fn is_error(body: &Wire<'_>) -> bool {
+            body.error.0
         }
 
-        fn whole(body: &Value) -> Result<Self, String> {
-            let text = body["text"].as_str().ok_or("no text")?;
+        fn whole(body: Wire<'_>) -> Result<Self, String> {
+            let text = body.text.0.ok_or("no text")?;
             Ok(Toy {
                 text: text.into(),
                 stopped: true,
             })
         }
 
-        fn read(&mut self, _name: &str, data: &Value, emit: &mut dyn FnMut(Piece<'_>)) -> Seen {
-            if data.get("error").is_some() {
+        fn read(&mut self, _name: &str, data: Wire<'_>, emit: &mut dyn FnMut(Piece<'_>)) -> Seen {
+            if data.error.0 {
                 return Seen::ServerError;
             }
-            if data["end"] == true {
+            if data.end == Some(true) {
                 return Seen::End;
             }
-            self.stopped |= data["stop"] == true;
-            if let Some(text) = data["text"].as_str() {
+            self.stopped |= data.stop == Some(true);
+            if let Some(text) = data.text.as_deref() {
                 emit(Piece::Text(text));
                 self.text.push_str(text);
             }
@@ -174,11 +234,17 @@ mod tests {
             self.stopped
         }
 
-        fn into_reply(self) -> Result<Reply, String> {
-            Ok(Reply {
+        fn into_response(self) -> Result<types::Response, String> {
+            Ok(types::Response {
                 stop_reason: StopReason::EndTurn,
                 content: vec![Block::Text(self.text)],
-                usage: Usage::default(),
+                usage: Usage {
+                    input_tokens: None,
+                    output_tokens: None,
+                    cached_tokens: None,
+                    cache_write_tokens: None,
+                    thinking_tokens: None,
+                },
             })
         }
     }
@@ -190,8 +256,8 @@ mod tests {
         }
     }
 
-    fn text(reply: Result<Reply, String>) -> String {
-        match reply.map(|r| r.content) {
+    fn text(response: Result<types::Response, Fault>) -> String {
+        match response.map(|r| r.content) {
             Ok(content) => match content.as_slice() {
                 [Block::Text(text)] => text.clone(),
                 other => panic!("{other:?}"),
@@ -200,14 +266,31 @@ mod tests {
         }
     }
 
+    fn malformed(why: Fault) -> String {
+        match why {
+            Fault::Malformed(why) => why,
+            other => panic!("not malformed: {other:?}"),
+        }
+    }
+
     #[test]
     fn a_whole_answer_is_json_and_not_an_error() {
         assert_eq!(text(parse_whole::<Toy>(br#"{"text":"hi"}"#)), "hi");
-        let err = parse_whole::<Toy>(b"nope").unwrap_err();
+        let err = malformed(parse_whole::<Toy>(b"nope").unwrap_err());
         assert!(err.starts_with("the answer is not JSON ("), "{err}");
         let err = parse_whole::<Toy>(br#"{"error":{"message":"Overloaded"}}"#).unwrap_err();
-        assert_eq!(err, "the server answered with an error: Overloaded");
-        assert_eq!(parse_whole::<Toy>(b"{}").unwrap_err(), "no text");
+        assert_eq!(
+            err,
+            Fault::Failed("the server answered with an error: Overloaded".into())
+        );
+        assert_eq!(
+            parse_whole::<Toy>(b"{}").unwrap_err(),
+            Fault::Malformed("no text".into())
+        );
+        assert_eq!(
+            parse_whole::<Toy>(b"[1,2]").unwrap_err(),
+            Fault::Malformed("the answer is not a JSON object: [1,2]".into())
+        );
     }
 
     #[test]
@@ -215,13 +298,14 @@ mod tests {
         let mut stream = Stream::<Toy>::default();
         let mut pieces = Vec::new();
         let mut emit = |piece: Piece<'_>| pieces.push(format!("{piece:?}"));
-        let flows: Vec<_> = [r#"{"text":"a"}"#, " ", r#"{"text":"b"}"#, "[DONE]"]
+        let flows: Vec<_> = [r#"{"text":"a"}"#, " ", "[3]", r#"{"text":"b"}"#, "[DONE]"]
             .into_iter()
             .map(|data| stream.on_event(&event(data), &mut emit))
             .collect();
         assert_eq!(
             flows,
             [
+                Ok(Flow::Continue),
                 Ok(Flow::Continue),
                 Ok(Flow::Continue),
                 Ok(Flow::Continue),
@@ -239,13 +323,16 @@ mod tests {
     #[test]
     fn errors_inside_a_stream_are_worded_once() {
         let mut stream = Stream::<Toy>::default();
-        let err = stream.on_event(&event("{bad"), &mut |_| {}).unwrap_err();
+        let err = malformed(stream.on_event(&event("{bad"), &mut |_| {}).unwrap_err());
         assert!(err.starts_with("a stream event is not JSON ("), "{err}");
         assert!(err.ends_with("): {bad"), "{err}");
         let err = stream
             .on_event(&event(r#"{"error":{"message":"Overloaded"}}"#), &mut |_| {})
             .unwrap_err();
-        assert_eq!(err, "the server reported an error mid-answer: Overloaded");
+        assert_eq!(
+            err,
+            Fault::Failed("the server reported an error mid-answer: Overloaded".into())
+        );
     }
 
     #[test]
@@ -254,7 +341,10 @@ mod tests {
         let stream = Stream::<Toy>::default();
         assert_eq!(
             stream.finish(cut(), "https://h/x").unwrap_err(),
-            "the stream from https://h/x ended before the answer was complete: h closed the connection"
+            Fault::Failed(
+                "the stream from https://h/x ended before the answer was complete: h closed the connection"
+                    .into()
+            )
         );
         let mut stream = Stream::<Toy>::default();
         let read = stream.on_event(&event(r#"{"text":"whole","stop":true}"#), &mut |_| {});

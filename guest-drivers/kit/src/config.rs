@@ -1,5 +1,7 @@
-//! The `config` object the host hands both built-in drivers in their settings.
+//! The `config` object the host hands both built-in drivers in their settings, and the
+//! sampling settings of one call it and the loop's `params` make together.
 
+use crate::types::Params;
 use serde_json::{Map, Value};
 
 /// `{"stream": bool, "temperature"?: number, "top_p"?: number}`; other keys belong to
@@ -35,17 +37,25 @@ impl Config {
         })
     }
 
-    /// Puts the sampling settings that were given, then `stream`, into a request body:
-    /// both APIs name them alike.
-    pub fn write_to(&self, body: &mut Map<String, Value>) {
-        if let Some(temperature) = self.temperature {
-            body.insert("temperature".into(), temperature.into());
+    /// The sampling settings of one call: the loop's `params` over this config's, so a
+    /// key the loop set replaces the config's and one it left out keeps it.
+    pub fn sampling<'a>(&self, params: &'a Params) -> Sampling<'a> {
+        Sampling {
+            temperature: params.temperature.or(self.temperature),
+            top_p: params.top_p.or(self.top_p),
+            stop: &params.stop,
         }
-        if let Some(top_p) = self.top_p {
-            body.insert("top_p".into(), top_p.into());
-        }
-        body.insert("stream".into(), self.stream.into());
     }
+}
+
+/// What a request says about sampling; both APIs take these keys, after the tools and
+/// before `stream`, and a `None` or empty one is left out of the body.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sampling<'a> {
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    /// Texts that end the answer (OpenAI's `stop`, Anthropic's `stop_sequences`).
+    pub stop: &'a [String],
 }
 
 fn number(map: &Map<String, Value>, key: &str) -> Result<Option<f64>, String> {
@@ -77,17 +87,37 @@ mod tests {
     }
 
     #[test]
-    fn only_the_given_settings_are_written_then_stream() {
-        let mut body = Map::new();
+    fn the_loop_s_params_override_the_config_key_by_key() {
         let config = Config {
             stream: false,
-            temperature: None,
+            temperature: Some(0.2),
             top_p: Some(0.5),
         };
-        config.write_to(&mut body);
+        let none = Params {
+            temperature: None,
+            top_p: None,
+            stop: vec![],
+        };
         assert_eq!(
-            Value::Object(body).to_string(),
-            r#"{"top_p":0.5,"stream":false}"#
+            config.sampling(&none),
+            Sampling {
+                temperature: Some(0.2),
+                top_p: Some(0.5),
+                stop: &[]
+            }
+        );
+        let params = Params {
+            temperature: Some(0.9),
+            top_p: None,
+            stop: vec!["END".into()],
+        };
+        assert_eq!(
+            config.sampling(&params),
+            Sampling {
+                temperature: Some(0.9),
+                top_p: Some(0.5),
+                stop: &["END".to_string()]
+            }
         );
     }
 

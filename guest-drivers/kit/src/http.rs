@@ -5,7 +5,9 @@
 //! wasi:http traps when a parent resource is dropped while a child lives, so every
 //! child (pollable, stream, headers) is dropped before the resource it came from.
 
+use crate::clip;
 use crate::endpoint::Endpoint;
+use crate::lenient::{Lenient, Obj, Str, Wanted};
 use crate::sse::{SseEvent, SseReader};
 use crate::wasi::http::outgoing_handler;
 use crate::wasi::http::types::{
@@ -13,7 +15,10 @@ use crate::wasi::http::types::{
     OutgoingBody, OutgoingRequest, Scheme,
 };
 use crate::wasi::io::streams::{InputStream, StreamError};
-use serde_json::Value;
+use serde::Deserialize;
+use serde::de::MapAccess;
+use serde::de::value::MapAccessDeserializer;
+use std::borrow::Cow;
 
 /// `blocking-write-and-flush` takes at most this many bytes per call.
 const WRITE_CHUNK: usize = 4096;
@@ -223,10 +228,10 @@ impl Response {
 
     /// Reads the body as server-sent events and hands each to `on_event` as soon as it
     /// is complete, until the handler says the answer is done or fails, or the body ends.
-    pub fn read_events(
+    pub fn read_events<E: From<String> + std::fmt::Display>(
         &mut self,
-        mut on_event: impl FnMut(&SseEvent) -> Result<Flow, String>,
-    ) -> Result<StreamEnd, String> {
+        mut on_event: impl FnMut(&SseEvent) -> Result<Flow, E>,
+    ) -> Result<StreamEnd, E> {
         let mut reader = SseReader::new();
         loop {
             let bytes = match self.read() {
@@ -244,7 +249,8 @@ impl Response {
                     "{} sent an event longer than {} MiB",
                     self.origin,
                     MAX_EVENT >> 20
-                ));
+                )
+                .into());
             }
         }
         let closed = format!("{} closed the connection", self.origin);
@@ -326,21 +332,56 @@ pub fn status_error(status: u16, url: &str, body: &[u8]) -> String {
 /// `{"error":{"message"}}` (OpenAI, Anthropic), `{"error":"…"}` (Ollama),
 /// `{"message"}` or `{"detail"}` (vLLM and other servers).
 pub fn error_message(body: &[u8]) -> String {
-    if let Ok(value) = serde_json::from_slice::<Value>(body) {
-        let candidates = [
-            value.pointer("/error/message"),
-            value.get("error"),
-            value.get("message"),
-            value.get("detail"),
-        ];
-        if let Some(message) = candidates.into_iter().flatten().find_map(Value::as_str) {
-            return crate::neutral::clip(message.trim(), 1000);
+    if let Ok(Obj(Some(wire))) = serde_json::from_slice::<Obj<ErrorBody>>(body) {
+        let candidates = [wire.error.0, wire.message.0, wire.detail.0];
+        if let Some(message) = candidates.into_iter().flatten().next() {
+            return clip(message.trim(), 1000);
         }
     }
     let text = String::from_utf8_lossy(body);
     match text.trim() {
         "" => "(no message in the body)".into(),
-        text => crate::neutral::clip(text, 1000),
+        text => clip(text, 1000),
+    }
+}
+
+/// Where an error body may carry its message.
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct ErrorBody<'a> {
+    #[serde(borrow)]
+    error: ErrorField<'a>,
+    #[serde(borrow)]
+    message: Str<'a>,
+    #[serde(borrow)]
+    detail: Str<'a>,
+}
+
+/// `error` as a message itself, or an object with a `message`.
+#[derive(Default)]
+struct ErrorField<'a>(Option<Cow<'a, str>>);
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Nested<'a> {
+    #[serde(borrow)]
+    message: Str<'a>,
+}
+
+impl<'de: 'a, 'a> Wanted<'de> for ErrorField<'a> {
+    fn string(text: Cow<'de, str>) -> Self {
+        ErrorField(Some(text))
+    }
+
+    fn map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
+        let nested = Nested::deserialize(MapAccessDeserializer::new(map))?;
+        Ok(ErrorField(nested.message.0))
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for ErrorField<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Lenient::read(d)
     }
 }
 
@@ -350,7 +391,7 @@ mod tests {
 
     #[test]
     fn provider_error_messages_are_found() {
-        let cases: [(&[u8], &str); 6] = [
+        let cases: [(&[u8], &str); 7] = [
             (br#"{"error":{"message":"bad key","type":"x"}}"#, "bad key"),
             (
                 br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
@@ -359,6 +400,10 @@ mod tests {
             (br#"{"error":"model not found"}"#, "model not found"),
             (br#"{"object":"error","message":"too long"}"#, "too long"),
             (b"  Bad Gateway\n", "Bad Gateway"),
+            (
+                br#"{"error":{"code":1},"detail":"no such model"}"#,
+                "no such model",
+            ),
             (b"", "(no message in the body)"),
         ];
         for (body, want) in cases {

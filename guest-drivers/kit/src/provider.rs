@@ -3,12 +3,10 @@
 //! for a provider, keeping its setup between calls, sending each request and reading the
 //! answer whole or streamed.
 
-use crate::answer::{self, Draft};
+use crate::answer::{self, Draft, Fault};
 use crate::config::Config;
-use crate::exports::murmur::driver::inference::Settings;
-use crate::neutral::Request;
 use crate::setup::{Setup, Slot};
-use serde_json::Value;
+use crate::types::{InferError, Request, Response, Settings};
 
 /// A whole answer bigger than this is not a chat answer.
 const MAX_ANSWER: usize = 32 * 1024 * 1024;
@@ -25,8 +23,8 @@ pub trait Provider {
     /// The path of the API call for an endpoint's path.
     fn api_path(endpoint_path: &str) -> String;
 
-    /// The request body for `request`, asking for `model`.
-    fn request_body(request: &Request, model: &str, config: &Config) -> Value;
+    /// The request body (JSON) for `request`, asking for `model`.
+    fn request_body(request: &Request, model: &str, config: &Config) -> Result<Vec<u8>, String>;
 
     /// The headers that come after `content-type`: the API's version, and the key in the
     /// provider's form when there is one.
@@ -41,18 +39,27 @@ pub fn configure<P: Provider>(slot: &Slot, settings: Settings) -> Result<(), Str
     Ok(())
 }
 
-/// A driver's `infer` with the configured setup; a failure is named after the driver
-/// and never shows the key.
-pub fn infer<P: Provider>(slot: &Slot, request: &str) -> Result<String, String> {
-    let setup = slot
-        .get()
-        .ok_or_else(|| format!("{}: infer was called before configure", P::NAME))?;
-    call::<P>(&setup, request).map_err(|e| setup.redact(format!("{}: {e}", P::NAME)))
+/// A driver's `infer` with the configured setup. A failure is named after the driver and
+/// never shows the key; an answer that could not be read says so first, as the host words
+/// a driver's unreadable answer.
+pub fn infer<P: Provider>(slot: &Slot, request: &Request) -> Result<Response, InferError> {
+    let Some(setup) = slot.get() else {
+        return Err(InferError::Failed(format!(
+            "{}: infer was called before configure",
+            P::NAME
+        )));
+    };
+    call::<P>(&setup, request).map_err(|fault| match fault {
+        Fault::Failed(why) => InferError::Failed(setup.redact(format!("{}: {why}", P::NAME))),
+        Fault::Malformed(why) => InferError::Malformed(setup.redact(format!(
+            "failed to parse driver response: {}: {why}",
+            P::NAME
+        ))),
+    })
 }
 
-fn call<P: Provider>(setup: &Setup, request: &str) -> Result<String, String> {
-    let request = Request::parse(request)?;
-    let body = P::request_body(&request, setup.model(&request), &setup.config);
+fn call<P: Provider>(setup: &Setup, request: &Request) -> Result<Response, Fault> {
+    let body = P::request_body(request, setup.model(request), &setup.config)?;
     let own = P::headers(setup.api_key.as_deref());
     let mut headers = vec![("content-type", "application/json")];
     headers.extend(own.iter().map(|(name, value)| (*name, value.as_str())));
@@ -60,8 +67,7 @@ fn call<P: Provider>(setup: &Setup, request: &str) -> Result<String, String> {
         headers.push(("accept", "text/event-stream"));
     }
     let response = setup.post_json(&headers, &body)?;
-    let reply = answer::read::<P::Draft>(setup, response, MAX_ANSWER)?;
-    Ok(reply.to_json())
+    answer::read::<P::Draft>(setup, response, MAX_ANSWER)
 }
 
 /// Exports `murmur:driver/inference` for a [`Provider`]: `export_driver!(OpenAi);` is a
@@ -75,13 +81,13 @@ macro_rules! export_driver {
         struct Driver;
 
         impl $crate::exports::murmur::driver::inference::Guest for Driver {
-            fn configure(
-                settings: $crate::exports::murmur::driver::inference::Settings,
-            ) -> Result<(), String> {
+            fn configure(settings: $crate::types::Settings) -> Result<(), String> {
                 $crate::provider::configure::<$provider>(&SETUP, settings)
             }
 
-            fn infer(request: String) -> Result<String, String> {
+            fn infer(
+                request: $crate::types::Request,
+            ) -> Result<$crate::types::Response, $crate::types::InferError> {
                 $crate::provider::infer::<$provider>(&SETUP, &request)
             }
         }

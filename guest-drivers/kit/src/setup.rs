@@ -2,10 +2,8 @@
 
 use crate::config::Config;
 use crate::endpoint::Endpoint;
-use crate::exports::murmur::driver::inference::Settings;
 use crate::http::{self, Response};
-use crate::neutral::Request;
-use serde_json::Value;
+use crate::types::{Request, Settings};
 use std::sync::Mutex;
 
 /// An error answer's body is read this far for its message.
@@ -62,10 +60,10 @@ impl Setup {
         }
     }
 
-    /// POSTs `body` as JSON and returns the answer if its status is a success; any other
+    /// POSTs `body` (JSON) and returns the answer if its status is a success; any other
     /// status becomes an error naming it and the provider's message.
-    pub fn post_json(&self, headers: &[(&str, &str)], body: &Value) -> Result<Response, String> {
-        let mut response = http::post(&self.endpoint, headers, body.to_string().as_bytes())?;
+    pub fn post_json(&self, headers: &[(&str, &str)], body: &[u8]) -> Result<Response, String> {
+        let mut response = http::post(&self.endpoint, headers, body)?;
         if !(200..300).contains(&response.status) {
             let body = response.read_prefix(ERROR_BODY_LIMIT);
             return Err(http::status_error(

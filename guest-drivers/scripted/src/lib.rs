@@ -14,15 +14,24 @@
 //! where the context's conversation stopped.
 
 wit_bindgen::generate!({
-    path: ["../../wit/text", "../../wit/driver"],
+    path: ["../../wit/message", "../../wit/text", "../../wit/driver"],
     world: "murmur:driver/driver",
-    // `murmur:text` is another package, so its bindings must be asked for explicitly.
+    // `murmur:text` and `murmur:message` are other packages, so their bindings must be
+    // asked for explicitly.
     generate_all,
+    // For tests that compare responses; wasi:io's stream error holds a resource.
+    additional_derives: [PartialEq],
+    additional_derives_ignore: ["stream-error"],
 });
 
-use exports::murmur::driver::inference::{Guest, Settings};
+mod raw;
+
+use exports::murmur::driver::inference::{
+    Guest, InferError, Request, Response, Settings, StopReason, Usage,
+};
+use murmur::message::types::{Block, Role, Thinking, ToolCall as Call};
 use murmur::text::chunks;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use std::sync::Mutex;
 
 struct Component;
@@ -65,7 +74,7 @@ struct Script {
 
 impl Script {
     /// The turn that answers `request`, if the script has one left.
-    fn next(&mut self, request: &Value) -> Result<&Turn, String> {
+    fn next(&mut self, request: &Request) -> Result<&Turn, String> {
         if self.span == Span::Task && begins_a_task(request) {
             self.cursor = 0;
         }
@@ -82,9 +91,11 @@ impl Script {
 }
 
 /// Whether `request` is a task's first: its conversation holds no answer of the model yet.
-fn begins_a_task(request: &Value) -> bool {
-    let messages = request.get("messages").and_then(Value::as_array);
-    !messages.is_some_and(|messages| messages.iter().any(|m| m["role"] == "assistant"))
+fn begins_a_task(request: &Request) -> bool {
+    !request
+        .messages
+        .iter()
+        .any(|message| matches!(message.role, Role::Assistant))
 }
 
 // The host calls `configure` and `infer` on one instance, one call at a time;
@@ -103,18 +114,15 @@ impl Guest for Component {
         Ok(())
     }
 
-    fn infer(request: String) -> Result<String, String> {
-        // Checked before taking a turn so a malformed request does not use one up.
-        let request: Value = match serde_json::from_str(&request) {
-            Ok(request) => request,
-            Err(e) => return Err(format!("request is not JSON: {e}")),
-        };
+    fn infer(request: Request) -> Result<Response, InferError> {
         let mut state = lock();
         let Some(script) = state.as_mut() else {
-            return Err("the scripted driver was asked to infer before it was configured".into());
+            return Err(InferError::Failed(
+                "the scripted driver was asked to infer before it was configured".into(),
+            ));
         };
-        let turn = script.next(&request)?;
-        play(turn, &last_tool_result(&request))
+        let turn = script.next(&request).map_err(InferError::Failed)?;
+        play(turn, last_tool_result(&request))
     }
 }
 
@@ -129,21 +137,24 @@ fn lock() -> std::sync::MutexGuard<'static, Option<Script>> {
 /// The placeholder a script's text may use for what the model last got from a tool.
 const LAST_TOOL_RESULT: &str = "{{last_tool_result}}";
 
-/// The text of the newest `tool` message in the conversation, exactly as the host
+/// The content of the newest tool result in the conversation, exactly as the host
 /// handed it to the model, so a script can show that the round trip carried it.
-fn last_tool_result(request: &Value) -> String {
-    let messages = request.get("messages").and_then(Value::as_array);
-    let Some(message) = messages.and_then(|m| m.iter().rev().find(|m| m["role"] == "tool")) else {
-        return String::new();
-    };
-    match &message["content"] {
-        Value::String(text) => text.clone(),
-        Value::Array(blocks) => blocks.iter().filter_map(|b| b["text"].as_str()).collect(),
-        _ => String::new(),
-    }
+fn last_tool_result(request: &Request) -> &str {
+    let blocks = request
+        .messages
+        .iter()
+        .rev()
+        .flat_map(|m| m.content.iter().rev());
+    blocks
+        .filter_map(|block| match block {
+            Block::ToolResult(result) => Some(result.content.as_str()),
+            _ => None,
+        })
+        .next()
+        .unwrap_or_default()
 }
 
-fn play(turn: &Turn, last_tool_result: &str) -> Result<String, String> {
+fn play(turn: &Turn, last_tool_result: &str) -> Result<Response, InferError> {
     let fill = |text: &str| text.replace(LAST_TOOL_RESULT, last_tool_result);
     // Streaming comes first, even for failing turns, so tests can check what the
     // host does with chunks of a reply that then fails.
@@ -154,10 +165,10 @@ fn play(turn: &Turn, last_tool_result: &str) -> Result<String, String> {
         chunks::text(&fill(piece));
     }
     if let Some(error) = &turn.error {
-        return Err(error.clone());
+        return Err(InferError::Failed(error.clone()));
     }
     if let Some(raw) = &turn.raw {
-        return Ok(raw.clone());
+        return raw::response(raw);
     }
 
     let text = match &turn.text {
@@ -166,33 +177,41 @@ fn play(turn: &Turn, last_tool_result: &str) -> Result<String, String> {
     };
     let mut content = Vec::new();
     if let Some(thinking) = &turn.thinking {
-        content.push(json!({"type": "thinking", "text": thinking}));
+        content.push(Block::Thinking(Thinking {
+            text: thinking.clone(),
+            signature: None,
+        }));
     }
     if !text.is_empty() {
-        content.push(json!({"type": "text", "text": text}));
+        content.push(Block::Text(text));
     }
     for call in &turn.tool_calls {
-        content.push(
-            json!({"type": "tool_call", "id": call.id, "name": call.name, "input": call.input}),
-        );
+        content.push(Block::ToolCall(Call {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            input: call.input.to_string(),
+        }));
     }
-    let stop_reason = match &turn.stop_reason {
-        Some(reason) => reason.clone(),
-        None if turn.tool_calls.is_empty() => "end_turn".to_string(),
-        None => "tool_call".to_string(),
+    let stop_reason = match turn.stop_reason.as_deref() {
+        Some(reason) => raw::stop_reason(reason, None)?,
+        None if turn.tool_calls.is_empty() => StopReason::EndTurn,
+        None => StopReason::ToolCall,
     };
-
-    let mut response = Map::new();
-    response.insert("stop_reason".into(), Value::String(stop_reason));
-    response.insert("content".into(), Value::Array(content));
-    if let Some((input_tokens, output_tokens)) = turn.usage {
-        response.insert(
-            "usage".into(),
-            json!({"input_tokens": input_tokens, "output_tokens": output_tokens}),
-        );
-    }
-    serde_json::to_string(&Value::Object(response))
-        .map_err(|e| format!("could not encode the reply: {e}"))
+    let (input_tokens, output_tokens) = match turn.usage {
+        Some((input, output)) => (Some(input), Some(output)),
+        None => (None, None),
+    };
+    Ok(Response {
+        stop_reason,
+        content,
+        usage: Usage {
+            input_tokens,
+            output_tokens,
+            cached_tokens: None,
+            cache_write_tokens: None,
+            thinking_tokens: None,
+        },
+    })
 }
 
 const TURN_KEYS: &[&str] = &[
@@ -372,19 +391,50 @@ mod tests {
 
     const TWO: &str = r#"{"turns":[{"text":"one"},{"text":"two"}]"#;
 
+    use crate::exports::murmur::driver::inference::Params;
+    use crate::murmur::message::types::{Message, ToolResult};
+
+    fn message(role: Role, content: Vec<Block>) -> Message {
+        Message { role, content }
+    }
+
+    fn result(call_id: &str, content: &str) -> Block {
+        Block::ToolResult(ToolResult {
+            call_id: call_id.into(),
+            content: content.into(),
+            is_error: false,
+        })
+    }
+
+    fn request(messages: Vec<Message>) -> Request {
+        Request {
+            model: "m".into(),
+            max_tokens: 100,
+            system: None,
+            messages,
+            tools: vec![],
+            params: Params {
+                temperature: None,
+                top_p: None,
+                stop: vec![],
+            },
+        }
+    }
+
     /// A task's first request, then one that goes on after an answer.
-    fn first() -> Value {
-        json!({"messages": [{"role": "user", "content": "q"}]})
+    fn first() -> Request {
+        request(vec![message(Role::User, vec![Block::Text("q".into())])])
     }
 
-    fn later() -> Value {
-        json!({"messages": [
-            {"role": "user", "content": "q"},
-            {"role": "assistant", "content": []},
-            {"role": "tool", "tool_call_id": "c", "content": "r"}]})
+    fn later() -> Request {
+        request(vec![
+            message(Role::User, vec![Block::Text("q".into())]),
+            message(Role::Assistant, vec![]),
+            message(Role::Tool, vec![result("c", "r")]),
+        ])
     }
 
-    fn texts(script: &mut Script, requests: &[Value]) -> Vec<String> {
+    fn texts(script: &mut Script, requests: &[Request]) -> Vec<String> {
         requests
             .iter()
             .map(|request| match script.next(request) {
@@ -427,13 +477,65 @@ mod tests {
     #[test]
     fn a_request_without_an_answer_yet_begins_a_task() {
         assert!(begins_a_task(&first()));
-        assert!(begins_a_task(&json!({})));
+        assert!(begins_a_task(&request(vec![])));
         assert!(!begins_a_task(&later()));
         // A reopened attempt goes on: its conversation holds the answer not accepted.
-        assert!(!begins_a_task(&json!({"messages": [
-            {"role": "user", "content": "q"},
-            {"role": "assistant", "content": []},
-            {"role": "user", "content": "feedback"}]})));
+        assert!(!begins_a_task(&request(vec![
+            message(Role::User, vec![Block::Text("q".into())]),
+            message(Role::Assistant, vec![]),
+            message(Role::User, vec![Block::Text("feedback".into())]),
+        ])));
+    }
+
+    #[test]
+    fn the_last_tool_result_is_the_newest_result_block() {
+        assert_eq!(last_tool_result(&first()), "");
+        assert_eq!(last_tool_result(&later()), "r");
+        let several = request(vec![
+            message(Role::Tool, vec![result("a", "old")]),
+            message(Role::Assistant, vec![]),
+            message(
+                Role::Tool,
+                vec![result("b", "first"), result("c", "second")],
+            ),
+            message(Role::User, vec![Block::Text("go on".into())]),
+        ]);
+        assert_eq!(last_tool_result(&several), "second");
+    }
+
+    #[test]
+    fn a_turn_plays_as_the_typed_response() {
+        let (turns, _) = parse_script(
+            r#"{"turns":[{"thinking":"t","text":"see {{last_tool_result}}","tool_calls":[{"id":"c1","name":"ls","input":{"p":"."}}],"usage":{"input_tokens":3}},{"stop_reason":"pause"},{"stop_reason":"error"}]}"#,
+        )
+        .unwrap();
+        let response = play(&turns[0], "r").unwrap();
+        assert!(matches!(response.stop_reason, StopReason::ToolCall));
+        assert_eq!(
+            response.content,
+            [
+                Block::Thinking(Thinking {
+                    text: "t".into(),
+                    signature: None
+                }),
+                Block::Text("see r".into()),
+                Block::ToolCall(Call {
+                    id: "c1".into(),
+                    name: "ls".into(),
+                    input: r#"{"p":"."}"#.into()
+                }),
+            ]
+        );
+        assert_eq!(
+            (response.usage.input_tokens, response.usage.output_tokens),
+            (Some(3), Some(0))
+        );
+        let failed = |turn: &Turn| match play(turn, "") {
+            Err(InferError::Failed(why)) => why,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(failed(&turns[1]), "unsupported stop_reason 'pause'");
+        assert_eq!(failed(&turns[2]), "driver returned error");
     }
 
     #[test]
