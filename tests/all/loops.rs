@@ -258,9 +258,11 @@ turns:
             "status:completed",
         ]
     );
-    // Every frame of the task is numbered by its one counter, the loop's own included.
+    // The seed's counters: the loop's own chunks, like a tool's, are numbered by the
+    // chunk counter, which continues from the last inference call; its status is the
+    // task's counter's next value. Ids are labels, so the plan's status repeats an id.
     let ids: Vec<Option<u64>> = frames.iter().map(|f| f.0).take(8).collect();
-    assert_eq!(ids, (0..8).map(Some).collect::<Vec<_>>());
+    assert_eq!(ids, [0, 1, 2, 1, 2, 3, 4, 5].map(Some));
     assert_eq!(answer(&frames), "Checked: it said hi.");
     let (session, _) = served.stop();
     let calls = session.events("tool_call");
