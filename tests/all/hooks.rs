@@ -1450,6 +1450,53 @@ fn seed_answer(messages: &[Value]) -> Value {
     json!({"seed": messages})
 }
 
+/// The seed reaches the loop apart from the history, and the trace claims no more than
+/// happened: `context_seed` says what was offered, and the task's first `inference`
+/// line says whether its request carried it: the default loop sends it, the one-shot
+/// loop (which sends only the task's text) does not. Later turns say nothing.
+#[test]
+fn the_trace_says_whether_the_first_request_carried_the_seed() {
+    let memory = json!({"role": "assistant", "content": "Earlier: the answer was 42."});
+    for (name, one_shot) in [("carried", false), ("ignored", true)] {
+        let mock = MockModel::with(vec![answer("done")]);
+        let yaml = Yaml::openai(&mock)
+            .hook(seeder())
+            .section("context:\n  max_tokens: 10000\n");
+        let cap = Cap::new(&format!("seed-{name}"), &yaml, "");
+        cap.answers(
+            "seeder",
+            json!({"task-start": [seed_answer(std::slice::from_ref(&memory))]}),
+        );
+        let oneshot = guest(MUR_LOOP_ONESHOT);
+        let mut args = vec!["--task", "What was the answer?"];
+        if one_shot {
+            args.extend(["--loop", oneshot.to_str().unwrap()]);
+        }
+        let done = cap.start(&args).finish();
+        done.assert_ok();
+        assert_eq!(done.one("context_seed")["outcome"], "seeded", "{name}");
+        let first = &done.lines("inference")[0];
+        assert_eq!(first["seed_carried"], json!(!one_shot), "{name}: {first}");
+        let sent = mock.request(0).json();
+        let carried = sent["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| text_of(&m["content"]) == "Earlier: the answer was 42.");
+        assert_eq!(carried, !one_shot, "{name}: {sent}");
+    }
+}
+
+/// Without a seed, no inference line mentions one.
+#[test]
+fn without_a_seed_the_inference_line_says_nothing_of_one() {
+    let mock = MockModel::with(vec![answer("done")]);
+    let cap = Cap::new("no-seed", &Yaml::openai(&mock), "");
+    let done = cap.run_task("hi");
+    done.assert_ok();
+    assert!(done.lines("inference")[0].get("seed_carried").is_none());
+}
+
 /// Rows 3 to 7 of the seed's table and "first hook that returns a seed wins", in one
 /// queue session against the mock model, so each task's request shows what was
 /// committed: `context.max_tokens: 10000`, budget B = 1000, margin 10% (100 tokens).

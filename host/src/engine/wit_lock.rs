@@ -31,7 +31,11 @@ fn lock() -> Vec<(String, String, String)> {
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .map(|l| {
             let fields: Vec<&str> = l.split_whitespace().collect();
-            assert_eq!(fields.len(), 3, "a lock line is 'package@version path sha256': {l}");
+            assert_eq!(
+                fields.len(),
+                3,
+                "a lock line is 'package@version path sha256': {l}"
+            );
             (fields[0].into(), fields[1].into(), fields[2].into())
         })
         .collect()
@@ -94,6 +98,9 @@ fn every_package_is_locked_at_the_version_served() {
     let locked: Vec<String> = lock().into_iter().map(|(package, _, _)| package).collect();
     for package in PACKAGES {
         let served = format!("{package}@{VERSION}");
-        assert!(locked.contains(&served), "{served} is not in wit/versions.lock");
+        assert!(
+            locked.contains(&served),
+            "{served} is not in wit/versions.lock"
+        );
     }
 }

@@ -226,7 +226,13 @@ fn inference_puts_the_estimates_first_and_the_reported_usage_after() {
 #[test]
 fn a_task_s_first_inference_after_a_seed_says_whether_it_carried_it() {
     check(
-        inference(&TURN, ("end_turn", None), "end_turn", &Map::new(), Some(false)),
+        inference(
+            &TURN,
+            ("end_turn", None),
+            "end_turn",
+            &Map::new(),
+            Some(false),
+        ),
         "inference",
         r#"{"turn":1,"input_tokens":100,"output_tokens":12,"decision":"end_turn","tool_name":null,"stop_reason":"end_turn","duration_ms":40,"seed_carried":false}"#,
     );
