@@ -35,7 +35,7 @@ fn asked() -> InferenceRequest {
 }
 
 fn refused(base: &Base, asked: InferenceRequest, all: &[ToolSpec]) -> String {
-    base.build(asked, all).err().expect("refused")
+    base.build(asked, all).expect_err("refused")
 }
 
 #[test]
@@ -97,7 +97,8 @@ fn an_unknown_tool_is_refused_naming_the_capsule_s_tools() {
 
 #[test]
 fn params_out_of_range_are_refused() {
-    let cases: [(fn(&mut LoopParams), &str); 5] = [
+    type Case = (fn(&mut LoopParams), &'static str);
+    let cases: [Case; 5] = [
         (
             |p| p.temperature = Some(3.0),
             "params.temperature must be between 0 and 2; the loop sent 3",
