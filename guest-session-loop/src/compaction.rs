@@ -9,7 +9,9 @@ use crate::murmur::session::types::{InferenceError, TaskOutcome, Usage};
 /// After a reply has joined `messages`: compacts them when the reply's size crossed the
 /// threshold. `Err` is the outcome that ends the task (the hook failed).
 pub fn after_reply(messages: &mut Vec<Message>, usage: Usage) -> Result<(), TaskOutcome> {
-    let budget = host::budget(messages).map_err(TaskOutcome::Failed)?;
+    // Only the window and the threshold are wanted: the reply's usage is the size, so
+    // the conversation need not cross to the host to be measured.
+    let budget = host::budget(&[]).map_err(TaskOutcome::Failed)?;
     let Some(window) = budget.window else {
         return Ok(());
     };
