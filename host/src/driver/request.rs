@@ -71,7 +71,12 @@ fn offered_tools(names: Option<&[String]>, all: &[ToolSpec]) -> Result<Vec<ToolS
     };
     names
         .iter()
-        .map(|name| {
+        .enumerate()
+        .map(|(i, name)| {
+            if names[..i].contains(name) {
+                // A provider refuses a request naming one tool twice.
+                return Err(format!("the loop offered tool '{name}' twice"));
+            }
             all.iter()
                 .find(|spec| &spec.name == name)
                 .cloned()

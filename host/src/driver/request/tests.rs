@@ -96,9 +96,19 @@ fn an_unknown_tool_is_refused_naming_the_capsule_s_tools() {
 }
 
 #[test]
+fn a_tool_offered_twice_is_refused() {
+    let mut a = asked();
+    a.tools = Some(vec!["a".into(), "b".into(), "a".into()]);
+    assert_eq!(
+        refused(&base(None), a, &[spec("a"), spec("b")]),
+        "the loop offered tool 'a' twice"
+    );
+}
+
+#[test]
 fn params_out_of_range_are_refused() {
     type Case = (fn(&mut LoopParams), &'static str);
-    let cases: [Case; 5] = [
+    let cases: [Case; 6] = [
         (
             |p| p.temperature = Some(3.0),
             "params.temperature must be between 0 and 2; the loop sent 3",
@@ -118,6 +128,10 @@ fn params_out_of_range_are_refused() {
         (
             |p| p.stop = vec!["".into()],
             "params.stop holds an empty sequence",
+        ),
+        (
+            |p| p.temperature = Some(f64::NAN),
+            "params.temperature must be between 0 and 2; the loop sent NaN",
         ),
     ];
     for (set, why) in cases {
