@@ -786,6 +786,20 @@ fn enqueue_past_the_queue_is_refused_naming_its_depth() {
             "{follow_up}"
         );
     }
+    // Each follow-up is traced as the running task queued it, under its own id.
+    let queued: Vec<Value> = session
+        .events("task_enqueued")
+        .iter()
+        .map(|l| {
+            json!([l["task_id"], l["by_task_id"], l["origin"], l["lane"], l["context_id"]])
+        })
+        .collect();
+    let first = &starts[0]["task_id"];
+    let expected: Vec<Value> = starts[1..]
+        .iter()
+        .map(|s| json!([s["task_id"], first, "system", "bg", "ctx-probe"]))
+        .collect();
+    assert_eq!(queued, expected);
     assert_eq!(session.read("out/result.txt"), "noop: ok");
 }
 
