@@ -2,8 +2,9 @@
 //! so the tests can read every refusal's exact words in the task's result.
 //!
 //! Before it takes its first task it calls what needs a task (`infer`, `status`,
-//! `budget`, `compact`, `call-tools`, `finish-task`) and keeps the answers as notes. A task's text holds one command per line (see [`command`]); the task's
-//! result has a line per command, `<the command>: <what the host answered>` in the
+//! `budget`, `compact`, `call-tools`, `finish-task`) and keeps the answers as notes.
+//! A task's text holds one command per line (see [`command`]); the task's result has a
+//! line per command, `<the command>: <what the host answered>` in the
 //! words of [`words`].
 
 wit_bindgen::generate!({
