@@ -1,22 +1,33 @@
-//! Host bindings of the WIT worlds, one module per world.
+//! Host bindings of the WIT worlds, one module per world. The packages several worlds
+//! share (`murmur:message`, `murmur:text`) are generated once, with the session loop's
+//! world, and the other worlds reuse those types.
 
 pub mod session_loop {
     wasmtime::component::bindgen!({
-        world: "session-loop",
-        path: ["../wit/session"],
+        world: "murmur:session/session-loop",
+        path: ["../wit/message", "../wit/text", "../wit/session"],
         imports: { default: async | trappable },
+        additional_derives: [PartialEq],
         exports: { default: async },
     });
 }
 
+/// The typed conversation every world speaks.
+pub use session_loop::murmur::message::types as message;
+
+/// Streamed text, which the driver, the tools and the session loop all write.
+pub use session_loop::murmur::text::chunks;
+
 pub mod driver {
     wasmtime::component::bindgen!({
         world: "murmur:driver/driver",
-        path: ["../wit/text", "../wit/driver"],
+        path: ["../wit/message", "../wit/text", "../wit/driver"],
         imports: { default: async | trappable },
         exports: { default: async },
         // wasi:http is served by wasmtime-wasi-http, not by bindings of our own.
         with: {
+            "murmur:message/types": crate::bindings::message,
+            "murmur:text/chunks": crate::bindings::chunks,
             "wasi:http": wasmtime_wasi_http::p2::bindings::http,
             "wasi:io": wasmtime_wasi::p2::bindings::io,
             "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
@@ -30,14 +41,15 @@ pub mod tool {
         path: ["../wit/text", "../wit/task", "../wit/tool"],
         imports: { default: async | trappable },
         exports: { default: async },
-        with: { "murmur:text/chunks": crate::bindings::driver::murmur::text::chunks },
+        with: { "murmur:text/chunks": crate::bindings::chunks },
     });
 }
 
 pub mod hook {
     wasmtime::component::bindgen!({
         world: "murmur:hook/hook",
-        path: ["../wit/hook"],
+        path: ["../wit/message", "../wit/hook"],
         exports: { default: async },
+        with: { "murmur:message/types": crate::bindings::message },
     });
 }

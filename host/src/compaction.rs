@@ -1,184 +1,131 @@
-//! Compaction: the conversation as hooks see it (role and text), and a hook's
-//! replacement mapped back to the driver's shapes. A message returned unchanged keeps
-//! everything it had (tool calls, ids); a tool result survives only unchanged, and
-//! every call must still meet its result, or the replacement is declined.
+//! Compaction: a hook's replacement of the conversation, checked before it is
+//! committed. A message returned unchanged keeps everything it had (tool calls, ids,
+//! signed reasoning); a tool result survives only unchanged, every result must still
+//! follow its call, and a last message asking for tools must stay last, unchanged,
+//! since its results come next. Otherwise the replacement is declined.
 
-use serde_json::Value;
-
-use crate::seed::wire_message;
-
-/// One message as a hook sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plain {
-    pub role: String,
-    pub content: String,
-}
+use crate::bindings::message::{Block, Message, Role};
+use crate::conversation;
 
 /// Why a replacement was not committed, in the trace's words.
 pub const UNRESOLVED_TOOL_CALL: &str = "unresolved_tool_call";
 
-/// The conversation's messages in the hooks' plain form.
-pub fn plain(messages: &[Value]) -> Vec<Plain> {
-    messages.iter().map(plain_one).collect()
-}
-
-fn plain_one(message: &Value) -> Plain {
-    let role = message["role"].as_str().unwrap_or("user").to_string();
-    let mut lines = Vec::new();
-    match &message["content"] {
-        Value::String(text) => lines.push(text.clone()),
-        Value::Array(blocks) => {
-            for block in blocks {
-                match block["type"].as_str() {
-                    Some("text") => lines.push(block["text"].as_str().unwrap_or("").to_string()),
-                    Some("tool_call") => lines.push(format!(
-                        "[tool call {}] {} {}",
-                        block["id"].as_str().unwrap_or(""),
-                        block["name"].as_str().unwrap_or(""),
-                        block.get("input").cloned().unwrap_or(Value::Null)
-                    )),
-                    _ => {}
-                }
-            }
-        }
-        _ => {}
-    }
-    Plain {
-        role,
-        content: lines.join("\n"),
-    }
-}
-
-/// The replacement in the driver's shapes, or why it cannot be committed. `current` is
-/// the assistant message just received: when it asks for tools, the replacement must
-/// end with it unchanged, since its results come next.
-pub fn map_back(
-    originals: &[Value],
-    replacement: &[Plain],
-    current: &Value,
-) -> Result<Vec<Value>, &'static str> {
-    let plains = plain(originals);
+/// The replacement, or why it cannot be committed.
+pub fn check(
+    originals: &[Message],
+    replacement: Vec<Message>,
+) -> Result<Vec<Message>, &'static str> {
     let mut used = vec![false; originals.len()];
-    let mut out = Vec::with_capacity(replacement.len());
-    for message in replacement {
-        let found = (0..originals.len()).find(|&i| !used[i] && plains[i] == *message);
+    for message in &replacement {
+        let found = (0..originals.len()).find(|&i| !used[i] && originals[i] == *message);
         match found {
-            Some(i) => {
-                used[i] = true;
-                out.push(originals[i].clone());
-            }
+            Some(i) => used[i] = true,
             // A changed or invented tool result cannot be tied to its call any more.
-            None if message.role == "tool" => return Err(UNRESOLVED_TOOL_CALL),
-            None => out.push(wire_message(&message.role, &message.content)),
-        }
-    }
-    if asks_for_tools(current) && out.last() != Some(current) {
-        return Err(UNRESOLVED_TOOL_CALL);
-    }
-    if !calls_meet_results(&out) {
-        return Err(UNRESOLVED_TOOL_CALL);
-    }
-    Ok(out)
-}
-
-fn asks_for_tools(message: &Value) -> bool {
-    call_ids(message).next().is_some()
-}
-
-fn call_ids(message: &Value) -> impl Iterator<Item = &str> {
-    message["content"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|b| b["type"] == "tool_call")
-        .filter_map(|b| b["id"].as_str())
-}
-
-/// Every tool result follows the assistant message that asked for it.
-fn calls_meet_results(messages: &[Value]) -> bool {
-    let mut asked: Vec<&str> = Vec::new();
-    for message in messages {
-        match message["role"].as_str() {
-            Some("assistant") => asked.extend(call_ids(message)),
-            Some("tool") => {
-                let id = message["tool_call_id"].as_str().unwrap_or("");
-                if !asked.contains(&id) {
-                    return false;
-                }
+            None if message.role == Role::Tool || has_result(message) => {
+                return Err(UNRESOLVED_TOOL_CALL);
             }
-            _ => {}
+            None => {}
         }
     }
-    true
+    if let Some(current) = originals.last()
+        && conversation::call_ids(current).next().is_some()
+        && replacement.last() != Some(current)
+    {
+        return Err(UNRESOLVED_TOOL_CALL);
+    }
+    if !conversation::calls_meet_results(&replacement) {
+        return Err(UNRESOLVED_TOOL_CALL);
+    }
+    Ok(replacement)
+}
+
+fn has_result(message: &Message) -> bool {
+    message
+        .content
+        .iter()
+        .any(|b| matches!(b, Block::ToolResult(_)))
+}
+
+/// What a committed replacement wrote in place of the dropped messages: the text of
+/// each message that was not in the conversation before.
+pub fn summary(old: &[Message], new: &[Message]) -> String {
+    new.iter()
+        .filter(|message| !old.contains(message))
+        .map(conversation::text)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::bindings::message::{ToolCall, ToolResult};
+    use crate::conversation::user;
 
-    fn user(text: &str) -> Value {
-        json!({"role": "user", "content": [{"type": "text", "text": text}]})
+    fn asking(id: &str) -> Message {
+        Message {
+            role: Role::Assistant,
+            content: vec![
+                Block::Text("Looking.".into()),
+                Block::ToolCall(ToolCall {
+                    id: id.into(),
+                    name: "ls".into(),
+                    input: r#"{"path":"."}"#.into(),
+                }),
+            ],
+        }
     }
 
-    fn asking(id: &str) -> Value {
-        json!({"role": "assistant", "content": [
-            {"type": "text", "text": "Looking."},
-            {"type": "tool_call", "id": id, "name": "ls", "input": {"path": "."}}
-        ]})
-    }
-
-    fn result(id: &str) -> Value {
-        json!({"role": "tool", "tool_call_id": id, "is_error": false,
-               "content": [{"type": "text", "text": "a.txt"}]})
+    fn result(id: &str, text: &str) -> Message {
+        Message {
+            role: Role::Tool,
+            content: vec![Block::ToolResult(ToolResult {
+                call_id: id.into(),
+                content: text.into(),
+                is_error: false,
+            })],
+        }
     }
 
     #[test]
-    fn hooks_see_text_and_calls_as_lines() {
-        let p = plain(&[asking("c1")]);
-        assert_eq!(p[0].role, "assistant");
-        assert_eq!(p[0].content, "Looking.\n[tool call c1] ls {\"path\":\".\"}");
-    }
-
-    #[test]
-    fn unchanged_messages_map_back_whole_and_new_ones_become_text() {
-        let originals = vec![user("task"), asking("c1"), result("c1"), asking("c2")];
-        let mut replacement = vec![Plain {
-            role: "user".into(),
-            content: "Summary.".into(),
-        }];
-        replacement.extend(plain(&originals[1..]));
-        let out = map_back(&originals, &replacement, &originals[3]).expect("commits");
-        assert_eq!(out[0], user("Summary."));
-        assert_eq!(out[1..], originals[1..]);
+    fn unchanged_messages_and_new_text_are_committed() {
+        let originals = vec![user("task"), asking("c1"), result("c1", "a"), asking("c2")];
+        let mut replacement = vec![user("Summary.")];
+        replacement.extend_from_slice(&originals[1..]);
+        assert_eq!(
+            check(&originals, replacement.clone()),
+            Ok(replacement.clone())
+        );
+        assert_eq!(summary(&originals, &replacement), "Summary.");
     }
 
     #[test]
     fn a_dropped_call_or_a_changed_result_is_declined() {
-        let originals = vec![user("task"), asking("c1"), result("c1"), asking("c2")];
+        let originals = vec![user("task"), asking("c1"), result("c1", "a"), asking("c2")];
         // The result of c1 kept without the message that asked for it.
-        let orphan = plain(&[originals[2].clone(), originals[3].clone()]);
-        assert_eq!(
-            map_back(&originals, &orphan, &originals[3]),
-            Err(UNRESOLVED_TOOL_CALL)
-        );
+        let orphan = originals[2..].to_vec();
+        assert_eq!(check(&originals, orphan), Err(UNRESOLVED_TOOL_CALL));
         // The current call dropped.
-        let no_current = plain(&originals[..1]);
         assert_eq!(
-            map_back(&originals, &no_current, &originals[3]),
+            check(&originals, originals[..1].to_vec()),
             Err(UNRESOLVED_TOOL_CALL)
         );
-        let changed = vec![
-            plain_one(&originals[1]),
-            Plain {
-                role: "tool".into(),
-                content: "edited".into(),
+        let changed = vec![asking("c1"), result("c1", "edited"), asking("c2")];
+        assert_eq!(check(&originals, changed), Err(UNRESOLVED_TOOL_CALL));
+    }
+
+    #[test]
+    fn a_conversation_ending_in_an_answer_may_be_replaced_whole() {
+        let originals = vec![
+            user("task"),
+            Message {
+                role: Role::Assistant,
+                content: vec![Block::Text("done".into())],
             },
-            plain_one(&originals[3]),
         ];
         assert_eq!(
-            map_back(&originals, &changed, &originals[3]),
-            Err(UNRESOLVED_TOOL_CALL)
+            check(&originals, vec![user("short")]),
+            Ok(vec![user("short")])
         );
     }
 }

@@ -13,8 +13,12 @@ use wasmtime::Store;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use crate::bindings::driver::exports::murmur::driver::inference::Settings;
-use crate::bindings::driver::{Driver as Bindings, DriverPre, murmur::text::chunks};
+use crate::bindings::driver::exports::murmur::driver::inference::{
+    InferError, Request, Response, Settings,
+};
+use crate::bindings::driver::{Driver as Bindings, DriverPre};
+use crate::bindings::message::Block;
+use crate::bindings::{chunks, message};
 use crate::deadline::{self, Clock};
 use crate::engine::{self, Engine};
 use crate::error::Error;
@@ -39,6 +43,9 @@ impl WasiHttpView for DriverState {
         }
     }
 }
+
+/// The typed conversation's interface holds types only.
+impl message::Host for DriverState {}
 
 impl Sandboxed for DriverState {
     fn sandbox(&mut self) -> &mut Sandbox {
@@ -85,6 +92,8 @@ impl DriverComponent {
         let mut linker = Linker::<DriverState>::new(engine.wasmtime());
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link_error(&label))?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+            .map_err(link_error(&label))?;
+        message::add_to_linker::<_, HasSelf<DriverState>>(&mut linker, |s| s)
             .map_err(link_error(&label))?;
         chunks::add_to_linker::<_, HasSelf<Arc<Wire>>>(&mut linker, |s| &mut s.wire)
             .map_err(link_error(&label))?;
@@ -168,8 +177,11 @@ impl Driver {
     /// `Err` is a trap or the deadline (the instance is unusable either way: a call
     /// stopped at its deadline was dropped mid-way); `Ok(Err)` the driver's own failure.
     /// A reply (or error text) over `max_driver_reply_bytes` fails the call like a trap:
-    /// the session drops the instance, and the big string with it, at once.
-    pub async fn infer(&mut self, request: &str) -> wasmtime::Result<Result<String, String>> {
+    /// the session drops the instance, and the big reply with it, at once.
+    pub async fn infer(
+        &mut self,
+        request: &Request,
+    ) -> wasmtime::Result<Result<Response, InferError>> {
         let sandbox = &mut self.store.data_mut().sandbox;
         sandbox.running_since = Instant::now();
         let limit = sandbox.deadline;
@@ -181,14 +193,13 @@ impl Driver {
             .bound(call)
             .await
             .unwrap_or_else(|| Err(wasmtime::Error::msg(deadline::exceeded(limit))))?;
-        let (Ok(text) | Err(text)) = &reply;
-        let size = text.len() as u64;
+        let (what, size) = match &reply {
+            Ok(response) => ("driver reply", response_bytes(response)),
+            Err(InferError::Failed(text) | InferError::Malformed(text)) => {
+                ("driver error", text.len() as u64)
+            }
+        };
         if size > self.max_reply_bytes {
-            let what = if reply.is_ok() {
-                "driver reply"
-            } else {
-                "driver error"
-            };
             drop(reply);
             let why =
                 crate::limits::over(what, size, "max_driver_reply_bytes", self.max_reply_bytes);
@@ -198,10 +209,24 @@ impl Driver {
     }
 }
 
+/// What a reply holds, in bytes of text: the measure of `max_driver_reply_bytes`.
+fn response_bytes(response: &Response) -> u64 {
+    response
+        .content
+        .iter()
+        .map(|block| match block {
+            Block::Text(text) => text.len(),
+            Block::Thinking(t) => t.text.len() + t.signature.as_ref().map_or(0, String::len),
+            Block::ToolCall(call) => call.id.len() + call.name.len() + call.input.len(),
+            Block::ToolResult(r) => r.call_id.len() + r.content.len(),
+        } as u64)
+        .sum()
+}
+
 fn link_error(label: &str) -> impl Fn(wasmtime::Error) -> Error + '_ {
     move |e| {
         Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}")).hint(
-            "a driver may import only WASI 0.2 (wasi:http included) and murmur:text/chunks@0.1.0",
+            "a driver may import only WASI 0.2 (wasi:http included) and murmur:text/chunks@0.2.0",
         )
     }
 }

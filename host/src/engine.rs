@@ -152,18 +152,23 @@ pub struct World {
     pub imports: &'static [&'static str],
 }
 
-pub const VERSION: &str = "0.1.0";
+pub const VERSION: &str = "0.2.0";
 
 pub const SESSION_LOOP: World = World {
     name: "session-loop",
     export: "murmur:session/loop",
-    imports: &["murmur:session/types", "murmur:session/host"],
+    imports: &[
+        "murmur:message/types",
+        "murmur:text/chunks",
+        "murmur:session/types",
+        "murmur:session/host",
+    ],
 };
 
 pub const DRIVER: World = World {
     name: "driver",
     export: "murmur:driver/inference",
-    imports: &["murmur:text/chunks"],
+    imports: &["murmur:message/types", "murmur:text/chunks"],
 };
 
 pub const TOOL: World = World {
@@ -175,7 +180,7 @@ pub const TOOL: World = World {
 pub const HOOK: World = World {
     name: "hook",
     export: "murmur:hook/lifecycle",
-    imports: &[],
+    imports: &["murmur:message/types"],
 };
 
 const WORLDS: [&World; 4] = [&SESSION_LOOP, &DRIVER, &TOOL, &HOOK];
@@ -289,3 +294,6 @@ fn world_error(label: &str, exports: &[String], world: &World) -> Error {
         world.name, world.export
     ))
 }
+
+#[cfg(test)]
+mod wit_lock;

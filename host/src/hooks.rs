@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 use wasmtime::Store;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, HasSelf, Linker};
 
 pub use crate::bindings::hook::exports::murmur::hook::lifecycle::{
-    CallOutcome, Compaction, Event, Inference, ManifestFile, Message, SessionEnd, SessionStart,
-    Shell, ShellOutcome, Stage, TaskEnd, TaskStart, ToolCall, Verdict,
+    CallOutcome, Compaction, Event, Inference, ManifestFile, SessionEnd, SessionStart, Shell,
+    ShellOutcome, Stage, TaskEnd, TaskStart, ToolCall, Verdict,
 };
 use crate::bindings::hook::{Hook as Bindings, HookPre};
 use crate::driver::trap_text;
@@ -33,6 +33,9 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(5);
 pub struct HookState {
     sandbox: Sandbox,
 }
+
+/// The typed conversation's interface holds types only.
+impl crate::bindings::message::Host for HookState {}
 
 impl Sandboxed for HookState {
     fn sandbox(&mut self) -> &mut Sandbox {
@@ -128,9 +131,11 @@ impl Hooks {
             let mut linker = Linker::<HookState>::new(engine.wasmtime());
             let link = |e: wasmtime::Error| {
                 Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}"))
-                    .hint("a hook may import only WASI 0.2")
+                    .hint("a hook may import only WASI 0.2 and murmur:message/types@0.2.0")
             };
             wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
+            crate::bindings::message::add_to_linker::<_, HasSelf<HookState>>(&mut linker, |s| s)
+                .map_err(link)?;
             let pre = linker
                 .instantiate_pre(&hook.component)
                 .and_then(HookPre::new)

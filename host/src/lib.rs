@@ -12,6 +12,7 @@ pub mod client;
 mod compaction;
 mod confine;
 mod control;
+mod conversation;
 mod deadline;
 mod detached;
 mod driver;

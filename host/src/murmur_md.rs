@@ -36,7 +36,8 @@ pub struct About<'a> {
     pub url: &'a str,
     pub workdir: &'a Workdir,
     pub tools: &'a Tools,
-    pub loop_label: &'a str,
+    /// The loop's name and version as people read them (see `run::chosen_loop`).
+    pub session_loop: &'a str,
     pub driver_label: &'a str,
 }
 
@@ -92,7 +93,7 @@ fn environment(out: &mut String, about: &About<'_>, m: &Manifest) {
     let _ = writeln!(out, "## Capsule\n");
     let _ = writeln!(out, "- Model: {}", sanitize(&m.inference.model));
     let _ = writeln!(out, "- Driver: {}", sanitize(about.driver_label));
-    let _ = writeln!(out, "- Session loop: {}", sanitize(about.loop_label));
+    let _ = writeln!(out, "- Session loop: {}", sanitize(about.session_loop));
     let _ = writeln!(out, "- Work folder: {}", about.workdir.root.display());
     let _ = writeln!(
         out,

@@ -29,13 +29,14 @@ pub enum Lane {
 
 /// Where a task came from: it decides the task's lane and its trust class. These are
 /// the origins something in this host produces (the launch task, requests, detached
-/// commands); a scheduler's `schedule` and `system` tasks would join them.
+/// commands, the session loop's follow-ups); a scheduler's `schedule` would join them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
     User,
     Peer,
     Event,
     Completion,
+    System,
 }
 
 impl Origin {
@@ -56,6 +57,7 @@ impl Origin {
             Origin::Peer => "peer",
             Origin::Event => "event",
             Origin::Completion => "completion",
+            Origin::System => "system",
         }
     }
 
@@ -85,6 +87,8 @@ pub enum Source {
     DetachedShell,
     /// `--resume` reports commands a killed runtime left behind.
     DetachedLost,
+    /// The session loop queued a follow-up (`enqueue`).
+    Loop,
 }
 
 impl Source {
@@ -94,6 +98,7 @@ impl Source {
             Source::A2a => "a2a",
             Source::DetachedShell => "detached_shell",
             Source::DetachedLost => "detached_lost",
+            Source::Loop => "loop",
         }
     }
 }
@@ -188,6 +193,23 @@ impl Queue {
         let lane = task.origin.lane();
         self.state().lanes[lane as usize].push_back(task);
         self.notify.notify_one();
+    }
+
+    /// A follow-up the session loop gives the capsule: taken under any acceptance, as
+    /// the capsule's own tasks are, but only while fewer than `queue_depth` wait.
+    pub fn push_follow_up(&self, task: Pending) -> Result<(), Refusal> {
+        let mut state = self.state();
+        if state.closed {
+            return Err(Refusal::Closed);
+        }
+        if state.waiting() >= self.policy.depth {
+            return Err(Refusal::Busy);
+        }
+        let lane = task.origin.lane();
+        state.lanes[lane as usize].push_back(task);
+        drop(state);
+        self.notify.notify_one();
+        Ok(())
     }
 
     /// A task from a client, refused when the lifecycle has no room for it.

@@ -3,6 +3,7 @@
 //! Staging (`stage`: manifest, components, tools) happens before the workdir exists, so
 //! a capsule that cannot start leaves nothing behind; `launch` then opens the session.
 
+mod chosen_loop;
 mod launch;
 mod stage;
 
@@ -32,6 +33,7 @@ use crate::trace::SessionTrace;
 use crate::trace::line::{self, Totals};
 use crate::wire::Wire;
 use crate::workdir::{RecordsChoice, Workdir};
+use chosen_loop::LoopIdentity;
 use launch::Launched;
 
 pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
@@ -64,8 +66,8 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         .map(|address| format!("http://{address}"))
         .map_err(|e| Error::new("E-IO-003", format!("could not read the bound address: {e}")))?;
 
-    let (session_loop, staged) = staged;
-    let (loop_label, driver_label) = (staged.loop_label.clone(), staged.driver_label.clone());
+    let (loop_component, staged) = staged;
+    let (session_loop, driver_label) = (staged.session_loop.clone(), staged.driver_label.clone());
     let resumed_id = resumed.as_ref().map(|r| r.session_id.as_str());
     let (session, launched) = launch::open_session(
         &m,
@@ -81,7 +83,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         url: &url,
         workdir: &launched.workdir,
         tools: &launched.tools,
-        loop_label: &loop_label,
+        session_loop: &session_loop.shown(),
         driver_label: &driver_label,
     };
     murmur_md::write(&about, &m);
@@ -94,7 +96,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
     // of its own namespace, which adopts (and, as it ends, kills) its orphans itself.
     let unconfined = launched.tools.jail().is_some_and(|j| j.unconfined());
     let reaping = unconfined.then(|| tokio::spawn(crate::reaper::reap_while_running()));
-    announce(&args, &m, &launched, &url);
+    announce(&args, &m, &launched, &url, &session_loop);
 
     let server = tokio::spawn(server::serve(listener, served(&m, &launched)));
     let signals = tokio::spawn(stop_on_signals(launched.control.clone()));
@@ -113,7 +115,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         // Queued behind the launch task; push_own ignores task_acceptance.
         crate::resume::report(&launched.queue, &launched.session_id, resumed);
     }
-    let (totals, ran) = session_loop.run(session).await;
+    let (totals, ran) = loop_component.run(session).await;
     // No task can deliver a result any more: account for what still runs, and kill it.
     launched.detached.abandon_all().await;
     if let Some(reaping) = reaping {
@@ -270,7 +272,13 @@ fn records_choice<'a>(args: &'a RunArgs, m: &'a Manifest) -> RecordsChoice<'a> {
 }
 
 /// The launch lines: one JSON line with `--json`, readable lines otherwise.
-fn announce(args: &RunArgs, m: &Manifest, launched: &Launched, url: &str) {
+fn announce(
+    args: &RunArgs,
+    m: &Manifest,
+    launched: &Launched,
+    url: &str,
+    session_loop: &LoopIdentity,
+) {
     let port = url.rsplit(':').next().unwrap_or_default();
     let workdir = &launched.workdir;
     if args.json {
@@ -283,12 +291,15 @@ fn announce(args: &RunArgs, m: &Manifest, launched: &Launched, url: &str) {
             "version": m.version,
             "workdir": workdir.root,
             "records_dir": workdir.records,
+            "loop": session_loop.name,
+            "loop_version": session_loop.version,
         });
         println!("{line}");
     } else {
         println!("murmur: url {url}");
         println!("session: {}", launched.session_id);
         println!("workdir: {}", workdir.root.display());
+        println!("loop:    {}", session_loop.shown());
     }
     if let Some(jail) = launched.tools.jail() {
         eprintln!("{}", jail.launch_line());

@@ -2,7 +2,7 @@
 //! order of the seed's decision table. A seed that cannot be committed never fails a
 //! task; the task runs without it.
 
-use serde_json::{Value, json};
+use crate::bindings::message::{Block, Message, Role};
 
 /// Why a proposal was refused, in the trace's words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,15 +98,21 @@ pub fn newest_that_fit(sizes: &[u64], room: u64) -> usize {
     kept
 }
 
-/// A seed or summary message in the shape the driver sees.
-pub fn wire_message(role: &str, content: &str) -> Value {
-    // Only a user or an assistant can speak in a seed; anything else is read as the user.
-    let role = if role == "assistant" {
-        "assistant"
+/// A proposed seed message as it is committed: only a user or an assistant speaks in a
+/// seed (anything else is read as the user), and only its text is kept.
+pub fn seed_message(message: &Message) -> Message {
+    let role = if message.role == Role::Assistant {
+        Role::Assistant
     } else {
-        "user"
+        Role::User
     };
-    json!({"role": role, "content": [{"type": "text", "text": content}]})
+    let content = message
+        .content
+        .iter()
+        .filter(|b| matches!(b, Block::Text(_)))
+        .cloned()
+        .collect();
+    Message { role, content }
 }
 
 #[cfg(test)]

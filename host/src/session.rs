@@ -13,6 +13,7 @@ mod current;
 mod ending;
 mod interrupt;
 mod lifecycle;
+mod progress;
 mod turn;
 
 use std::sync::Arc;
@@ -21,11 +22,12 @@ use std::time::{Duration, Instant};
 use wasmtime::Store;
 use wasmtime::component::{Component, HasSelf, Linker};
 
+use crate::bindings::chunks;
+use crate::bindings::message::{Message, ToolCall, ToolResult, ToolSpec};
 use crate::bindings::session_loop::exports::murmur::session::loop_::Config;
 use crate::bindings::session_loop::murmur::session::host::Host;
 use crate::bindings::session_loop::murmur::session::types::{
-    self, InferenceError, InferenceReply, InferenceRequest, Task, TaskOutcome, ToolCall,
-    ToolOutcome,
+    self, InferenceError, InferenceReply, InferenceRequest, Task, TaskBudget, TaskOutcome, Usage,
 };
 use crate::bindings::session_loop::{SessionLoop, SessionLoopPre};
 use crate::control::{FinishedTasks, RunningTask};
@@ -84,6 +86,8 @@ pub struct Settings {
     pub max_turns: u32,
     /// `lifecycle.max_task_reopens`.
     pub max_task_reopens: u32,
+    /// `lifecycle.parallel_tools`: the tool calls of one `call-tools` run at once.
+    pub parallel_tools: usize,
     /// `trace.include_tool_output`: the text each tool call returned, on its trace line.
     pub include_tool_output: bool,
     pub context: ContextPolicy,
@@ -193,22 +197,49 @@ impl LoopState {
         request: InferenceRequest,
     ) -> wasmtime::Result<Result<InferenceReply, InferenceError>> {
         self.trace_intact()?;
-        self.current("infer")?.turn(request).await
+        match self.current() {
+            Some(mut current) => current.turn(request).await,
+            None => Ok(Err(InferenceError::Refused(outside("infer")))),
+        }
     }
 
-    async fn tool(&mut self, call: ToolCall) -> wasmtime::Result<ToolOutcome> {
-        self.current("call-tool")?.tool(call).await
+    async fn run_tools(&mut self, calls: Vec<ToolCall>) -> wasmtime::Result<Outcomes> {
+        match self.current() {
+            Some(mut current) => current.tools(calls).await.map(Ok),
+            None => Ok(Err(outside("call-tools"))),
+        }
     }
 }
 
+/// What `call-tools` answers.
+type Outcomes = Result<Vec<ToolResult>, String>;
+
+/// The error of a host call that needs a running task, made between tasks.
+fn outside(what: &str) -> String {
+    format!("the session loop called {what} outside a task")
+}
+
 impl types::Host for LoopState {}
+
+impl crate::bindings::message::Host for LoopState {}
+
+/// A loop streams its own text as a driver or a tool does.
+impl chunks::Host for LoopState {
+    async fn text(&mut self, chunk: String) -> wasmtime::Result<()> {
+        chunks::Host::text(&mut self.session.wire, chunk).await
+    }
+
+    async fn thinking(&mut self, chunk: String) -> wasmtime::Result<()> {
+        chunks::Host::thinking(&mut self.session.wire, chunk).await
+    }
+}
 
 impl Host for LoopState {
     async fn next_task(&mut self) -> wasmtime::Result<Option<Task>> {
         self.trace_intact()?;
         if self.running.is_some() {
             let why = "the session loop asked for the next task without finishing this one";
-            self.finish(TaskOutcome::Failed(why.into())).await?;
+            self.finish(TaskOutcome::Failed(why.into()), None).await?;
         }
         // Parked between tasks the loop has no deadline; each task gets the full one.
         self.deadline.clock.pause();
@@ -220,6 +251,10 @@ impl Host for LoopState {
         }
     }
 
+    async fn tools(&mut self) -> wasmtime::Result<Vec<ToolSpec>> {
+        Ok(self.session.tools.typed_specs())
+    }
+
     async fn infer(
         &mut self,
         request: InferenceRequest,
@@ -227,16 +262,18 @@ impl Host for LoopState {
         // Its own handle: the turn below borrows the whole state while it runs.
         let control = self.session.running.clone();
         let canceled = Ok(Err(InferenceError::Failed(CANCELED.into())));
-        let reply = if control.is_canceled() {
+        let reply = if self.running.is_some() && control.is_canceled() {
             canceled
         } else {
             tokio::select! {
                 reply = self.turn(request) => reply,
                 // The turn is dropped, its driver instance with it (the next task gets a
                 // fresh one); the ids stay in step as if the call had returned.
-                () = control.canceled() => {
+                () = control.canceled(), if self.running.is_some() => {
                     self.session.wire.after_inference();
-                    self.current("infer")?.trace_outbound()?;
+                    if let Some(mut current) = self.current() {
+                        current.trace_outbound()?;
+                    }
                     canceled
                 }
             }
@@ -245,35 +282,91 @@ impl Host for LoopState {
         reply
     }
 
-    async fn call_tool(&mut self, call: ToolCall) -> wasmtime::Result<ToolOutcome> {
+    async fn call_tools(&mut self, calls: Vec<ToolCall>) -> wasmtime::Result<Outcomes> {
         self.trace_intact()?;
+        if calls.is_empty() {
+            return Ok(Err("call-tools needs at least one call".into()));
+        }
         let control = self.session.running.clone();
-        let canceled = Ok(ToolOutcome {
-            content: CANCELED.into(),
-            is_error: true,
-        });
-        let outcome = if control.is_canceled() {
-            canceled
+        let canceled = |calls: &[ToolCall]| Ok(Ok(calls.iter().map(canceled_result).collect()));
+        let outcomes = if self.running.is_some() && control.is_canceled() {
+            canceled(&calls)
         } else {
+            let ids = calls.clone();
             tokio::select! {
-                outcome = self.tool(call) => outcome,
+                outcomes = self.run_tools(calls) => outcomes,
                 // Dropping the dispatch kills a shell command's process group and a
-                // tool component's store; the canceled call writes no artifact.
-                () = control.canceled() => canceled,
+                // tool component's store; the canceled calls write no artifact.
+                () = control.canceled(), if self.running.is_some() => canceled(&ids),
             }
         };
         self.resume_deadline();
-        outcome
+        outcomes
     }
 
-    async fn finish_task(&mut self, outcome: TaskOutcome) -> wasmtime::Result<Option<String>> {
-        let reopened = self.finish(outcome).await;
+    async fn status(&mut self, message: String) -> wasmtime::Result<Result<(), String>> {
+        self.trace_intact()?;
+        Ok(match self.current() {
+            Some(current) => current.loop_status(&message),
+            None => Err(outside("status")),
+        })
+    }
+
+    async fn enqueue(
+        &mut self,
+        text: String,
+        context_id: Option<String>,
+    ) -> wasmtime::Result<Result<String, String>> {
+        self.trace_intact()?;
+        self.follow_up(text, context_id)
+    }
+
+    async fn budget(
+        &mut self,
+        messages: Vec<Message>,
+    ) -> wasmtime::Result<Result<TaskBudget, String>> {
+        Ok(match self.current() {
+            Some(current) => Ok(current.budget(&messages)),
+            None => Err(outside("budget")),
+        })
+    }
+
+    async fn compact(
+        &mut self,
+        messages: Vec<Message>,
+        size: Option<Usage>,
+    ) -> wasmtime::Result<Result<Option<Vec<Message>>, String>> {
+        self.trace_intact()?;
+        match self.current() {
+            Some(mut current) => current.compact(messages, size).await,
+            None => Ok(Err(outside("compact"))),
+        }
+    }
+
+    async fn finish_task(
+        &mut self,
+        outcome: TaskOutcome,
+        conversation: Option<Vec<Message>>,
+    ) -> wasmtime::Result<Result<Option<String>, String>> {
+        if self.running.is_none() {
+            return Ok(Err(outside("finish-task")));
+        }
+        let reopened = self.finish(outcome, conversation).await?;
         // A reopened task goes on under its deadline; after the task's end the loop
         // gets a deadline of its own to reach `next-task`.
         if self.running.is_none() {
             self.restart_deadline();
         }
-        reopened
+        Ok(Ok(reopened))
+    }
+}
+
+/// The result of a call the task's cancel stopped.
+fn canceled_result(call: &ToolCall) -> ToolResult {
+    ToolResult {
+        call_id: call.id.clone(),
+        content: CANCELED.into(),
+        is_error: true,
     }
 }
 
@@ -405,7 +498,7 @@ impl LoopState {
                 Ok(()) => "the session loop ended without finishing this task".to_string(),
                 Err(e) => e.message.clone(),
             };
-            let _ = self.finish(TaskOutcome::Failed(why)).await;
+            let _ = self.finish(TaskOutcome::Failed(why), None).await;
         }
         let why = match &result {
             Ok(()) => "the session loop ended before taking this task".to_string(),

@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 use wasmtime::Store;
 use wasmtime::component::{Component, HasSelf, Linker};
 
-use crate::bindings::driver::murmur::text::chunks;
+use crate::bindings::chunks;
+use crate::bindings::message::ToolSpec;
 use crate::bindings::tool::exports::murmur::tool::run::Status;
 use crate::bindings::tool::murmur::task::task::{self as task_api, TaskInfo};
 use crate::bindings::tool::{Tool as Bindings, ToolPre};
@@ -321,6 +322,18 @@ impl Tools {
                 }
                 spec.insert("parameters".into(), t.schema.clone());
                 Value::Object(spec)
+            })
+            .collect()
+    }
+
+    /// The specs as a session loop and a driver receive them.
+    pub fn typed_specs(&self) -> Vec<ToolSpec> {
+        self.list
+            .iter()
+            .map(|t| ToolSpec {
+                name: t.name.clone(),
+                description: t.description.clone(),
+                input_schema: t.schema.to_string(),
             })
             .collect()
     }

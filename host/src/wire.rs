@@ -218,9 +218,9 @@ fn refuse_oversized(kind: &str, chunk: String, limit: u64) -> wasmtime::Result<S
     }
 }
 
-/// What a driver or tool streams through `murmur:text/chunks` goes straight to the
+/// What a driver, a tool or the session loop streams through `murmur:text/chunks` goes straight to the
 /// wire; both worlds link this one implementation.
-impl crate::bindings::driver::murmur::text::chunks::Host for Arc<Wire> {
+impl crate::bindings::chunks::Host for Arc<Wire> {
     async fn text(&mut self, chunk: String) -> wasmtime::Result<()> {
         let chunk = refuse_oversized("text", chunk, self.max_chunk_bytes)?;
         if self.text_chunk(&chunk) {

@@ -307,7 +307,7 @@ fn a_tool_artifact_of_the_wrong_world_is_refused() {
     assert_eq!(run.status, 1);
     assert_eq!(
         run.stderr,
-        "error[E-RUN-031]: tool artifact 'notatool' does not target the tool world: it is a session-loop component (exports murmur:session/loop@0.1.0)\n  hint: a tool component exports murmur:tool/run@0.1.0\n"
+        "error[E-RUN-031]: tool artifact 'notatool' does not target the tool world: it is a session-loop component (exports murmur:session/loop@0.2.0)\n  hint: a tool component exports murmur:tool/run@0.2.0\n"
     );
 }
 
@@ -333,7 +333,7 @@ fn a_tool_component_declared_as_a_hook_is_refused_before_any_workdir() {
     let run = capsule.run(&["--task", "x"]);
     run.assert_error(
         "error[E-RUN-031]: hook artifact 'gate' does not target the hook world: it is a tool \
-         component (exports murmur:tool/run@0.1.0)",
+         component (exports murmur:tool/run@0.2.0)",
     );
     assert!(!capsule.dir.join("workdir").exists());
 }

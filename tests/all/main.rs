@@ -14,6 +14,8 @@ mod hooks;
 mod hygiene;
 mod input;
 mod limits;
+mod loop_artifact;
+mod loops;
 mod run;
 mod scripted;
 mod stream;
@@ -40,7 +42,11 @@ mod guest_tests {
     pub(crate) use crate::limits::a_big_driver_reply_fails_the_task_naming_the_limit as mur_driver_flood;
     pub(crate) use crate::limits::a_big_tool_result_is_refused_and_the_model_gets_the_error as mur_tool_flood;
     pub(crate) use crate::limits::a_call_flooding_loop_is_stopped_by_the_trace_ceiling as mur_loop_flood;
+    pub(crate) use crate::loops::outside_a_task_every_call_is_refused_naming_it as mur_loop_probe;
+    pub(crate) use crate::loops::the_critics_threaded_history_is_its_main_conversation as mur_loop_critic;
+    pub(crate) use crate::loops::the_planner_streams_its_plan_executes_it_and_answers_from_its_check as mur_loop_planner;
     pub(crate) use crate::run::a_loop_built_against_another_version_is_refused as mur_loop_future;
+    pub(crate) use crate::run::a_loop_built_against_the_released_0_1_0_is_refused as mur_loop_legacy;
     pub(crate) use crate::run::hello_example_prints_its_answer_and_exits_zero as mur_session_loop;
     pub(crate) use crate::run::loop_swap_runs_the_other_loop as mur_loop_oneshot;
 }

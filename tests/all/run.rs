@@ -56,6 +56,14 @@ pub(crate) fn hello_example_prints_its_answer_and_exits_zero() {
         .expect("session line");
     assert_eq!(session.len(), 32);
     assert!(session.bytes().all(|b| b.is_ascii_hexdigit()));
+    assert!(lines[2].starts_with("workdir: "), "{}", run.stdout);
+    assert_eq!(
+        lines[3],
+        format!(
+            "loop:    default (built-in, mur {})",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
     assert!(
         run.stdout.contains("My workdir holds the files below"),
         "{}",
@@ -151,6 +159,10 @@ fn trace_records_session_task_turns_and_tool_calls() {
     assert_eq!(start["max_turns"], 10);
     assert_eq!(start["tools_declared"], json!(["bash"]));
     assert_eq!(start["session_loop"], "built-in session loop");
+    assert_eq!(
+        (&start["loop"], &start["loop_version"]),
+        (&json!("default"), &json!(env!("CARGO_PKG_VERSION")))
+    );
 
     let task = &trace[1];
     let task_id = task["task_id"].as_str().unwrap();
@@ -294,6 +306,10 @@ pub(crate) fn loop_swap_runs_the_other_loop() {
         start["session_loop"],
         json!(format!("session loop {}", path.display()))
     );
+    assert_eq!(
+        (&start["loop"], &start["loop_version"]),
+        (&json!("mur_loop_oneshot.wasm"), &Value::Null)
+    );
     assert!(s.events("tool_call").is_empty());
 }
 
@@ -320,7 +336,7 @@ fn a_driver_passed_as_loop_is_refused_naming_its_world() {
     assert_eq!(
         run.stderr,
         format!(
-            "error[E-RUN-031]: session loop {} does not target the session-loop world: it is a driver component (exports murmur:driver/inference@0.1.0)\n  hint: a session-loop component exports murmur:session/loop@0.1.0\n",
+            "error[E-RUN-031]: session loop {} does not target the session-loop world: it is a driver component (exports murmur:driver/inference@0.2.0)\n  hint: a session-loop component exports murmur:session/loop@0.2.0\n",
             path.display()
         )
     );
@@ -336,9 +352,25 @@ pub(crate) fn a_loop_built_against_another_version_is_refused() {
     let path = guest(MUR_LOOP_FUTURE);
     let run = capsule.run(&["--task", "hi", "--loop", path.to_str().unwrap()]);
     run.assert_error(&format!(
-            "error[E-RUN-030]: session loop {} was built against murmur:session/loop@0.2.0; this mur serves murmur:session/loop@0.1.0\n  hint: ",
+            "error[E-RUN-030]: session loop {} was built against murmur:session/loop@0.3.0; this mur serves murmur:session/loop@0.2.0\n  hint: ",
             path.display()
         ));
+}
+
+/// A loop built against the released 0.1.0 session world, whose shape this host no
+/// longer serves, is refused before it runs, naming the version it does serve.
+#[test]
+pub(crate) fn a_loop_built_against_the_released_0_1_0_is_refused() {
+    let capsule = Capsule::new("legacy", &with_bash(""), ECHO_SCRIPT);
+    let path = guest(MUR_LOOP_LEGACY);
+    let run = capsule.run(&["--task", "hi", "--loop", path.to_str().unwrap()]);
+    run.assert_error(&format!(
+        "error[E-RUN-030]: session loop {} was built against murmur:session/loop@0.1.0; \
+         this mur serves murmur:session/loop@0.2.0\n  hint: rebuild the component against \
+         the session-loop world of murmur:*@0.2.0 (the wit/ folder of this mur)\n",
+        path.display()
+    ));
+    assert_eq!(run.stdout, "");
 }
 
 #[test]
@@ -530,6 +562,10 @@ fn murmur_md_has_every_section() {
     )));
     assert!(md.contains("- Capsule: e2e v0.1.0"));
     assert!(md.contains("- Model: scripted-test"));
+    assert!(md.contains(&format!(
+        "- Session loop: default (built-in, mur {})\n",
+        env!("CARGO_PKG_VERSION")
+    )));
     assert!(md.contains("- Turn limit: 10 inference turns per task"));
     assert!(md.contains("- Context budget: not set"));
     assert!(md.contains("- **bash** (built-in, shell) — "));

@@ -7,8 +7,10 @@
 //! so an operator may edit it while the session runs.
 
 wit_bindgen::generate!({
-    path: "../../wit/hook",
+    path: ["../../wit/message", "../../wit/hook"],
     world: "murmur:hook/hook",
+    // `murmur:message` is another package, so its bindings must be asked for explicitly.
+    generate_all,
 });
 
 use std::io::ErrorKind;

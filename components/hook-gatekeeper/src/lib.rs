@@ -6,8 +6,10 @@
 //! only has to be non-empty and not an `error:` report.
 
 wit_bindgen::generate!({
-    path: "../../wit/hook",
+    path: ["../../wit/message", "../../wit/hook"],
     world: "murmur:hook/hook",
+    // `murmur:message` is another package, so its bindings must be asked for explicitly.
+    generate_all,
 });
 
 use exports::murmur::hook::lifecycle::{Event, Guest, TaskEnd, Verdict};

@@ -2,19 +2,23 @@
 //!
 //! Declared with no `binding` (it needs both task-start and task-end) and
 //! `commit_policy: seed-context`. On `task-start` it seeds the context with the entries of
-//! `/memory.md` (its scope, preopened as `/`), one user message per entry, oldest first. On a
-//! successful `task-end` it appends an entry for the task; that write is a side effect, so
-//! the verdict stays `none` (the policy would not honor any other arm there).
+//! `/memory.md` (its scope, preopened as `/`), oldest first: one user message per entry,
+//! holding a single text block. On a successful `task-end` it appends an entry for the
+//! task; that write is a side effect, so the verdict stays `none` (the policy would not
+//! honor any other arm there).
 
 wit_bindgen::generate!({
-    path: "../../wit/hook",
+    path: ["../../wit/message", "../../wit/hook"],
     world: "murmur:hook/hook",
+    // `murmur:message` is another package, so its bindings must be asked for explicitly.
+    generate_all,
 });
 
 use std::fs::OpenOptions;
 use std::io::{ErrorKind, Write as _};
 
-use exports::murmur::hook::lifecycle::{Event, Guest, Message, TaskEnd, Verdict};
+use exports::murmur::hook::lifecycle::{Event, Guest, TaskEnd, Verdict};
+use murmur::message::types::{Block, Message, Role};
 
 const MEMORY_FILE: &str = "/memory.md";
 /// The line that separates two entries in the memory file.
@@ -47,8 +51,10 @@ fn seed(memory: &str) -> Verdict {
     let messages: Vec<Message> = split_entries(memory)
         .into_iter()
         .map(|entry| Message {
-            role: "user".into(),
-            content: format!("Memory from an earlier task:\n{entry}"),
+            role: Role::User,
+            content: vec![Block::Text(format!(
+                "Memory from an earlier task:\n{entry}"
+            ))],
         })
         .collect();
     if messages.is_empty() {
@@ -173,14 +179,22 @@ mod tests {
         assert!(split_entries("---\n \n---\n").is_empty());
     }
 
+    /// The text of a message made of exactly one text block.
+    fn only_text(message: &Message) -> &str {
+        match message.content.as_slice() {
+            [Block::Text(text)] => text,
+            _ => panic!("expected one text block: {message:?}"),
+        }
+    }
+
     #[test]
     fn seed_has_one_user_message_per_entry() {
         match seed("a\n---\nb\n") {
             Verdict::SeedContext(messages) => {
                 assert_eq!(messages.len(), 2);
-                assert_eq!(messages[0].role, "user");
-                assert_eq!(messages[0].content, "Memory from an earlier task:\na");
-                assert_eq!(messages[1].content, "Memory from an earlier task:\nb");
+                assert!(messages.iter().all(|m| m.role == Role::User));
+                assert_eq!(only_text(&messages[0]), "Memory from an earlier task:\na");
+                assert_eq!(only_text(&messages[1]), "Memory from an earlier task:\nb");
             }
             _ => panic!("expected a seed"),
         }

@@ -7,10 +7,13 @@
 //! `script.rs` for the answer forms.
 
 wit_bindgen::generate!({
-    path: "../../wit/hook",
+    path: ["../../wit/message", "../../wit/hook"],
     world: "murmur:hook/hook",
+    // `murmur:message` is another package, so its bindings must be asked for explicitly.
+    generate_all,
 });
 
+mod flat;
 mod record;
 mod script;
 

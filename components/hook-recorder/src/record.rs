@@ -1,9 +1,12 @@
 //! How an event is written to `events.jsonl`: `{"event": "<kind>", ...fields}` with the
-//! WIT record's fields under snake_case keys, absent options as `null`.
+//! WIT record's fields under snake_case keys, absent options as `null`, and messages in
+//! their flat form (`flat.rs`).
 
 use serde_json::{Value, json};
 
-use crate::exports::murmur::hook::lifecycle::{CallOutcome, Event, Message, ShellOutcome};
+use crate::exports::murmur::hook::lifecycle::{CallOutcome, Event, ShellOutcome};
+use crate::flat;
+use crate::murmur::message::types::Message;
 
 /// The event's kind: its WIT case name, also the key of its answers in the script.
 pub fn kind(event: &Event) -> &'static str {
@@ -114,13 +117,14 @@ fn shell_outcome(o: &ShellOutcome) -> Value {
 }
 
 fn message(m: &Message) -> Value {
-    json!({ "role": m.role, "content": m.content })
+    json!({ "role": flat::role_name(m.role), "content": flat::text(m) })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::exports::murmur::hook::lifecycle::{Compaction, Inference, Shell, ToolCall};
+    use crate::murmur::message::types::{self, Block, Role};
 
     #[test]
     fn kind_comes_first_and_options_are_null() {
@@ -179,17 +183,36 @@ mod tests {
     #[test]
     fn compaction_messages_are_role_content_objects() {
         let event = Event::Compaction(Compaction {
-            messages: vec![Message {
-                role: "user".into(),
-                content: "q".into(),
-            }],
+            messages: vec![
+                Message {
+                    role: Role::User,
+                    content: vec![Block::Text("q".into())],
+                },
+                Message {
+                    role: Role::Assistant,
+                    content: vec![
+                        Block::Text("Looking.".into()),
+                        Block::ToolCall(types::ToolCall {
+                            id: "c1".into(),
+                            name: "ls".into(),
+                            input: r#"{"path":"."}"#.into(),
+                        }),
+                    ],
+                },
+            ],
             session_tokens: 900,
             threshold: 0.5,
             model: Some("small".into()),
             system_prompt: None,
         });
         let value = event_json(&event);
-        assert_eq!(value["messages"], json!([{"role": "user", "content": "q"}]));
+        assert_eq!(
+            value["messages"],
+            json!([
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "content": "Looking.\n[tool call c1] ls {\"path\":\".\"}"},
+            ])
+        );
         assert_eq!(value["threshold"], json!(0.5));
         assert_eq!(value["model"], "small");
         assert_eq!(value["system_prompt"], Value::Null);

@@ -4,7 +4,10 @@
 //! Answer forms: `"none"`, `"trap"`, `"spin"`, `{"seed": [msg...]}`,
 //! `{"replace": [msg...]}`, `{"replace_keep_last": n}` (compaction only), `{"deny": "..."}`,
 //! `{"reopen": "..."}`, `{"artifact": {...}}`, `{"manifests": [{"binary_name", "content"}...]}`
-//! and `{"error": "..."}`, where a msg is `{"role", "content"}`.
+//! and `{"error": "..."}`, where a msg is `{"role", "content"}`: a message of one text
+//! block, in the flat form of `flat.rs`. In a `replace` answer to a compaction, a msg equal
+//! to one of the event's messages in that form stands for that message, returned as it
+//! came (tool calls, ids and all), as the host matched them before messages were typed.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -12,7 +15,9 @@ use std::sync::Mutex;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::exports::murmur::hook::lifecycle::{Event, ManifestFile, Message, Verdict};
+use crate::exports::murmur::hook::lifecycle::{Event, ManifestFile, Verdict};
+use crate::flat;
+use crate::murmur::message::types::Message;
 
 /// The first message of a `replace_keep_last` answer.
 const SUMMARY: &str = "Summary of earlier conversation.";
@@ -111,12 +116,13 @@ fn apply(answer: Answer, event: &Event) -> Result<Verdict, String> {
         Answer::None => Verdict::None,
         Answer::Trap => panic!("hook-recorder: scripted trap"),
         Answer::Spin => spin(),
-        Answer::Seed(messages) => {
-            Verdict::SeedContext(messages.into_iter().map(wit_message).collect())
-        }
-        Answer::Replace(messages) => {
-            Verdict::ReplaceContext(messages.into_iter().map(wit_message).collect())
-        }
+        Answer::Seed(messages) => Verdict::SeedContext(
+            messages
+                .iter()
+                .map(|m| flat::message(&m.role, &m.content))
+                .collect(),
+        ),
+        Answer::Replace(messages) => Verdict::ReplaceContext(replacement(event, &messages)),
         Answer::ReplaceKeepLast(n) => Verdict::ReplaceContext(keep_last(event, n)?),
         Answer::Deny(reason) => Verdict::Deny(reason),
         Answer::Reopen(feedback) => Verdict::ReopenTask(feedback),
@@ -148,41 +154,105 @@ fn keep_last(event: &Event, n: usize) -> Result<Vec<Message>, String> {
         return Err("script.json: replace_keep_last answers only compaction events".into());
     };
     let start = compaction.messages.len().saturating_sub(n);
-    let mut messages = vec![Message {
-        role: "user".into(),
-        content: SUMMARY.into(),
-    }];
+    let mut messages = vec![flat::message("user", SUMMARY)];
     messages.extend(compaction.messages[start..].iter().cloned());
     Ok(messages)
 }
 
-fn wit_message(m: ScriptMessage) -> Message {
-    Message {
-        role: m.role,
-        content: m.content,
-    }
+/// The script's messages as a replacement. At a compaction, each one equal in flat form
+/// to a message of the event not matched yet is that message, unchanged; any other is a
+/// new text message.
+fn replacement(event: &Event, script: &[ScriptMessage]) -> Vec<Message> {
+    let originals: &[Message] = match event {
+        Event::Compaction(compaction) => &compaction.messages,
+        _ => &[],
+    };
+    let flattened: Vec<(&str, String)> = originals
+        .iter()
+        .map(|m| (flat::role_name(m.role), flat::text(m)))
+        .collect();
+    let mut used = vec![false; originals.len()];
+    script
+        .iter()
+        .map(|m| {
+            let found = (0..originals.len())
+                .find(|&i| !used[i] && flattened[i].0 == m.role && flattened[i].1 == m.content);
+            match found {
+                Some(i) => {
+                    used[i] = true;
+                    originals[i].clone()
+                }
+                None => flat::message(&m.role, &m.content),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::exports::murmur::hook::lifecycle::{Compaction, TaskEnd};
+    use crate::murmur::message::types::{Block, Role, Thinking, ToolCall, ToolResult};
     use serde_json::json;
 
-    fn compaction(contents: &[&str]) -> Event {
+    fn compaction_of(messages: Vec<Message>) -> Event {
         Event::Compaction(Compaction {
-            messages: contents
-                .iter()
-                .map(|c| Message {
-                    role: "assistant".into(),
-                    content: c.to_string(),
-                })
-                .collect(),
+            messages,
             session_tokens: 100,
             threshold: 0.8,
             model: None,
             system_prompt: None,
         })
+    }
+
+    fn compaction(contents: &[&str]) -> Event {
+        compaction_of(
+            contents
+                .iter()
+                .map(|c| flat::message("assistant", c))
+                .collect(),
+        )
+    }
+
+    /// An assistant message asking for `ls`, with a reasoning block the flat form leaves out.
+    fn asking(id: &str) -> Message {
+        Message {
+            role: Role::Assistant,
+            content: vec![
+                Block::Thinking(Thinking {
+                    text: "hmm".into(),
+                    signature: Some("sig".into()),
+                }),
+                Block::ToolCall(ToolCall {
+                    id: id.into(),
+                    name: "ls".into(),
+                    input: "{}".into(),
+                }),
+            ],
+        }
+    }
+
+    fn result(id: &str) -> Message {
+        Message {
+            role: Role::Tool,
+            content: vec![Block::ToolResult(ToolResult {
+                call_id: id.into(),
+                content: "a.txt".into(),
+                is_error: false,
+            })],
+        }
+    }
+
+    fn script_message(role: &str, content: &str) -> ScriptMessage {
+        ScriptMessage {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+
+    /// Whether two messages are the same, block for block (the bindings derive no `PartialEq`).
+    fn same(a: &Message, b: &Message) -> bool {
+        format!("{a:?}") == format!("{b:?}")
     }
 
     fn task_end() -> Event {
@@ -284,9 +354,9 @@ mod tests {
         else {
             panic!("expected a replacement");
         };
-        let contents: Vec<_> = messages.iter().map(|m| m.content.as_str()).collect();
+        let contents: Vec<_> = messages.iter().map(flat::text).collect();
         assert_eq!(contents, [SUMMARY, "b", "c"]);
-        assert_eq!(messages[0].role, "user");
+        assert_eq!(messages[0].role, Role::User);
         let Ok(Verdict::ReplaceContext(all)) =
             apply(Answer::ReplaceKeepLast(9), &compaction(&["a"]))
         else {
@@ -294,6 +364,43 @@ mod tests {
         };
         assert_eq!(all.len(), 2);
         assert!(apply(Answer::ReplaceKeepLast(1), &task_end()).is_err());
+    }
+
+    #[test]
+    fn replace_keeps_restated_messages_whole_and_makes_the_rest_text() {
+        let event = compaction_of(vec![
+            flat::message("user", "task"),
+            asking("c1"),
+            result("c1"),
+        ]);
+        let script = [
+            script_message("user", "Summary."),
+            script_message("assistant", "[tool call c1] ls {}"),
+            script_message("tool", "a.txt"),
+            // Said again: the one original is taken already.
+            script_message("tool", "a.txt"),
+        ];
+        let Ok(Verdict::ReplaceContext(out)) = apply(Answer::Replace(script.into()), &event) else {
+            panic!("expected a replacement");
+        };
+        assert_eq!(out.len(), 4);
+        assert!(same(&out[0], &flat::message("user", "Summary.")));
+        assert!(same(&out[1], &asking("c1")), "{:?}", out[1]);
+        assert!(same(&out[2], &result("c1")), "{:?}", out[2]);
+        assert!(same(&out[3], &flat::message("tool", "a.txt")));
+    }
+
+    #[test]
+    fn seeds_are_text_messages_even_when_they_restate_one() {
+        let script = vec![script_message("system", "[tool call c1] ls {}")];
+        let event = compaction_of(vec![asking("c1")]);
+        let Ok(Verdict::SeedContext(out)) = apply(Answer::Seed(script), &event) else {
+            panic!("expected a seed");
+        };
+        assert!(same(
+            &out[0],
+            &flat::message("user", "[tool call c1] ls {}")
+        ));
     }
 
     #[test]

@@ -1,14 +1,16 @@
-//! A hostile session loop for the limits tests: it calls `call-tool` in a tight loop,
-//! forever, ignoring every result. Only the host's bounds can stop it.
+//! A hostile session loop for the limits tests: it calls `call-tools` in a tight loop,
+//! one call at a time, forever, ignoring every result. Only the host's bounds can stop it.
 
 wit_bindgen::generate!({
-    path: "../../wit/session",
+    path: ["../../wit/message", "../../wit/text", "../../wit/session"],
     world: "murmur:session/session-loop",
+    // `murmur:message` and `murmur:text` are other packages: their bindings are asked for.
+    generate_all,
 });
 
 use exports::murmur::session::loop_::{Config, Guest};
+use murmur::message::types::ToolCall;
 use murmur::session::host;
-use murmur::session::types::ToolCall;
 
 struct Component;
 
@@ -17,13 +19,14 @@ impl Guest for Component {
         let Some(_task) = host::next_task() else {
             return Ok(());
         };
-        let call = ToolCall {
+        // No inference in between: every call counts against the same reply's bound.
+        let calls = [ToolCall {
             id: String::new(),
             name: "nothing".into(),
             input: "{}".into(),
-        };
+        }];
         loop {
-            host::call_tool(&call);
+            let _ = host::call_tools(&calls);
         }
     }
 }

@@ -11,13 +11,16 @@
 //! - `return-early`: returns before it asks for a task.
 
 wit_bindgen::generate!({
-    path: "../../wit/session",
+    path: ["../../wit/message", "../../wit/text", "../../wit/session"],
     world: "murmur:session/session-loop",
+    // `murmur:message` and `murmur:text` are other packages: their bindings are asked for.
+    generate_all,
 });
 
 use exports::murmur::session::loop_::{Config, Guest};
+use murmur::message::types::{Block, Message, Role};
 use murmur::session::host;
-use murmur::session::types::{InferenceRequest, TaskOutcome};
+use murmur::session::types::{InferenceRequest, Params, TaskOutcome};
 use std::time::Duration;
 
 struct Component;
@@ -48,8 +51,12 @@ impl Guest for Component {
             "return-early" => return Ok(()),
             other => return Err(format!("unknown MUR_HOSTILE mode '{other}'")),
         }
-        // Only reached if the host let a sleep end: report it, so a test would see it.
-        host::finish_task(&TaskOutcome::Completed("the hostile loop woke up".into()));
+        // Only reached if the host let a sleep end: report it, so a test would see it
+        // (after `sleep-before-next` no task runs and the host's refusal is moot).
+        let _ = host::finish_task(
+            &TaskOutcome::Completed("the hostile loop woke up".into()),
+            None,
+        );
         Ok(())
     }
 }
@@ -58,8 +65,18 @@ impl Guest for Component {
 /// a deadline that host calls do not reset can stop it.
 fn flood() -> ! {
     let request = InferenceRequest {
-        messages: r#"[{"role":"user","content":[{"type":"text","text":"again"}]}]"#.into(),
-        with_tools: false,
+        messages: vec![Message {
+            role: Role::User,
+            content: vec![Block::Text("again".into())],
+        }],
+        system: None,
+        tools: Some(Vec::new()),
+        max_tokens: None,
+        params: Params {
+            temperature: None,
+            top_p: None,
+            stop: Vec::new(),
+        },
     };
     loop {
         let _ = host::infer(&request);

@@ -1,139 +1,109 @@
-//! A driver's reply, read in the response shape `murmur:driver/inference` documents:
-//! `stop_reason`, `content` blocks (text and tool calls), and the `usage` the provider
-//! reported, with the host's estimates where it reported none.
+//! A driver's typed answer read into the reply a session loop receives: the assistant
+//! message (its tool calls cut at the task's bound), its text, its calls, and the usage
+//! the provider reported, with the host's estimates where it reported none.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
-use crate::bindings::session_loop::murmur::session::types::{
-    InferenceError, InferenceReply, StopReason, ToolCall, Usage,
+use crate::bindings::driver::exports::murmur::driver::inference::{
+    Response, StopReason as Stop, Usage as Reported,
 };
+use crate::bindings::message::{Block, Message, Role, ToolCall};
+use crate::bindings::session_loop::murmur::session::types::{
+    InferenceError, InferenceReply, StopReason, Usage,
+};
+use crate::conversation;
 
-/// The usage counts a reply may report; others are ignored.
-const USAGE_KEYS: &[&str] = &[
-    "input_tokens",
-    "output_tokens",
-    "cached_tokens",
-    "cache_write_tokens",
-    "thinking_tokens",
-];
-
-/// A reply the loop can use, and what the provider reported of its usage (only the
-/// known keys, only numbers).
+/// A reply the loop can use, what the provider reported of its usage (as the trace
+/// records it), and the host's estimate of the reply's size.
 pub struct Parsed {
     pub reply: InferenceReply,
     pub reported: Map<String, Value>,
+    pub output_estimate: u64,
 }
 
-/// Reads `raw`, the driver's answer to `request`. At most `keep_calls` tool calls are
-/// kept, the first ones: past the task's bound every further call would be refused
-/// unrun, so a reply asking for more is cut before the loop or the conversation holds it.
-pub fn parse(raw: &str, request: &str, keep_calls: u64) -> Result<Parsed, InferenceError> {
-    let mut reply: Value = serde_json::from_str(raw)
-        .map_err(|e| InferenceError::Malformed(format!("failed to parse driver response: {e}")))?;
-    let stop_reason = stop_reason(&reply)?;
-    let content = match reply.get_mut("content").map(Value::take) {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(blocks)) => first_calls(blocks, keep_calls),
-        Some(_) => {
-            return Err(InferenceError::Failed(
-                "driver response 'content' is not a list".into(),
-            ));
-        }
+/// Reads `response`, the driver's answer to a request the host estimated at
+/// `input_estimate` tokens. At most `keep_calls` tool calls are kept, the first ones:
+/// past the task's bound every further call would be refused unrun, so a reply asking
+/// for more is cut before the loop or the conversation holds it.
+pub fn read(
+    response: Response,
+    input_estimate: u64,
+    keep_calls: u64,
+) -> Result<Parsed, InferenceError> {
+    let stop_reason = match response.stop_reason {
+        Stop::EndTurn => StopReason::EndTurn,
+        Stop::ToolCall => StopReason::ToolCall,
+        Stop::MaxTokens => StopReason::MaxTokens,
     };
-    let text = content
+    let message = Message {
+        role: Role::Assistant,
+        content: first_calls(response.content, keep_calls),
+    };
+    let tool_calls: Vec<ToolCall> = message
+        .content
         .iter()
-        .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-        .filter_map(|b| b.get("text").and_then(Value::as_str))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let tool_calls = content.iter().filter_map(tool_call).collect::<Vec<_>>();
+        .filter_map(|b| match b {
+            Block::ToolCall(call) => Some(call.clone()),
+            _ => None,
+        })
+        .collect();
     if stop_reason == StopReason::ToolCall && tool_calls.is_empty() {
         return Err(InferenceError::Failed(
             "response stop_reason=tool_call but no tool_call blocks were present".into(),
         ));
     }
-    let reported: Map<String, Value> = USAGE_KEYS
-        .iter()
-        .filter_map(|key| {
-            let n = reply.get("usage")?.get(*key)?.as_u64()?;
-            Some((key.to_string(), n.into()))
-        })
-        .collect();
-    let count = |key: &str| reported.get(key).and_then(Value::as_u64);
+    let output_estimate = conversation::tokens(&message);
+    let reported = reported(&response.usage);
     let usage = Usage {
-        input_tokens: count("input_tokens").unwrap_or_else(|| estimate_tokens(request)),
-        output_tokens: count("output_tokens").unwrap_or_else(|| estimate_tokens(raw)),
+        input_tokens: response.usage.input_tokens.unwrap_or(input_estimate),
+        output_tokens: response.usage.output_tokens.unwrap_or(output_estimate),
+        reported: response.usage.input_tokens.is_some() && response.usage.output_tokens.is_some(),
     };
-    let assistant = json!({"role": "assistant", "content": content});
     let reply = InferenceReply {
         stop_reason,
-        text,
+        text: conversation::text(&message),
+        message,
         tool_calls,
-        assistant_message: assistant.to_string(),
         usage,
-        context: None,
     };
-    Ok(Parsed { reply, reported })
+    Ok(Parsed {
+        reply,
+        reported,
+        output_estimate,
+    })
 }
 
-/// The reply's `stop_reason`; `error` (and anything unknown) fails the turn.
-fn stop_reason(reply: &Value) -> Result<StopReason, InferenceError> {
-    match reply.get("stop_reason").and_then(Value::as_str) {
-        Some("end_turn") => Ok(StopReason::EndTurn),
-        Some("tool_call") => Ok(StopReason::ToolCall),
-        Some("max_tokens") => Ok(StopReason::MaxTokens),
-        Some("error") => {
-            let why = reply
-                .get("error")
-                .and_then(Value::as_str)
-                .unwrap_or("driver returned error");
-            Err(InferenceError::Failed(why.to_string()))
-        }
-        Some(other) => Err(InferenceError::Failed(format!(
-            "unsupported stop_reason '{other}'"
-        ))),
-        None => Err(InferenceError::Failed(
-            "unsupported stop_reason '' (missing)".into(),
-        )),
-    }
+/// The counts the provider reported, in the trace's order and names.
+fn reported(usage: &Reported) -> Map<String, Value> {
+    [
+        ("input_tokens", usage.input_tokens),
+        ("output_tokens", usage.output_tokens),
+        ("cached_tokens", usage.cached_tokens),
+        ("cache_write_tokens", usage.cache_write_tokens),
+        ("thinking_tokens", usage.thinking_tokens),
+    ]
+    .into_iter()
+    .filter_map(|(key, n)| Some((key.to_string(), n?.into())))
+    .collect()
 }
 
-/// The reply's blocks with at most `keep` tool calls, the first ones.
-fn first_calls(blocks: Vec<Value>, keep: u64) -> Vec<Value> {
+/// The blocks with at most `keep` tool calls, the first ones; a call without input
+/// gets an empty object.
+fn first_calls(blocks: Vec<Block>, keep: u64) -> Vec<Block> {
     let mut calls = 0u64;
     blocks
         .into_iter()
-        .filter(|block| {
-            if block.get("type").and_then(Value::as_str) != Some("tool_call") {
-                return true;
+        .filter_map(|block| match block {
+            Block::ToolCall(mut call) => {
+                calls += 1;
+                if call.input.trim().is_empty() {
+                    call.input = "{}".into();
+                }
+                (calls <= keep).then_some(Block::ToolCall(call))
             }
-            calls += 1;
-            calls <= keep
+            other => Some(other),
         })
         .collect()
-}
-
-fn tool_call(block: &Value) -> Option<ToolCall> {
-    if block.get("type").and_then(Value::as_str) != Some("tool_call") {
-        return None;
-    }
-    let input = match block.get("input") {
-        None | Some(Value::Null) => "{}".to_string(),
-        Some(v) => v.to_string(),
-    };
-    Some(ToolCall {
-        id: block
-            .get("id")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
-        name: block
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
-        input,
-    })
 }
 
 /// The trace's `decision` of a reply, and the first tool it asks for.

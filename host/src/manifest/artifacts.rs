@@ -1,5 +1,5 @@
-//! `artifacts[]`: the tools, drivers, hooks and skills a capsule declares, and their
-//! sources on disk.
+//! `artifacts[]`: the tools, drivers, hooks, skills and session loops a capsule declares,
+//! and their sources on disk.
 
 use std::path::PathBuf;
 
@@ -13,6 +13,7 @@ const RUNTIMES: &[(&str, Runtime)] = &[
     ("driver", Runtime::Driver),
     ("hook", Runtime::Hook),
     ("skill", Runtime::Skill),
+    ("loop", Runtime::Loop),
 ];
 
 impl Runtime {

@@ -87,11 +87,12 @@ impl Cx<'_> {
     }
 }
 
-/// The error-message area: the first path segment, or "manifest" for `name` and `version`.
+/// The error-message area: the first path segment, or "manifest" for the top-level
+/// scalars `name`, `version` and `loop`.
 fn area(path: &str) -> &str {
     let first = path.split(['.', '[']).next().unwrap_or(path);
     match first {
-        "name" | "version" => "manifest",
+        "name" | "version" | "loop" => "manifest",
         _ => first,
     }
 }

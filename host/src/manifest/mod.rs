@@ -12,8 +12,8 @@
 //!
 //! The modules, in the order a load meets them: `tree` (the YAML tree), `schema` (the known
 //! keys and suggestions), `fields` (located, typed access), then one module per section
-//! (`artifacts` with `hooks`, `inference`, `capabilities` with `network`, `sections` for the
-//! small ones). Errors are `crate::error::Error`, the one type a user sees.
+//! (`artifacts` with `hooks`, `session_loop` for the top-level `loop`, `inference`,
+//! `capabilities` with `network`, `sections` for the small ones). Errors are `crate::error::Error`, the one type a user sees.
 
 mod artifacts;
 mod capabilities;
@@ -23,6 +23,7 @@ mod inference;
 mod network;
 mod schema;
 mod sections;
+mod session_loop;
 mod tree;
 
 #[cfg(test)]
@@ -69,6 +70,9 @@ pub struct Manifest {
     pub name: String,
     pub version: String,
     pub artifacts: Vec<Artifact>,
+    /// The `runtime: loop` artifact the session runs: the one `loop: NAME` names, else the
+    /// only loop artifact declared. `None`: the built-in loop.
+    pub session_loop: Option<String>,
     pub inference: Inference,
     pub context: Context,
     pub lifecycle: Lifecycle,
@@ -146,6 +150,8 @@ pub enum Runtime {
     Driver,
     Hook,
     Skill,
+    /// A session loop component (world `session-loop`), run when the manifest picks it.
+    Loop,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -243,6 +249,8 @@ pub struct Lifecycle {
     pub max_task_reopens: u32,
     pub shell_grace_secs: u64,
     pub input_timeout_secs: Option<u64>,
+    /// Tool calls a `call-tools` batch runs at once; 1 runs them one after another.
+    pub parallel_tools: usize,
 }
 
 impl Default for Lifecycle {
@@ -255,6 +263,7 @@ impl Default for Lifecycle {
             max_task_reopens: 1,
             shell_grace_secs: 10,
             input_timeout_secs: None,
+            parallel_tools: 1,
         }
     }
 }
@@ -267,6 +276,14 @@ pub use crate::queue::{Acceptance as TaskAcceptance, AfterTask};
 pub enum Conversation {
     Stateless,
     Threaded,
+}
+
+impl Manifest {
+    /// The artifacts[] entry of [`Manifest::session_loop`].
+    pub fn loop_artifact(&self) -> Option<&Artifact> {
+        let name = self.session_loop.as_deref()?;
+        self.artifacts.iter().find(|a| a.name == name)
+    }
 }
 
 impl Conversation {
@@ -463,6 +480,7 @@ fn build_manifest(cx: &mut Cx, root: Option<&Node>, path: PathBuf) -> Result<Man
         return Err(cx.invalid(line, "version", "must not be empty"));
     }
     let artifacts = artifacts::artifacts(cx, &top)?;
+    let session_loop = session_loop::session_loop(cx, &top, &artifacts)?;
     let inference = inference::inference(cx, &top, &artifacts)?;
     Ok(Manifest {
         path,
@@ -470,6 +488,7 @@ fn build_manifest(cx: &mut Cx, root: Option<&Node>, path: PathBuf) -> Result<Man
         name,
         version,
         artifacts,
+        session_loop,
         inference,
         context: sections::context(cx, &top)?,
         lifecycle: sections::lifecycle(cx, &top)?,

@@ -4,8 +4,8 @@ use super::tree::join;
 
 #[rustfmt::skip]
 const SCHEMA: &[(&str, &[&str])] = &[
-    ("", &["name", "version", "artifacts", "inference", "context", "lifecycle", "capabilities",
-           "network", "trace"]),
+    ("", &["name", "version", "artifacts", "loop", "inference", "context", "lifecycle",
+           "capabilities", "network", "trace"]),
     ("artifacts[]", &["name", "version", "runtime", "source", "local_source", "capabilities",
                       "description", "on_overflow", "binding", "execution_mode",
                       "commit_policy"]),
@@ -19,7 +19,8 @@ const SCHEMA: &[(&str, &[&str])] = &[
     ("inference.timeouts", &["connect_secs", "read_secs"]),
     ("context", &["max_tokens", "seed_budget", "seed_overflow_margin"]),
     ("lifecycle", &["task_acceptance", "after_task", "queue_depth", "conversation",
-                    "max_task_reopens", "shell_grace_secs", "input_timeout_secs"]),
+                    "max_task_reopens", "shell_grace_secs", "input_timeout_secs",
+                    "parallel_tools"]),
     ("capabilities", &["network", "filesystem", "shell", "env", "limits", "containment"]),
     ("capabilities.network", &["allow"]),
     ("capabilities.filesystem", &["scope", "workdir_exec"]),

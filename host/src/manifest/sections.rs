@@ -58,8 +58,15 @@ pub(super) fn lifecycle(cx: &mut Cx, top: &Section) -> Result<Lifecycle> {
             .opt_uint(cx, "shell_grace_secs", 0, u64::MAX)?
             .unwrap_or(d.shell_grace_secs),
         input_timeout_secs: sec.opt_uint(cx, "input_timeout_secs", 0, u64::MAX)?,
+        parallel_tools: sec
+            .opt_uint(cx, "parallel_tools", 1, MAX_PARALLEL_TOOLS)?
+            .map_or(d.parallel_tools, |v| v as usize),
     })
 }
+
+/// Tool calls of one reply that may run side by side: each holds its own component
+/// instance or process, so the ceiling keeps one reply from taking the machine.
+const MAX_PARALLEL_TOOLS: u64 = 16;
 
 pub(super) fn network(cx: &mut Cx, top: &Section) -> Result<Network> {
     let sec = top.sub(cx, "network")?;

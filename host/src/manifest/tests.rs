@@ -77,6 +77,7 @@ fn full_example() {
         max_task_reopens: 2,
         shell_grace_secs: 20,
         input_timeout_secs: Some(300),
+        parallel_tools: 1,
     };
     assert_eq!(m.lifecycle, expected);
 

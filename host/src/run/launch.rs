@@ -55,7 +55,7 @@ pub(super) async fn open_session(
     (launch, resumed_from): (Option<&str>, Option<&str>),
 ) -> Result<(Session, Launched), Error> {
     let Staged {
-        loop_label,
+        session_loop,
         driver,
         driver_label,
         mut tools,
@@ -109,7 +109,9 @@ pub(super) async fn open_session(
         tools_declared: tools.list.iter().map(|t| t.name.as_str()).collect(),
         system_prompt: m.inference.system_prompt.as_deref(),
         resumed_from,
-        session_loop: &loop_label,
+        session_loop: &session_loop.label,
+        loop_name: &session_loop.name,
+        loop_version: session_loop.version.as_deref(),
         driver: &driver_label,
         containment,
     });
@@ -209,6 +211,7 @@ fn settings(m: &Manifest, workdir: &Workdir) -> Settings {
         },
         max_turns: m.inference.max_turns,
         max_task_reopens: m.lifecycle.max_task_reopens,
+        parallel_tools: m.lifecycle.parallel_tools,
         include_tool_output: m.trace.include_tool_output,
         context: ContextPolicy {
             window: m.context.max_tokens,

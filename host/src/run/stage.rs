@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use super::chosen_loop::{self, LoopIdentity};
 use crate::bindings::driver::exports::murmur::driver::inference::Settings;
 use crate::builtin;
 use crate::cli::RunArgs;
@@ -23,9 +24,10 @@ use crate::tools::{ToolGrants, Tools};
 use crate::wire::Wire;
 use crate::workdir::Workdir;
 
-/// Everything compiled and checked before the session exists, besides the loop.
+/// Everything compiled and checked before the session exists, besides the loop's
+/// component (only its identity is here).
 pub(super) struct Staged {
-    pub loop_label: String,
+    pub session_loop: LoopIdentity,
     pub driver: DriverComponent,
     pub driver_label: String,
     pub tools: Tools,
@@ -39,19 +41,10 @@ pub(super) async fn stage(
     workdir: &Workdir,
     wire: &Arc<Wire>,
 ) -> Result<(LoopComponent, Staged), Error> {
-    let (loop_bytes, loop_label) = match &args.loop_path {
-        Some(path) => (
-            read_component(path, "session loop")?,
-            format!("session loop {}", path.display()),
-        ),
-        None => (
-            builtin::SESSION_LOOP.to_vec(),
-            "built-in session loop".to_string(),
-        ),
-    };
+    let (loop_bytes, session_loop) = chosen_loop::choose(m, args)?;
     let (driver_bytes, driver_label, driver_config) = driver_source(m)?;
     let mut sources = vec![
-        (loop_bytes, loop_label.clone()),
+        (loop_bytes, session_loop.label.clone()),
         (driver_bytes, driver_label.clone()),
     ];
     let tool_artifacts: Vec<_> = m
@@ -79,7 +72,7 @@ pub(super) async fn stage(
             .unwrap_or_else(|| Err(Error::new("E-RUN-001", "a component was not compiled")))
     };
 
-    let session_loop = LoopComponent::new(engine, &next()?, loop_label.clone())?;
+    let loop_component = LoopComponent::new(engine, &next()?, session_loop.label.clone())?;
     let driver = DriverComponent::new(
         engine,
         &next()?,
@@ -150,13 +143,13 @@ pub(super) async fn stage(
         },
     )?;
     let staged = Staged {
-        loop_label,
+        session_loop,
         driver,
         driver_label,
         tools,
         hooks,
     };
-    Ok((session_loop, staged))
+    Ok((loop_component, staged))
 }
 
 /// The driver component's bytes, label and configuration.
@@ -246,7 +239,7 @@ fn read_script(path: &Path) -> Result<serde_json::Value, Error> {
     })
 }
 
-fn read_component(path: &Path, label: &str) -> Result<Vec<u8>, Error> {
+pub(super) fn read_component(path: &Path, label: &str) -> Result<Vec<u8>, Error> {
     std::fs::read(path).map_err(|e| {
         Error::new(
             "E-IO-001",

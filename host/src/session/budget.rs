@@ -5,7 +5,7 @@
 //! ends the task `failed`).
 
 use super::current::Current;
-use crate::bindings::session_loop::murmur::session::types::{ToolCall, ToolOutcome};
+use crate::bindings::message::ToolCall;
 use crate::frames::ArtifactFrame;
 use crate::limits::Limits;
 use crate::tools::{Dispatched, Reach};
@@ -69,20 +69,16 @@ impl Calls {
 }
 
 impl Current<'_> {
-    /// A refused call: what the loop gets back, after recording it as the refusal says.
+    /// A refused call: what the loop gets back (the text and that it is an error),
+    /// after recording it as the refusal says.
     pub(super) fn refuse(
         &mut self,
         turn: u64,
         call: &ToolCall,
         refusal: Refusal,
-    ) -> wasmtime::Result<ToolOutcome> {
+    ) -> wasmtime::Result<(String, bool)> {
         let told = match refusal {
-            Refusal::Ended(told) => {
-                return Ok(ToolOutcome {
-                    content: told,
-                    is_error: true,
-                });
-            }
+            Refusal::Ended(told) => return Ok((told, true)),
             Refusal::Reply(told) => told,
             Refusal::Task { told, ends_task } => {
                 self.run.breach = Some(ends_task);
@@ -93,10 +89,7 @@ impl Current<'_> {
         let done = Dispatched::not_reached(told);
         self.tool_artifact(call, &done);
         self.trace_call(turn, call, &done)?;
-        Ok(ToolOutcome {
-            content: done.content,
-            is_error: true,
-        })
+        Ok((done.content, true))
     }
 
     /// The call's `artifact` frame: exactly what the model receives.

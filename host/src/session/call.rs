@@ -1,63 +1,137 @@
-//! One tool call: the call bounds, the policy hooks' decision, the dispatch (under the
-//! tool's own deadline), a detached command taken over, the workdir quota, then the
+//! Tool calls: the call bounds, the policy hooks' decision, the dispatch (under the
+//! tool's own deadline), a detached command taken over, the workdir quota, then each
 //! call's `artifact` frame, trace lines and observation hooks.
+//!
+//! A `call-tools` list runs in batches of `lifecycle.parallel_tools`: each call of a
+//! batch is admitted and decided in call order, the admitted ones run side by side, and
+//! their results are recorded in call order, so artifact ids follow the calls. With one
+//! call a batch, each call is decided, run and recorded before the next is looked at.
 
+use futures_util::future::join_all;
+
+use super::budget::Refusal;
 use super::current::Current;
 use super::{lifecycle, trace_failed};
-use crate::bindings::session_loop::murmur::session::types::{ToolCall, ToolOutcome};
+use crate::bindings::message::{ToolCall, ToolResult};
 use crate::bindings::tool::murmur::task::task::TaskInfo;
 use crate::detached::{self, StartedFrom};
 use crate::input::Port;
 use crate::tools::{Dispatched, Reach};
 use crate::trace::line;
 
+/// What becomes of one call once it has been admitted and decided.
+enum Step {
+    /// A call bound refused it (recorded in call order).
+    Refused(Refusal),
+    /// A policy hook refused it: nothing ran, nothing is framed.
+    Denied(String),
+    Run,
+}
+
 impl Current<'_> {
-    pub async fn tool(&mut self, call: ToolCall) -> wasmtime::Result<ToolOutcome> {
-        let session = self.session;
-        let task = &self.run.task;
-        let info = TaskInfo {
-            id: task.id.clone(),
-            context_id: task.context_id.clone(),
-            origin: task.origin.as_str().into(),
-        };
-        let turn = self.run.counts.turns.saturating_sub(1);
-        let limits = &session.settings.limits;
-        if let Some(refusal) = self.run.calls.admit(limits, self.run.breach.as_deref()) {
-            return self.refuse(turn, &call, refusal);
+    pub async fn tools(&mut self, calls: Vec<ToolCall>) -> wasmtime::Result<Vec<ToolResult>> {
+        let size = self.session.settings.parallel_tools.max(1);
+        let mut results = Vec::with_capacity(calls.len());
+        for batch in calls.chunks(size) {
+            results.extend(self.batch(batch).await?);
         }
-        let port = Port::of(
-            &session.inbox,
-            &session.wire,
-            &session.trace,
-            &self.run.task,
-            self.run.turn_parent(),
-        );
-        if let Some(refused) = self.call_decision(turn, &call).await? {
-            // Nothing ran: no frame, no tool_call line, no observation.
-            return Ok(ToolOutcome {
-                content: lifecycle::refusal_text(&refused.hook, &refused.reason),
-                is_error: true,
+        Ok(results)
+    }
+
+    async fn batch(&mut self, calls: &[ToolCall]) -> wasmtime::Result<Vec<ToolResult>> {
+        let turn = self.run.counts.turns.saturating_sub(1);
+        let mut steps = Vec::with_capacity(calls.len());
+        for call in calls {
+            steps.push(self.decide(turn, call).await?);
+        }
+        let runs: Vec<&ToolCall> = calls
+            .iter()
+            .zip(&steps)
+            .filter(|(_, step)| matches!(step, Step::Run))
+            .map(|(call, _)| call)
+            .collect();
+        let mut ran = self.dispatch_all(&runs).await.into_iter();
+        let mut results = Vec::with_capacity(calls.len());
+        for (call, step) in calls.iter().zip(steps) {
+            let (content, is_error) = match step {
+                Step::Refused(refusal) => self.refuse(turn, call, refusal)?,
+                Step::Denied(told) => (told, true),
+                Step::Run => {
+                    let Some(done) = ran.next() else {
+                        return Err(wasmtime::Error::msg("a dispatched call has no result"));
+                    };
+                    self.record_run(turn, call, done).await?
+                }
+            };
+            results.push(ToolResult {
+                call_id: call.id.clone(),
+                content,
+                is_error,
             });
         }
+        Ok(results)
+    }
+
+    /// The call bounds, then the policy hooks' decision before it runs.
+    async fn decide(&mut self, turn: u64, call: &ToolCall) -> wasmtime::Result<Step> {
+        let limits = &self.session.settings.limits;
+        if let Some(refusal) = self.run.calls.admit(limits, self.run.breach.as_deref()) {
+            // At once, so the next call of a batch is refused as the task's end.
+            if let Refusal::Task { ends_task, .. } = &refusal {
+                self.run.breach = Some(ends_task.clone());
+            }
+            return Ok(Step::Refused(refusal));
+        }
+        Ok(match self.call_decision(turn, call).await? {
+            Some(refused) => Step::Denied(lifecycle::refusal_text(&refused.hook, &refused.reason)),
+            None => Step::Run,
+        })
+    }
+
+    /// Runs the admitted calls side by side, each under its own deadline; the loop's
+    /// holds meanwhile. Results come back in call order.
+    async fn dispatch_all(&mut self, calls: &[&ToolCall]) -> Vec<Dispatched> {
+        if calls.is_empty() {
+            return Vec::new();
+        }
+        let session = self.session;
         self.hold_deadline();
-        let mut done = session
-            .tools
-            .dispatch(&call.name, &call.input, info, &session.wire, port)
-            .await;
+        let task = &self.run.task;
+        let parent = self.run.turn_parent().to_string();
+        let runs = calls.iter().map(|call| {
+            let info = TaskInfo {
+                id: task.id.clone(),
+                context_id: task.context_id.clone(),
+                origin: task.origin.as_str().into(),
+            };
+            let port = Port::of(&session.inbox, &session.wire, &session.trace, task, &parent);
+            session
+                .tools
+                .dispatch(&call.name, &call.input, info, &session.wire, port)
+        });
+        let done = join_all(runs).await;
         self.resume_deadline();
+        done
+    }
+
+    /// A call that ran: a detached command taken over, the quota, its frame, lines
+    /// and observation.
+    async fn record_run(
+        &mut self,
+        turn: u64,
+        call: &ToolCall,
+        mut done: Dispatched,
+    ) -> wasmtime::Result<(String, bool)> {
         if let Some(background) = done.detached.take() {
             // Taken over before the next await, so a cancel cannot drop it unaccounted.
             let from = self.started_from(turn);
-            detached::start(&session.detached, background, from).map_err(trace_failed)?;
+            detached::start(&self.session.detached, background, from).map_err(trace_failed)?;
         }
-        self.workdir_quota(turn, &call, &mut done).await?;
-        self.tool_artifact(&call, &done);
-        self.trace_call(turn, &call, &done)?;
-        self.call_observation(turn, &call, &done).await?;
-        Ok(ToolOutcome {
-            content: done.content,
-            is_error: done.is_error,
-        })
+        self.workdir_quota(turn, call, &mut done).await?;
+        self.tool_artifact(call, &done);
+        self.trace_call(turn, call, &done)?;
+        self.call_observation(turn, call, &done).await?;
+        Ok((done.content, done.is_error))
     }
 
     /// Where a detached command came from; it counts as one of the task's shell calls.

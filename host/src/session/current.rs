@@ -4,11 +4,11 @@
 
 use std::time::Instant;
 
-use serde_json::Value;
-
 use super::budget::Calls;
 use super::{Deadline, LoopState, Session, trace_failed};
+use crate::bindings::message::Message;
 use crate::bindings::session_loop::murmur::session::types::Task;
+use crate::conversation;
 use crate::driver::Driver;
 use crate::queue::{Pending, Source};
 use crate::trace::Place;
@@ -23,8 +23,9 @@ pub(super) struct Running {
     pub counts: Totals,
     /// The trace line of the latest inference turn: parent of its tool calls.
     pub turn_event: Option<String>,
-    /// Under a threaded conversation: the latest request's messages and the reply to it.
-    pub conversation: Option<Vec<Value>>,
+    /// The seed the task was offered, until its first inference is traced with
+    /// whether the request carried it.
+    pub seed: Option<Vec<Message>>,
     /// Reopens granted so far (the attempt number is one more).
     pub reopens: u32,
     /// The task's turn count when this attempt began: its statuses count from 1 again.
@@ -49,7 +50,7 @@ impl Running {
             started: Instant::now(),
             counts: Totals::default(),
             turn_event: None,
-            conversation: None,
+            seed: None,
             reopens: 0,
             attempt_start: 0,
             hook_artifacts: Vec::new(),
@@ -115,14 +116,10 @@ impl Current<'_> {
 }
 
 impl LoopState {
-    /// The running task, for a host call named `what` that needs one.
-    pub(super) fn current(&mut self, what: &str) -> wasmtime::Result<Current<'_>> {
-        let Some(run) = self.running.as_mut() else {
-            return Err(wasmtime::Error::msg(format!(
-                "the session loop called {what} outside a task"
-            )));
-        };
-        Ok(Current {
+    /// The running task, for a host call that needs one; `None` between tasks.
+    pub(super) fn current(&mut self) -> Option<Current<'_>> {
+        let run = self.running.as_mut()?;
+        Some(Current {
             run,
             session: &self.session,
             driver: &mut self.driver,
@@ -147,39 +144,48 @@ impl LoopState {
         session.running.start(&task.id);
         let history = session.history(&task.context_id);
         self.running = Some(Running::new(task.clone(), event_id));
-        // A seed goes ahead of the loaded history and the task itself.
-        let mut messages = self
-            .current("next-task")?
-            .task_start_hooks(&task, &history)
-            .await?;
-        messages.extend(history);
+        let Some(mut current) = self.current() else {
+            return Err(wasmtime::Error::msg(
+                "the task that just began is not running",
+            ));
+        };
+        let seed = current.task_start_hooks(&task, &history).await?;
+        current.run.seed = (!seed.is_empty()).then(|| seed.clone());
         Ok(Task {
             id: task.id,
             context_id: task.context_id,
             origin: task.origin.as_str().into(),
             text: task.text,
-            history: Value::Array(messages).to_string(),
+            seed,
+            history,
         })
     }
 }
 
 impl Session {
-    /// The context's conversation so far, as the JSON array a loop puts before a task.
-    fn history(&self, context_id: &str) -> Vec<Value> {
+    /// The context's conversation so far, which a loop puts before a task.
+    fn history(&self, context_id: &str) -> Vec<Message> {
         let Some(threads) = &self.threads else {
             return Vec::new();
         };
-        threads.history(context_id, |why| self.workdir.log(&why))
+        let stored = threads.history(context_id, |why| self.workdir.log(&why));
+        conversation::all_from_json(&stored).unwrap_or_else(|why| {
+            self.workdir.log(&format!(
+                "the conversation kept for context {context_id} cannot be read ({why}); \
+                 starting it afresh"
+            ));
+            Vec::new()
+        })
     }
 
-    /// A completed task's conversation becomes its context's history. A failed one
-    /// leaves the history as it was: it may end in a tool call nobody answered, which a
-    /// provider would refuse in the next request.
-    pub(super) fn remember(&self, context_id: &str, conversation: Option<Vec<Value>>) {
-        let (Some(threads), Some(messages)) = (&self.threads, conversation) else {
+    /// A completed task's conversation, as the loop kept it, becomes its context's
+    /// history. A failed one leaves the history as it was: it may end in a tool call
+    /// nobody answered, which a provider would refuse in the next request.
+    pub(super) fn remember(&self, context_id: &str, kept: Option<Vec<Message>>) {
+        let (Some(threads), Some(messages)) = (&self.threads, kept) else {
             return;
         };
-        if let Err(why) = threads.keep(context_id, messages) {
+        if let Err(why) = threads.keep(context_id, conversation::all_to_json(&messages)) {
             self.workdir.log(&why);
         }
     }

@@ -3,6 +3,7 @@
 
 use super::current::Current;
 use super::{CANCELED, LoopState, Session, trace_failed};
+use crate::bindings::message::Message;
 use crate::bindings::session_loop::murmur::session::types::{InferenceError, TaskOutcome};
 use crate::control::Finished;
 use crate::exit_status::ExitStatus;
@@ -35,6 +36,10 @@ impl Ending {
             }
             // The seed writes no final status here; we name the error so no client hangs.
             TaskOutcome::InferenceFailed(InferenceError::Malformed(e)) => {
+                Ending::failed(e.clone(), e, ExitStatus::Failed)
+            }
+            // The loop's own request was refused; it chose to end the task on it.
+            TaskOutcome::InferenceFailed(InferenceError::Refused(e)) => {
                 Ending::failed(e.clone(), e, ExitStatus::Failed)
             }
             TaskOutcome::InferenceFailed(InferenceError::TurnsExhausted(n)) => {
@@ -89,11 +94,17 @@ impl LoopState {
     /// Ends the running attempt: result file, final frames, trace line. `Some(feedback)`
     /// when an `on-task-end` hook reopened the task: it stays current and the loop goes
     /// on with the feedback.
+    /// `kept` is the conversation the loop keeps for a threaded context.
     pub(super) async fn finish(
         &mut self,
         outcome: TaskOutcome,
+        kept: Option<Vec<Message>>,
     ) -> wasmtime::Result<Option<String>> {
-        let mut current = self.current("finish-task")?;
+        let Some(mut current) = self.current() else {
+            return Err(wasmtime::Error::msg(
+                "the session loop called finish-task outside a task",
+            ));
+        };
         let outcome = match current.run.breach.clone() {
             Some(why) => TaskOutcome::Failed(why),
             None => outcome,
@@ -117,12 +128,16 @@ impl LoopState {
                 }
             }
         }
-        self.end_task(end).map(|()| None)
+        self.end_task(end, kept).map(|()| None)
     }
 
     /// The task's last word: result, hook artifacts, final status, `task_end`.
-    pub(super) fn end_task(&mut self, end: Ending) -> wasmtime::Result<()> {
-        let mut running = self.running.take().ok_or_else(|| {
+    pub(super) fn end_task(
+        &mut self,
+        end: Ending,
+        kept: Option<Vec<Message>>,
+    ) -> wasmtime::Result<()> {
+        let running = self.running.take().ok_or_else(|| {
             wasmtime::Error::msg("the session loop called finish-task outside a task")
         })?;
         let session = &self.session;
@@ -138,7 +153,7 @@ impl LoopState {
         });
         session.running.end();
         if completed {
-            session.remember(&running.task.context_id, running.conversation.take());
+            session.remember(&running.task.context_id, kept);
         }
         session.write_result(&end.result);
         if session.threads.is_some() {

@@ -126,7 +126,7 @@ impl LoopState {
             if why == Interrupt::Deadline {
                 self.task_failed(&end.message);
             }
-            if let Err(e) = self.end_task(end.scrubbed()) {
+            if let Err(e) = self.end_task(end.scrubbed(), None) {
                 self.session
                     .workdir
                     .log(&format!("task_end after an interrupt: {e}"));
@@ -137,7 +137,7 @@ impl LoopState {
 
     /// `task_failed` of the running task: `runtime_error` and why.
     fn task_failed(&mut self, reason: &str) {
-        let Ok(current) = self.current("finish-task") else {
+        let Some(current) = self.current() else {
             return;
         };
         let failed = line::task_failed(&current.run.task.id, reason);

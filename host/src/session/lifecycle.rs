@@ -9,13 +9,15 @@ use serde_json::{Value, json};
 
 use super::current::Current;
 use super::{ContextPolicy, Session};
-use crate::bindings::session_loop::murmur::session::types::{InferenceReply, ToolCall};
-use crate::compaction::{self, Plain};
+use crate::bindings::message::{Message, ToolCall};
+use crate::bindings::session_loop::murmur::session::types::{InferenceReply, Usage};
+use crate::compaction;
+use crate::conversation;
 use crate::driver::reply;
 use crate::exit_status::ExitStatus;
 use crate::hooks::{
-    self, Answer, CallOutcome, Compaction, Event, Hooks, Inference, Message, SessionEnd,
-    SessionStart, Shell, ShellOutcome, TaskEnd, TaskStart, ToolCall as HookToolCall, Verdict,
+    self, Answer, CallOutcome, Compaction, Event, Hooks, Inference, SessionEnd, SessionStart,
+    Shell, ShellOutcome, TaskEnd, TaskStart, ToolCall as HookToolCall, Verdict,
 };
 use crate::manifest::{Binding, CommitPolicy};
 use crate::queue::Pending;
@@ -205,8 +207,8 @@ impl Current<'_> {
     pub(super) async fn task_start_hooks(
         &mut self,
         task: &Pending,
-        history: &[Value],
-    ) -> wasmtime::Result<Vec<Value>> {
+        history: &[Message],
+    ) -> wasmtime::Result<Vec<Message>> {
         let session = self.session;
         let hooks = &session.hooks;
         if !hooks.listens(Binding::TaskStart) {
@@ -223,7 +225,7 @@ impl Current<'_> {
             input_bytes: task.text.len() as u64,
             budget_tokens: budget.tokens,
             context_window: context.window.map_or(0, u64::from),
-            prior_tokens: history.iter().map(tokens_of).sum(),
+            prior_tokens: conversation::tokens_all(history),
         });
         let answers = hooks.fire(Binding::TaskStart, &event).await;
         hooks.unhonored(&answers, Binding::TaskStart, Some(&task.id));
@@ -245,23 +247,19 @@ impl Current<'_> {
         hook: &str,
         proposal: &[Message],
         budget: Budget,
-    ) -> wasmtime::Result<Vec<Value>> {
-        let wire: Vec<Value> = proposal
-            .iter()
-            .map(|m| seed::wire_message(&m.role, &m.content))
-            .collect();
-        let sizes: Vec<u64> = wire.iter().map(tokens_of).collect();
+    ) -> wasmtime::Result<Vec<Message>> {
+        let seed: Vec<Message> = proposal.iter().map(seed::seed_message).collect();
+        let sizes: Vec<u64> = seed.iter().map(conversation::tokens).collect();
         let proposed: u64 = sizes.iter().sum();
         let (committed, outcome, reason) = match seed::decide(&sizes, budget) {
             Decision::Rejected(why) => (Vec::new(), "rejected", Some(why.as_str())),
-            Decision::Seeded => (wire, "seeded", None),
-            Decision::Trimmed { keep } => (wire[wire.len() - keep..].to_vec(), "trimmed", None),
+            Decision::Seeded => (seed, "seeded", None),
+            Decision::Trimmed { keep } => (seed[seed.len() - keep..].to_vec(), "trimmed", None),
             Decision::Summarize { front, keep } => {
-                self.summarize_seed(&wire, &proposal[..front], keep, budget)
-                    .await
+                self.summarize_seed(&seed, front, keep, budget).await
             }
         };
-        let tokens: u64 = committed.iter().map(tokens_of).sum();
+        let tokens = conversation::tokens_all(&committed);
         let ids: Vec<String> = committed.iter().map(|_| crate::ids::message()).collect();
         self.session.workdir.log(&format!(
             "context seed from hook '{hook}': {outcome}{}, {tokens} of {proposed} proposed \
@@ -282,17 +280,17 @@ impl Current<'_> {
         Ok(committed)
     }
 
-    /// Rows 7 and 8: a compaction hook summarizes the overflowing front; the summary
-    /// goes first, then the newest messages that still fit beside it. Without a
-    /// summary, the oldest messages are dropped.
+    /// Rows 7 and 8: a compaction hook summarizes the overflowing front (its first
+    /// `front` messages); the summary goes first, then the newest messages that still
+    /// fit beside it. Without a summary, the oldest messages are dropped.
     async fn summarize_seed(
         &mut self,
-        wire: &[Value],
-        front: &[Message],
+        seed: &[Message],
+        front: usize,
         keep: usize,
         budget: Budget,
-    ) -> (Vec<Value>, &'static str, Option<&'static str>) {
-        let trimmed = || (wire[wire.len() - keep..].to_vec(), "trimmed", None);
+    ) -> (Vec<Message>, &'static str, Option<&'static str>) {
+        let trimmed = || (seed[seed.len() - keep..].to_vec(), "trimmed", None);
         let session = self.session;
         let hooks = &session.hooks;
         if !hooks
@@ -303,11 +301,8 @@ impl Current<'_> {
         }
         let compaction = &session.settings.context.compaction;
         let event = Event::Compaction(Compaction {
-            messages: front.to_vec(),
-            session_tokens: front
-                .iter()
-                .map(|m| tokens_of(&seed::wire_message(&m.role, &m.content)))
-                .sum(),
+            messages: seed[..front].to_vec(),
+            session_tokens: conversation::tokens_all(&seed[..front]),
             threshold: compaction.threshold,
             model: compaction.model.clone(),
             system_prompt: compaction.system_prompt.clone(),
@@ -322,11 +317,8 @@ impl Current<'_> {
         let Some(summary) = summary else {
             return trimmed();
         };
-        let summary: Vec<Value> = summary
-            .iter()
-            .map(|m| seed::wire_message(&m.role, &m.content))
-            .collect();
-        let summary_tokens: u64 = summary.iter().map(tokens_of).sum();
+        let summary: Vec<Message> = summary.iter().map(seed::seed_message).collect();
+        let summary_tokens = conversation::tokens_all(&summary);
         if summary_tokens > budget.tokens {
             return (
                 Vec::new(),
@@ -334,10 +326,10 @@ impl Current<'_> {
                 Some(seed::Rejected::MessageOverBudget.as_str()),
             );
         }
-        let sizes: Vec<u64> = wire.iter().map(tokens_of).collect();
+        let sizes: Vec<u64> = seed.iter().map(conversation::tokens).collect();
         let fit = seed::newest_that_fit(&sizes, budget.tokens - summary_tokens);
         let mut committed = summary;
-        committed.extend_from_slice(&wire[wire.len() - fit..]);
+        committed.extend_from_slice(&seed[seed.len() - fit..]);
         (committed, "compacted", None)
     }
 
@@ -377,46 +369,44 @@ impl Current<'_> {
         Ok(())
     }
 
-    /// Compaction after a reply, when the conversation crossed the threshold. `Ok(None)`:
-    /// nothing replaced; `Err`: the hook failed, which ends the task.
+    /// `compact`: the `on-compaction` hooks over the loop's conversation. `Ok(None)`:
+    /// nothing replaced; `Err`: the compaction hook failed, which should end the task.
     pub(super) async fn compact(
         &mut self,
-        turn: u64,
-        messages: &str,
-        reply: &InferenceReply,
-        size: Size,
-    ) -> wasmtime::Result<Result<Option<String>, String>> {
+        messages: Vec<Message>,
+        size: Option<Usage>,
+    ) -> wasmtime::Result<Result<Option<Vec<Message>>, String>> {
+        let turn = self.run.counts.turns.saturating_sub(1);
+        let size = match size {
+            Some(usage) => Size {
+                tokens: usage.input_tokens.saturating_add(usage.output_tokens),
+                source: if usage.reported { "actual" } else { "estimate" },
+            },
+            None => Size {
+                tokens: conversation::tokens_all(&messages),
+                source: "estimate",
+            },
+        };
         let tokens = size.tokens;
         let session = self.session;
         let context = &session.settings.context;
-        let Some(window) = context.window else {
-            return Ok(Ok(None));
-        };
-        let threshold = context.compaction.threshold;
-        if (tokens as f64) < threshold * f64::from(window) {
-            return Ok(Ok(None));
-        }
         let hooks = &session.hooks;
         if !hooks.listens(Binding::Compaction) {
+            let past = match context.window {
+                Some(window) => {
+                    format!("past the compaction threshold of context.max_tokens {window}")
+                }
+                None => "and the session loop asked to compact it".to_string(),
+            };
             session.workdir.log(&format!(
-                "warning: the conversation holds {tokens} tokens, past the compaction \
-                 threshold of context.max_tokens {window}, and no on-compaction hook is bound"
+                "warning: the conversation holds {tokens} tokens, {past}, and no \
+                 on-compaction hook is bound"
             ));
             return Ok(Ok(None));
         }
-        let Ok(Value::Array(mut conversation)) = serde_json::from_str::<Value>(messages) else {
-            return Ok(Ok(None));
-        };
-        let current: Value = serde_json::from_str(&reply.assistant_message).unwrap_or(Value::Null);
-        conversation.push(current.clone());
+        let threshold = context.compaction.threshold;
         let event = Event::Compaction(Compaction {
-            messages: compaction::plain(&conversation)
-                .into_iter()
-                .map(|p| Message {
-                    role: p.role,
-                    content: p.content,
-                })
-                .collect(),
+            messages: messages.clone(),
             session_tokens: tokens,
             threshold,
             model: context.compaction.model.clone(),
@@ -448,25 +438,18 @@ impl Current<'_> {
             self.record(declined(turn, size, "no_hook_replacement"))?;
             return Ok(Ok(None));
         };
-        let plain: Vec<Plain> = replacement
-            .into_iter()
-            .map(|m| Plain {
-                role: m.role,
-                content: m.content,
-            })
-            .collect();
-        match compaction::map_back(&conversation, &plain, &current) {
+        match compaction::check(&messages, replacement) {
             Ok(compacted) => {
-                let after: u64 = compacted.iter().map(tokens_of).sum();
+                let after = conversation::tokens_all(&compacted);
                 let task_id = &self.run.task.id;
                 self.record(line::compaction(task_id, turn, tokens, after, size.source))?;
                 session.workdir.log(&format!(
                     "compaction at turn {turn}: {tokens} tokens before, {after} after"
                 ));
                 if context.compaction.dump_summaries {
-                    session.dump_summary(turn, tokens, after, &conversation, &compacted);
+                    session.dump_summary(turn, tokens, after, &messages, &compacted);
                 }
-                Ok(Ok(Some(Value::Array(compacted).to_string())))
+                Ok(Ok(Some(compacted)))
             }
             Err(reason) => {
                 self.record(declined(turn, size, reason))?;
@@ -612,18 +595,12 @@ impl Session {
     /// `inference.compaction.dump_summaries`: what the hook wrote in place of the
     /// dropped messages, one line per committed compaction in
     /// `out/compaction-summaries.jsonl`.
-    fn dump_summary(&self, turn: u64, before: u64, after: u64, old: &[Value], new: &[Value]) {
-        let summary: Vec<String> = compaction::plain(new)
-            .into_iter()
-            .zip(new)
-            .filter(|(_, message)| !old.contains(message))
-            .map(|(plain, _)| plain.content)
-            .collect();
+    fn dump_summary(&self, turn: u64, before: u64, after: u64, old: &[Message], new: &[Message]) {
         let line = json!({
             "turn": turn,
             "tokens_before": before,
             "tokens_after": after,
-            "summary": summary.join("\n"),
+            "summary": compaction::summary(old, new),
         });
         let rel = "out/compaction-summaries.jsonl";
         let text = format!("{}\n", crate::secret::scrub(&line.to_string()));
@@ -669,9 +646,4 @@ fn command_of(input: &str) -> String {
 
 fn path_env() -> String {
     std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into())
-}
-
-/// A message's size as the host estimates it: its wire form, 4 bytes a token.
-fn tokens_of(message: &Value) -> u64 {
-    reply::estimate_tokens(&message.to_string())
 }

@@ -1,18 +1,19 @@
-//! One inference turn: the turn counted against `max_turns`, the request encoded, the
-//! driver called (a fresh instance after a trap), its reply decoded and recorded, then
-//! the `on-inference` hooks and compaction.
+//! One inference turn: the loop's request checked and built, the turn counted against
+//! `max_turns`, the driver called (a fresh instance after a trap), its reply read and
+//! recorded, then the `on-inference` hooks.
 
 use std::time::Instant;
 
 use serde_json::{Map, Value};
 
 use super::current::Current;
-use super::lifecycle::Size;
+use crate::bindings::driver::exports::murmur::driver::inference::{InferError, Request, Response};
+use crate::bindings::message::Message;
 use crate::bindings::session_loop::murmur::session::types::{
     InferenceError, InferenceReply, InferenceRequest,
 };
 use crate::driver::reply::{self, estimate_tokens};
-use crate::driver::trap_text;
+use crate::driver::{request, trap_text};
 use crate::frames::State;
 use crate::outbound::Event;
 use crate::trace::line;
@@ -20,12 +21,17 @@ use crate::trace::line;
 type Replied = Result<InferenceReply, InferenceError>;
 
 impl Current<'_> {
-    pub async fn turn(&mut self, request: InferenceRequest) -> wasmtime::Result<Replied> {
+    pub async fn turn(&mut self, asked: InferenceRequest) -> wasmtime::Result<Replied> {
         let session = self.session;
         let settings = &session.settings;
         if let Some(why) = &self.run.breach {
             return Ok(Err(InferenceError::Failed(why.clone())));
         }
+        let specs = session.tools.typed_specs();
+        let request = match settings.request.build(asked, &specs) {
+            Ok(request) => request,
+            Err(why) => return Ok(Err(InferenceError::Refused(why))),
+        };
         if self.run.counts.turns >= u64::from(settings.max_turns) {
             return Ok(Err(InferenceError::TurnsExhausted(settings.max_turns)));
         }
@@ -37,40 +43,34 @@ impl Current<'_> {
             &format!("inference turn {}", attempt_turn + 1),
             None,
         );
-        let tools = if request.with_tools {
-            session.tools.specs()
-        } else {
-            Vec::new()
-        };
-        let body = match settings.request.encode(&request.messages, tools) {
-            Ok(body) => body,
-            Err(e) => return Ok(Err(InferenceError::Failed(e))),
-        };
-        let (called, started) = self.call_driver(&body).await;
+        let input_estimate = estimate_tokens(&request::json_form(&request));
+        let carried = self.seed_carried(&request.messages);
+        let (called, started) = self.call_driver(&request).await;
         self.run.calls.replied();
         self.trace_outbound()?;
         let mut measured = line::Turn {
             turn,
             duration_ms: started.elapsed().as_millis() as u64,
-            input_estimate: estimate_tokens(&body),
+            input_estimate,
             output_estimate: 0,
         };
         let mut reported = Map::new();
         let result = match called {
             Err(why) => Err(InferenceError::Invocation(why)),
-            Ok(Err(e)) => Err(InferenceError::Failed(e)),
-            Ok(Ok(raw)) => {
-                measured.output_estimate = estimate_tokens(&raw);
+            Ok(Err(InferError::Failed(e))) => Err(InferenceError::Failed(e)),
+            Ok(Err(InferError::Malformed(e))) => Err(InferenceError::Malformed(e)),
+            Ok(Ok(response)) => {
                 // Past the task's bound every further call is refused unrun.
                 let keep = settings.limits.max_tool_calls_per_task.saturating_add(1);
-                reply::parse(&raw, &body, keep).map(|parsed| {
+                reply::read(response, input_estimate, keep).map(|parsed| {
                     reported = parsed.reported;
+                    measured.output_estimate = parsed.output_estimate;
                     parsed.reply
                 })
             }
         };
-        self.trace_turn(&measured, &reported, &result)?;
-        let Ok(mut reply) = result else {
+        self.trace_turn(&measured, &reported, &result, carried)?;
+        let Ok(reply) = result else {
             return Ok(result);
         };
         self.inference_hooks(
@@ -80,22 +80,16 @@ impl Current<'_> {
             measured.output_estimate,
         )
         .await?;
-        let counted = ["input_tokens", "output_tokens"]
-            .iter()
-            .all(|k| reported.contains_key(*k));
-        let size = Size {
-            tokens: reply.usage.input_tokens + reply.usage.output_tokens,
-            source: if counted { "actual" } else { "estimate" },
-        };
-        match self.compact(turn, &request.messages, &reply, size).await? {
-            Ok(context) => reply.context = context,
-            // A failed compaction ends the task: `failed`, `session ended`.
-            Err(why) => return Ok(Err(InferenceError::Failed(why))),
-        }
-        if session.threads.is_some() {
-            self.run.conversation = conversation(&request, &reply);
-        }
         Ok(Ok(reply))
+    }
+
+    /// On the task's first request after a seed was offered: whether the request
+    /// carries every seeded message, in order. The trace never claims a seed the loop
+    /// left out.
+    fn seed_carried(&mut self, messages: &[Message]) -> Option<bool> {
+        let seed = self.run.seed.take()?;
+        let mut rest = messages.iter();
+        Some(seed.iter().all(|m| rest.any(|sent| sent == m)))
     }
 
     /// Calls the driver under its own deadline (the loop's holds meanwhile), with the
@@ -104,8 +98,8 @@ impl Current<'_> {
     /// from the returned instant, once the instance is ready.
     async fn call_driver(
         &mut self,
-        body: &str,
-    ) -> (Result<Result<String, String>, String>, Instant) {
+        request: &Request,
+    ) -> (Result<Result<Response, InferError>, String>, Instant) {
         let session = self.session;
         self.hold_deadline();
         let driver = match self.driver.take() {
@@ -121,7 +115,7 @@ impl Current<'_> {
         let started = Instant::now();
         let called = match driver {
             Ok(mut driver) => {
-                let called = driver.infer(body).await;
+                let called = driver.infer(request).await;
                 // A trapped instance is unusable; the next turn gets a fresh one.
                 if called.is_ok() {
                     *self.driver = Some(driver);
@@ -160,41 +154,34 @@ impl Current<'_> {
         measured: &line::Turn,
         reported: &Map<String, Value>,
         result: &Replied,
+        seed_carried: Option<bool>,
     ) -> wasmtime::Result<()> {
         let line = match result {
             Ok(reply) => {
                 self.run.counts.input_tokens += reply.usage.input_tokens;
                 self.run.counts.output_tokens += reply.usage.output_tokens;
                 let stop = reply::stop_reason_name(reply.stop_reason);
-                line::inference(measured, reply::decision(reply), stop, reported)
+                line::inference(
+                    measured,
+                    reply::decision(reply),
+                    stop,
+                    reported,
+                    seed_carried,
+                )
             }
             Err(e) => {
                 let (code, text) = match e {
                     InferenceError::Invocation(t) => ("driver_failed", t),
                     InferenceError::Failed(t) => ("driver_error", t),
                     InferenceError::Malformed(t) => ("malformed_response", t),
-                    InferenceError::TurnsExhausted(_) => return Ok(()),
+                    InferenceError::TurnsExhausted(_) | InferenceError::Refused(_) => {
+                        return Ok(());
+                    }
                 };
-                line::inference_failed(measured, code, text)
+                line::inference_failed(measured, code, text, seed_carried)
             }
         };
         self.run.turn_event = Some(self.record(line)?);
         Ok(())
     }
-}
-
-/// The messages of `request` followed by the reply's assistant message (or the
-/// compacted conversation, which ends with it).
-fn conversation(request: &InferenceRequest, reply: &InferenceReply) -> Option<Vec<Value>> {
-    if let Some(context) = &reply.context {
-        return match serde_json::from_str(context) {
-            Ok(Value::Array(messages)) => Some(messages),
-            _ => None,
-        };
-    }
-    let Ok(Value::Array(mut messages)) = serde_json::from_str(&request.messages) else {
-        return None;
-    };
-    messages.push(serde_json::from_str(&reply.assistant_message).ok()?);
-    Some(messages)
 }

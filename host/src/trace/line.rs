@@ -87,7 +87,12 @@ pub struct SessionStart<'a> {
     pub tools_declared: Vec<&'a str>,
     pub system_prompt: Option<&'a str>,
     pub resumed_from: Option<&'a str>,
+    /// How errors name the loop, e.g. `built-in session loop`.
     pub session_loop: &'a str,
+    /// `default` for the built-in loop, the artifact's name, or the `--loop` file's name.
+    pub loop_name: &'a str,
+    /// The artifact's `version`, mur's own for the built-in loop, none for `--loop`.
+    pub loop_version: Option<&'a str>,
     pub driver: &'a str,
     /// The shell sandbox's record: declared and achieved class.
     pub containment: Value,
@@ -113,6 +118,8 @@ pub fn session_start(s: SessionStart<'_>) -> Line {
             "resumed_from": s.resumed_from,
             "context_id": null,
             "session_loop": s.session_loop,
+            "loop": s.loop_name,
+            "loop_version": s.loop_version,
             "driver": s.driver,
             "containment": s.containment,
         }),
@@ -171,6 +178,21 @@ pub fn a2a_task_received(task: &Pending, traceparent: Option<&str>) -> Line {
             "context_id": task.context_id,
             "message_id": task.message_id,
             "traceparent_from_caller": traceparent,
+        }),
+    )
+}
+
+/// `task_enqueued`: the session loop queued a follow-up task (the line's task), while
+/// `by_task` ran.
+pub fn task_enqueued(task: &Pending, by_task: Option<&str>) -> Line {
+    Line::new(
+        "task_enqueued",
+        json!({
+            "context_id": task.context_id,
+            "origin": task.origin.as_str(),
+            "lane": task.origin.lane().as_str(),
+            "by_task_id": by_task,
+            "message_parts_bytes": task.text.len(),
         }),
     )
 }
@@ -318,12 +340,15 @@ pub struct Turn {
 
 /// `inference` of a reply. Its `input_tokens`/`output_tokens` are the host's estimates;
 /// what the provider reported goes after them, `input_tokens`/`output_tokens` as
-/// `input_tokens_actual`/`output_tokens_actual`, the others by their own names.
+/// `input_tokens_actual`/`output_tokens_actual`, the others by their own names. The
+/// first inference of a task offered a seed ends with `seed_carried`: whether its
+/// request carried the seed.
 pub fn inference(
     t: &Turn,
     (decision, tool): (&str, Option<String>),
     stop_reason: &str,
     reported: &Map<String, Value>,
+    seed_carried: Option<bool>,
 ) -> Line {
     let mut line = Line::new(
         "inference",
@@ -345,12 +370,24 @@ pub fn inference(
         };
         line = line.with(key, value.clone());
     }
-    line
+    with_seed(line, seed_carried)
+}
+
+fn with_seed(line: Line, seed_carried: Option<bool>) -> Line {
+    match seed_carried {
+        Some(carried) => line.with("seed_carried", carried),
+        None => line,
+    }
 }
 
 /// `inference` of a call that failed: `error_code` names how.
-pub fn inference_failed(t: &Turn, error_code: &str, error: &str) -> Line {
-    Line::new(
+pub fn inference_failed(
+    t: &Turn,
+    error_code: &str,
+    error: &str,
+    seed_carried: Option<bool>,
+) -> Line {
+    let line = Line::new(
         "inference",
         json!({
             "turn": t.turn,
@@ -360,7 +397,8 @@ pub fn inference_failed(t: &Turn, error_code: &str, error: &str) -> Line {
             "error_code": error_code,
             "error": error,
         }),
-    )
+    );
+    with_seed(line, seed_carried)
 }
 
 /// A tool call as the model asked for it.

@@ -42,18 +42,20 @@ fn session_start_records_the_capsule_and_hashes_the_prompt() {
         system_prompt: prompt,
         resumed_from: resumed,
         session_loop: "built-in session loop",
+        loop_name: "default",
+        loop_version: Some("0.9.0"),
         driver: "built-in scripted driver",
         containment: json!({"declared": "scoped"}),
     };
     check(
         session_start(start(Some("be brief"), Some("ses_0"))),
         "session_start",
-        r#"{"capsule_name":"hello","capsule_version":"0.1.0","model":"m","max_turns":4,"capabilities":{"network":[],"filesystem":".","shell":["bash"]},"tools_declared":["bash"],"system_prompt_source":"manifest","system_prompt_sha256":"b0d336336bae9756708102764ccc977778d8c408df38d7050d69f9e4d22c9a43","resumed_from":"ses_0","context_id":null,"session_loop":"built-in session loop","driver":"built-in scripted driver","containment":{"declared":"scoped"}}"#,
+        r#"{"capsule_name":"hello","capsule_version":"0.1.0","model":"m","max_turns":4,"capabilities":{"network":[],"filesystem":".","shell":["bash"]},"tools_declared":["bash"],"system_prompt_source":"manifest","system_prompt_sha256":"b0d336336bae9756708102764ccc977778d8c408df38d7050d69f9e4d22c9a43","resumed_from":"ses_0","context_id":null,"session_loop":"built-in session loop","loop":"default","loop_version":"0.9.0","driver":"built-in scripted driver","containment":{"declared":"scoped"}}"#,
     );
     check(
         session_start(start(None, None)),
         "session_start",
-        r#"{"capsule_name":"hello","capsule_version":"0.1.0","model":"m","max_turns":4,"capabilities":{"network":[],"filesystem":".","shell":["bash"]},"tools_declared":["bash"],"system_prompt_source":"none","system_prompt_sha256":null,"resumed_from":null,"context_id":null,"session_loop":"built-in session loop","driver":"built-in scripted driver","containment":{"declared":"scoped"}}"#,
+        r#"{"capsule_name":"hello","capsule_version":"0.1.0","model":"m","max_turns":4,"capabilities":{"network":[],"filesystem":".","shell":["bash"]},"tools_declared":["bash"],"system_prompt_source":"none","system_prompt_sha256":null,"resumed_from":null,"context_id":null,"session_loop":"built-in session loop","loop":"default","loop_version":"0.9.0","driver":"built-in scripted driver","containment":{"declared":"scoped"}}"#,
     );
 }
 
@@ -125,6 +127,11 @@ fn task_start_derives_trust_and_lane_from_the_origin() {
         task_start(&pending(Origin::Completion)),
         "task_start",
         r#"{"task_id":"tsk_1","context_id":"ctx_1","source":"a2a","origin":"completion","trust":"untrusted","lane":"bg","message_parts_bytes":5}"#,
+    );
+    check(
+        task_start(&pending(Origin::System)),
+        "task_start",
+        r#"{"task_id":"tsk_1","context_id":"ctx_1","source":"a2a","origin":"system","trust":"untrusted","lane":"bg","message_parts_bytes":5}"#,
     );
 }
 
@@ -199,19 +206,45 @@ fn inference_puts_the_estimates_first_and_the_reported_usage_after() {
             ("tool_call", Some("bash".into())),
             "tool_call",
             &reported,
+            None,
         ),
         "inference",
         r#"{"turn":1,"input_tokens":100,"output_tokens":12,"decision":"tool_call","tool_name":"bash","stop_reason":"tool_call","duration_ms":40,"input_tokens_actual":90,"output_tokens_actual":10,"cached_tokens":64}"#,
     );
     check(
-        inference(&TURN, ("end_turn", None), "end_turn", &Map::new()),
+        inference(&TURN, ("end_turn", None), "end_turn", &Map::new(), None),
         "inference",
         r#"{"turn":1,"input_tokens":100,"output_tokens":12,"decision":"end_turn","tool_name":null,"stop_reason":"end_turn","duration_ms":40}"#,
     );
     check(
-        inference_failed(&TURN, "driver_error", "rate limited"),
+        inference_failed(&TURN, "driver_error", "rate limited", None),
         "inference",
         r#"{"turn":1,"input_tokens":100,"output_tokens":0,"duration_ms":40,"error_code":"driver_error","error":"rate limited"}"#,
+    );
+}
+
+#[test]
+fn a_task_s_first_inference_after_a_seed_says_whether_it_carried_it() {
+    check(
+        inference(&TURN, ("end_turn", None), "end_turn", &Map::new(), Some(false)),
+        "inference",
+        r#"{"turn":1,"input_tokens":100,"output_tokens":12,"decision":"end_turn","tool_name":null,"stop_reason":"end_turn","duration_ms":40,"seed_carried":false}"#,
+    );
+    check(
+        inference_failed(&TURN, "driver_error", "rate limited", Some(true)),
+        "inference",
+        r#"{"turn":1,"input_tokens":100,"output_tokens":0,"duration_ms":40,"error_code":"driver_error","error":"rate limited","seed_carried":true}"#,
+    );
+}
+
+#[test]
+fn task_enqueued_names_the_lane_and_the_task_that_queued_it() {
+    let mut task = pending(Origin::System);
+    task.source = Source::Loop;
+    check(
+        task_enqueued(&task, Some("tsk_0")),
+        "task_enqueued",
+        r#"{"context_id":"ctx_1","origin":"system","lane":"bg","by_task_id":"tsk_0","message_parts_bytes":5}"#,
     );
 }
 
