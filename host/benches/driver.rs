@@ -1,6 +1,7 @@
 //! Driver cost benchmark (`cargo bench --bench driver`): what the built-in `openai` driver
-//! component adds to one inference call (the component call, its JSON translation and
-//! wasi:http through the host's allow-list and retry hooks), against a plain hyper client
+//! component adds to one inference call (the component call with the typed request, its
+//! translation to and from the provider's JSON, and wasi:http through the host's
+//! allow-list and retry hooks and its connection pool), against a plain hyper client
 //! sending the same requests to the same loopback mock.
 //!
 //! Method, written down in BENCHMARKS.md: one `mur run` whose task makes TURNS inference
@@ -8,13 +9,15 @@
 //! nothing) with the `openai` driver against the mock, and the same session with the
 //! scripted driver giving the same answers without any HTTP. The difference, divided by
 //! TURNS, is the driver's cost per call. The baseline sends the very request bodies the
-//! driver sent (recorded by the mock) with hyper, one fresh connection per request as
-//! wasi-http's sender opens, and also over one kept-alive connection.
+//! driver sent (recorded by the mock) with hyper, one fresh connection per request (as
+//! wasi-http's default sender opens, which the host used before it kept connections),
+//! and also over one kept-alive connection (as the host's pool now sends them).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -48,12 +51,14 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// The mock model server: every POST gets ANSWER; bodies are kept for the baseline.
-async fn serve(listener: TcpListener, bodies: Bodies) {
+/// The mock model server: every POST gets ANSWER; bodies are kept for the baseline and
+/// the connections it accepts are counted.
+async fn serve(listener: TcpListener, bodies: Bodies, connections: Arc<AtomicUsize>) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             return;
         };
+        connections.fetch_add(1, Ordering::SeqCst);
         let bodies = bodies.clone();
         tokio::spawn(async move {
             let service = service_fn(move |req: Request<Incoming>| {
@@ -178,7 +183,8 @@ fn main() {
     let bodies: Bodies = Arc::default();
     let listener = runtime.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
     let addr = listener.local_addr().unwrap();
-    runtime.spawn(serve(listener, bodies.clone()));
+    let connections = Arc::new(AtomicUsize::new(0));
+    runtime.spawn(serve(listener, bodies.clone(), connections.clone()));
 
     let dir = scratch("driver");
     let cache = dir.join("cache");
@@ -192,7 +198,14 @@ fn main() {
     let mut without = Vec::new();
     for run in 0..RUNS {
         bodies.lock().unwrap().clear();
+        connections.store(0, Ordering::SeqCst);
         with_driver.push(session(&openai, &cache, &dir.join(format!("o{run}"))));
+        // The host keeps one connection per model server for the whole session.
+        assert_eq!(
+            connections.load(Ordering::SeqCst),
+            1,
+            "the driver's {TURNS} requests share one connection"
+        );
         without.push(session(&scripted, &cache, &dir.join(format!("s{run}"))));
     }
     let recorded: Vec<Bytes> = bodies.lock().unwrap().clone();
@@ -215,7 +228,7 @@ fn main() {
         median(with_driver).as_secs_f64() * 1000.0,
         median(without).as_secs_f64() * 1000.0
     );
-    println!("  request body: {mean_body} bytes on average");
+    println!("  request body: {mean_body} bytes on average, all on one connection");
     println!("  openai driver (component + wasi-http): {driver_cost:.0} µs a call");
     println!("  hyper, fresh connection a request:    {fresh_cost:.0} µs a call");
     println!("  hyper, one kept-alive connection:     {kept_cost:.0} µs a call");

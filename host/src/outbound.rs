@@ -1,7 +1,10 @@
 //! Outbound HTTP from driver components: the only way a driver reaches a model server.
 //! Every request is checked against `capabilities.network.allow` before a socket is
 //! opened; the manifest's timeouts bound it; 429 and 5xx answers and failed connections
-//! are retried with jittered backoff. What happened is recorded for the trace.
+//! are retried with jittered backoff. What happened is recorded for the trace. Requests
+//! go out on connections kept open per model server ([`pool`]).
+
+mod pool;
 
 use std::collections::hash_map::RandomState;
 use std::future::Future;
@@ -153,9 +156,9 @@ async fn send_with_retries(
     let mut attempt = 1;
     loop {
         let request = rebuild(&parts, body.clone())?;
-        let sent = wasmtime_wasi_http::default_send_request(request, Some(options)).await;
+        let sent = pool::send(request, options).await;
         let (cause, retry_after) = match &sent {
-            Ok((response, _)) => (retryable_status(response.status()), retry_after(response)),
+            Ok(response) => (retryable_status(response.status()), retry_after(response)),
             Err(e) => (retryable_error(e), None),
         };
         match cause {
@@ -175,15 +178,17 @@ async fn send_with_retries(
                 attempt += 1;
             }
             _ => {
-                let (response, io) = sent?;
-                return Ok((response.map(BodyExt::boxed_unsync), Box::new(io) as Io));
+                let response = sent?;
+                // The connection outlives the answer, so nothing is left to report on it.
+                let io = Box::new(async { Ok(()) }) as Io;
+                return Ok((response.map(BodyExt::boxed_unsync), io));
             }
         }
     }
 }
 
 /// A fresh copy of the request for one attempt.
-fn rebuild(parts: &http::request::Parts, body: Bytes) -> Result<Request<WasiBody>> {
+fn rebuild(parts: &http::request::Parts, body: Bytes) -> Result<Request<Full<Bytes>>> {
     let mut builder = Request::builder()
         .method(parts.method.clone())
         .uri(parts.uri.clone())
@@ -191,11 +196,8 @@ fn rebuild(parts: &http::request::Parts, body: Bytes) -> Result<Request<WasiBody
     for (name, value) in &parts.headers {
         builder = builder.header(name, value);
     }
-    let body = Full::new(body)
-        .map_err(|never| match never {})
-        .boxed_unsync();
     builder
-        .body(body)
+        .body(Full::new(body))
         .map_err(|e| Error::InternalError(Some(e.to_string())))
 }
 
