@@ -791,7 +791,13 @@ fn enqueue_past_the_queue_is_refused_naming_its_depth() {
         .events("task_enqueued")
         .iter()
         .map(|l| {
-            json!([l["task_id"], l["by_task_id"], l["origin"], l["lane"], l["context_id"]])
+            json!([
+                l["task_id"],
+                l["by_task_id"],
+                l["origin"],
+                l["lane"],
+                l["context_id"]
+            ])
         })
         .collect();
     let first = &starts[0]["task_id"];
