@@ -733,12 +733,20 @@ fn call_tools_needs_a_call_and_budget_counts_turns() {
     let extra = format!("context:\n  max_tokens: 1000\n{ONE_TASK}");
     let manifest = scripted_with("  compaction:\n    threshold: 0.5\n", &extra);
     let capsule = Capsule::new("probe-calls", &manifest, "turns:\n  - text: one turn\n");
+    let flood = "x".repeat(5000);
     let (result, session) = probe(
         &capsule,
-        "call-tools\nbudget\ninfer\nbudget\nstatus halfway",
+        &format!("call-tools\nbudget\ninfer\nbudget\nstatus halfway\nstatus {flood}"),
     );
     let lines: Vec<&str> = result.lines().collect();
-    assert_eq!(lines.len(), 5, "{result}");
+    assert_eq!(lines.len(), 6, "{result}");
+    // A status is a frame every client gets and the replay ring keeps: it is bounded.
+    assert_eq!(
+        lines[5],
+        format!(
+            "status {flood}: err: a status message holds at most 4096 bytes; the loop sent 5000"
+        )
+    );
     assert_eq!(
         lines[0],
         "call-tools: err: call-tools needs at least one call"

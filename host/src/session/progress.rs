@@ -22,6 +22,10 @@ impl Current<'_> {
     /// `status`: a `working` status with the loop's own message, numbered by the
     /// task's counter like every status.
     pub fn loop_status(&self, message: &str) -> Result<(), String> {
+        // A canceled task's next status is its final one; nothing may claim it works on.
+        if self.session.running.is_canceled() {
+            return Err(super::CANCELED.into());
+        }
         if message.len() > MAX_STATUS_BYTES {
             return Err(format!(
                 "a status message holds at most {MAX_STATUS_BYTES} bytes; the loop sent {}",
