@@ -127,10 +127,5 @@ pub fn stop_reason_name(reason: StopReason) -> &'static str {
     }
 }
 
-/// A rough count (4 bytes a token) where the driver reports no usage.
-pub fn estimate_tokens(text: &str) -> u64 {
-    (text.len() as u64).div_ceil(4)
-}
-
 #[cfg(test)]
 mod tests;

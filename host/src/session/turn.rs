@@ -12,7 +12,8 @@ use crate::bindings::message::Message;
 use crate::bindings::session_loop::murmur::session::types::{
     InferenceError, InferenceReply, InferenceRequest,
 };
-use crate::driver::reply::{self, estimate_tokens};
+use crate::conversation::estimate_tokens;
+use crate::driver::reply;
 use crate::driver::{request, trap_text};
 use crate::frames::State;
 use crate::outbound::Event;

@@ -1,5 +1,6 @@
 use super::*;
 use crate::bindings::message::Thinking;
+use crate::conversation::estimate_tokens;
 
 fn usage(input: Option<u64>, output: Option<u64>) -> Reported {
     Reported {
