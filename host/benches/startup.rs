@@ -21,6 +21,7 @@ fn repo() -> PathBuf {
 fn scratch(name: &str) -> PathBuf {
     let dir = repo().join("target").join("bench").join(name);
     let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(records_of(&dir));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -40,8 +41,17 @@ fn hello(cache: &Path, workdir: &Path) -> Command {
             "bench",
         ])
         .arg("--workdir")
-        .arg(workdir);
+        .arg(workdir)
+        .arg("--records")
+        .arg(records_of(workdir));
     cmd
+}
+
+/// Where the sessions run in `workdir` keep their records (their logs among them):
+/// beside it, out of the guests' view.
+fn records_of(workdir: &Path) -> PathBuf {
+    let name = workdir.file_name().unwrap().to_string_lossy();
+    workdir.with_file_name(format!("{name}-records"))
 }
 
 /// One `mur run` of the hello capsule, to exit; returns its wall time.
@@ -68,7 +78,7 @@ fn ms(d: Duration) -> String {
 /// The `instantiated <what> in <n> µs` lines of every session under `workdir`.
 fn instantiation_micros(workdir: &Path, what: &str) -> Vec<u64> {
     let mut out = Vec::new();
-    let sessions = std::fs::read_dir(workdir.join(".murmur")).unwrap();
+    let sessions = std::fs::read_dir(records_of(workdir)).unwrap();
     for session in sessions {
         let log = session.unwrap().path().join("logs/bootstrap.log");
         let text = std::fs::read_to_string(log).unwrap_or_default();

@@ -1,11 +1,14 @@
 //! The host side of `murmur:session`: what a session loop component can ask of the
-//! host. The loop decides what happens next; the host counts turns, dispatches tools,
-//! writes frames, the trace and the result, and enforces the limits.
+//! host. The loop decides what happens next (messages, tools and parameters of each
+//! inference, how tool calls run, when to compact, what a threaded context keeps); the
+//! host counts turns, dispatches tools, writes frames, the trace and the result, and
+//! enforces the limits.
 //!
 //! Each host call about the running task goes through `current::Current`: the task and
-//! the session it runs in. `turn` is one inference turn, `call` one tool call, `ending`
-//! a task's end, `lifecycle` the hooks fired on the way, `budget` the call bounds and
-//! the workdir quota, `interrupt` a loop stopped from outside.
+//! the session it runs in. `turn` is one inference turn, `call` a reply's tool calls,
+//! `ending` a task's end, `lifecycle` the hooks fired on the way (compaction included),
+//! `progress` the loop's own status, its budget and its follow-up tasks, `budget` the
+//! call bounds and the workdir quota, `interrupt` a loop stopped from outside.
 
 mod budget;
 mod call;
