@@ -59,33 +59,7 @@ pub fn summary(old: &[Message], new: &[Message]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bindings::message::{ToolCall, ToolResult};
-    use crate::conversation::user;
-
-    fn asking(id: &str) -> Message {
-        Message {
-            role: Role::Assistant,
-            content: vec![
-                Block::Text("Looking.".into()),
-                Block::ToolCall(ToolCall {
-                    id: id.into(),
-                    name: "ls".into(),
-                    input: r#"{"path":"."}"#.into(),
-                }),
-            ],
-        }
-    }
-
-    fn result(id: &str, text: &str) -> Message {
-        Message {
-            role: Role::Tool,
-            content: vec![Block::ToolResult(ToolResult {
-                call_id: id.into(),
-                content: text.into(),
-                is_error: false,
-            })],
-        }
-    }
+    use crate::conversation::samples::{asking, result, user};
 
     #[test]
     fn unchanged_messages_and_new_text_are_committed() {

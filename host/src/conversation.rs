@@ -20,14 +20,6 @@ pub fn role_name(role: Role) -> &'static str {
     }
 }
 
-#[cfg(test)]
-pub fn user(text: &str) -> Message {
-    Message {
-        role: Role::User,
-        content: vec![Block::Text(text.to_string())],
-    }
-}
-
 /// The message's JSON form.
 pub fn to_json(message: &Message) -> Value {
     if message.role == Role::Tool
@@ -194,11 +186,20 @@ pub fn calls_meet_results(messages: &[Message]) -> bool {
     true
 }
 
+/// Messages the host's unit tests build conversations from.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub mod samples {
+    use crate::bindings::message::{Block, Message, Role, Thinking, ToolCall, ToolResult};
 
-    fn asking(id: &str) -> Message {
+    pub fn user(text: &str) -> Message {
+        Message {
+            role: Role::User,
+            content: vec![Block::Text(text.to_string())],
+        }
+    }
+
+    /// An assistant message with text, signed reasoning and one call of `ls`.
+    pub fn asking(id: &str) -> Message {
         Message {
             role: Role::Assistant,
             content: vec![
@@ -216,21 +217,28 @@ mod tests {
         }
     }
 
-    fn result(id: &str) -> Message {
+    /// The result of call `id`.
+    pub fn result(id: &str, text: &str) -> Message {
         Message {
             role: Role::Tool,
             content: vec![Block::ToolResult(ToolResult {
                 call_id: id.into(),
-                content: "a.txt".into(),
+                content: text.into(),
                 is_error: false,
             })],
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::samples::{asking, result, user};
+    use super::*;
 
     #[test]
     fn a_single_result_keeps_the_tool_message_shape_threads_were_stored_in() {
         assert_eq!(
-            to_json(&result("c1")).to_string(),
+            to_json(&result("c1", "a.txt")).to_string(),
             r#"{"role":"tool","tool_call_id":"c1","is_error":false,"content":[{"type":"text","text":"a.txt"}]}"#
         );
         assert_eq!(
@@ -241,17 +249,17 @@ mod tests {
 
     #[test]
     fn every_message_reads_back_as_it_was_written() {
-        let mut several = result("c1");
-        several.content.extend(result("c2").content);
-        for message in [user("hi"), asking("c1"), result("c1"), several] {
+        let mut several = result("c1", "a.txt");
+        several.content.extend(result("c2", "a.txt").content);
+        for message in [user("hi"), asking("c1"), result("c1", "a.txt"), several] {
             assert_eq!(from_json(&to_json(&message)), Ok(message));
         }
     }
 
     #[test]
     fn a_result_must_follow_its_call() {
-        assert!(calls_meet_results(&[asking("c1"), result("c1")]));
-        assert!(!calls_meet_results(&[result("c1"), asking("c1")]));
+        assert!(calls_meet_results(&[asking("c1"), result("c1", "a.txt")]));
+        assert!(!calls_meet_results(&[result("c1", "a.txt"), asking("c1")]));
     }
 
     #[test]

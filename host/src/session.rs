@@ -255,7 +255,7 @@ impl Host for LoopState {
     }
 
     async fn tools(&mut self) -> wasmtime::Result<Vec<ToolSpec>> {
-        Ok(self.session.tools.typed_specs())
+        Ok(self.session.tools.typed_specs().to_vec())
     }
 
     async fn infer(

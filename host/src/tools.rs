@@ -111,6 +111,9 @@ pub struct ToolGrants {
 
 pub struct Tools {
     pub list: Vec<Tool>,
+    /// The specs a loop and a driver receive, made once: every inference turn sends
+    /// them, and the list no longer changes once the session runs.
+    typed: std::sync::OnceLock<Vec<ToolSpec>>,
     grants: ToolGrants,
     /// The sandbox shell commands start in, set once the workdir exists. Until then a
     /// shell call is refused, never run unconfined.
@@ -178,6 +181,7 @@ impl Tools {
     pub fn new(grants: ToolGrants) -> Self {
         Tools {
             list: Vec::new(),
+            typed: std::sync::OnceLock::new(),
             grants,
             jail: None,
         }
@@ -193,6 +197,7 @@ impl Tools {
     }
 
     pub fn add_shell(&mut self, binary: &str) {
+        self.typed = std::sync::OnceLock::new();
         self.list.push(Tool {
             name: binary.to_string(),
             version: None,
@@ -207,6 +212,7 @@ impl Tools {
     }
 
     pub fn add_skill(&mut self, name: &str, text: PathBuf, description: String) {
+        self.typed = std::sync::OnceLock::new();
         self.list.push(Tool {
             name: name.to_string(),
             version: None,
@@ -266,6 +272,7 @@ impl Tools {
                 format!("{label} describes an input schema that is not JSON: {e}"),
             )
         })?;
+        self.typed = std::sync::OnceLock::new();
         self.list.push(Tool {
             name: name.to_string(),
             version,
@@ -327,15 +334,17 @@ impl Tools {
     }
 
     /// The specs as a session loop and a driver receive them.
-    pub fn typed_specs(&self) -> Vec<ToolSpec> {
-        self.list
-            .iter()
-            .map(|t| ToolSpec {
-                name: t.name.clone(),
-                description: t.description.clone(),
-                input_schema: t.schema.to_string(),
-            })
-            .collect()
+    pub fn typed_specs(&self) -> &[ToolSpec] {
+        self.typed.get_or_init(|| {
+            self.list
+                .iter()
+                .map(|t| ToolSpec {
+                    name: t.name.clone(),
+                    description: t.description.clone(),
+                    input_schema: t.schema.to_string(),
+                })
+                .collect()
+        })
     }
 
     pub fn get(&self, name: &str) -> Option<&Tool> {

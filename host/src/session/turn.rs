@@ -28,8 +28,7 @@ impl Current<'_> {
         if let Some(why) = &self.run.breach {
             return Ok(Err(InferenceError::Failed(why.clone())));
         }
-        let specs = session.tools.typed_specs();
-        let request = match settings.request.build(asked, &specs) {
+        let request = match settings.request.build(asked, session.tools.typed_specs()) {
             Ok(request) => request,
             Err(why) => return Ok(Err(InferenceError::Refused(why))),
         };
