@@ -1,5 +1,6 @@
 //! A capsule's address as the user types it: `host:port`, `localhost:port` or
-//! `http://host:port`, cut by the one URL parser the manifest, the outbound checks and
+//! `http://host:port`, with the path of a capsule `mur serve` hosts
+//! (`http://host:port/c/<id>/`) when there is one, cut by the one URL parser the manifest, the outbound checks and
 //! the drivers share.
 
 use mur_authority::{Authority, Url, port_number};
@@ -14,10 +15,12 @@ pub struct Address {
     pub port: u16,
     /// `host:port` as the `Host` header wants it (IPv6 literals keep their brackets).
     pub authority: String,
+    /// The path requests go to: `/` for `mur run`, `/c/<id>/` under `mur serve`.
+    pub path: String,
 }
 
 /// Parses `host:port`, `localhost:port` or `http://host:port`, with an optional
-/// trailing `/`. Used as clap's value parser, so a bad address is a usage error.
+/// path (`/` when there is none). Used as clap's value parser, so a bad address is a usage error.
 pub fn parse_address(typed: &str) -> Result<Address, String> {
     let url = Url::split(typed.trim());
     if let Some(scheme) = url.scheme.filter(|s| !s.eq_ignore_ascii_case("http")) {
@@ -25,8 +28,16 @@ pub fn parse_address(typed: &str) -> Result<Address, String> {
             "'{scheme}://' is not supported: a capsule's address is plain http (HOST:PORT or http://HOST:PORT)"
         ));
     }
-    if !matches!(url.path, "" | "/") || url.query.is_some() || url.fragment.is_some() {
-        return Err("expected HOST:PORT with no path (the capsule answers on /)".into());
+    if url.query.is_some() || url.fragment.is_some() {
+        return Err("expected HOST:PORT or HOST:PORT/PATH, with no ?query or #fragment".into());
+    }
+    let path_ok = url.path.is_empty()
+        || (url.path.starts_with('/') && !url.path.bytes().any(|b| b <= b' ' || b == 0x7f));
+    if !path_ok {
+        return Err(format!(
+            "'{}' is not a path: it starts with / and has no spaces or control characters",
+            url.path.escape_debug()
+        ));
     }
     let parts = Authority::split(url.authority);
     let port = match parts.port {
@@ -55,6 +66,7 @@ pub fn parse_address(typed: &str) -> Result<Address, String> {
         host: host.to_string(),
         port,
         authority: url.authority.to_string(),
+        path: if url.path.is_empty() { "/".into() } else { url.path.to_string() },
     })
 }
 
@@ -71,6 +83,9 @@ mod tests {
         assert_eq!((a.host.as_str(), a.port), ("127.0.0.1", 8080));
         assert_eq!(a.authority, "127.0.0.1:8080");
         assert_eq!(a.typed, "http://127.0.0.1:8080/");
+        assert_eq!(a.path, "/");
+        let a = parse_address("http://127.0.0.1:8080/c/cap_1/").unwrap();
+        assert_eq!((a.port, a.path.as_str()), (8080, "/c/cap_1/"));
         let a = parse_address("HTTP://[::1]:9").unwrap();
         assert_eq!(
             (a.host.as_str(), a.port, a.authority.as_str()),
@@ -83,9 +98,9 @@ mod tests {
             "localhost:0",
             "localhost:70000",
             "https://localhost:1",
-            "http://localhost:1/path",
             "::1:80",
             "localhost:1?x",
+            "http://localhost:1/a b",
             "localhost:1#x",
             "user@localhost:1",
             "[::1]x:1",

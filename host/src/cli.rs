@@ -1,4 +1,4 @@
-//! The command line: `mur run`, `mur watch`, `mur stop`.
+//! The command line: `mur run`, `mur serve`, `mur watch`, `mur stop`.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -23,6 +23,9 @@ pub struct Cli {
 pub enum Command {
     /// Run a capsule: stage it, serve its address and run its tasks.
     Run(RunArgs),
+    /// Host many capsules in one process, each at /c/<id>/, managed through /admin/.
+    #[command(long_about = SERVE_ABOUT)]
+    Serve(ServeArgs),
     /// Watch a running capsule: print every frame its address streams (stream/watch).
     #[command(long_about = WATCH_ABOUT)]
     Watch(WatchArgs),
@@ -36,33 +39,77 @@ replay what it still buffers, then print its frames as they happen. Never reconn
 
 Ctrl-C ends the watch, not the capsule; use `mur stop` to end the capsule.
 
-There is no session registry yet, so the address is the only way to name a capsule.";
+The address names the capsule: the one mur run printed, or the address mur serve's admin \
+API returned for a capsule it hosts (with --token when that capsule has one).";
 
 const STOP_ABOUT: &str = "Stop a running capsule: ask it to end its session (murmur/stop), \
 which cancels its queued and running tasks, then wait until its address refuses connections.
 
-There is no session registry yet, so the address is the only way to name a capsule: \
-mur stop cannot take a session id.";
+The address names the capsule: the one mur run printed, or the address mur serve's admin \
+API returned for a capsule it hosts (with --token when that capsule has one); a session id \
+cannot name one.";
+
+const SERVE_ABOUT: &str = "Host many capsules in one process, behind one address.
+
+Each capsule is served at /c/<id>/ exactly as mur run serves one at /. The admin API under \
+/admin/ (bearer token in DATA/admin-token, made on first start) creates, lists, stops and \
+deletes them; GET /healthz and GET /metrics (Prometheus text) are for probes and scrapers.
+
+The registry lives in --data: after a restart or a crash every capsule comes back at the \
+same address. SIGTERM drains: new requests are refused, running tasks get --drain-secs to \
+finish, then the rest are canceled.";
 
 /// The address help both client commands share.
-const ADDRESS_HELP: &str =
-    "The capsule's address as mur run prints it: HOST:PORT, localhost:PORT or http://HOST:PORT";
+const ADDRESS_HELP: &str = "The capsule's address as mur run prints it (HOST:PORT, localhost:PORT \
+or http://HOST:PORT), or as mur serve's admin API returns it (http://HOST:PORT/c/<id>/)";
+
+/// The token help both client commands share.
+const TOKEN_HELP: &str =
+    "The capsule's token, sent as Authorization: Bearer (mur serve returns it at creation)";
 
 #[derive(clap::Args, Debug)]
 pub struct WatchArgs {
     #[arg(value_name = "ADDRESS", value_parser = parse_address, help = ADDRESS_HELP)]
     pub address: Address,
+    #[arg(long, value_name = "TOKEN", help = TOKEN_HELP)]
+    pub token: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]
 pub struct StopArgs {
-    /// The capsule's address as mur run prints it: HOST:PORT, localhost:PORT or
-    /// http://HOST:PORT (the only selector: there is no session registry yet).
-    #[arg(value_name = "ADDRESS", value_parser = parse_address)]
+    #[arg(value_name = "ADDRESS", value_parser = parse_address, help = ADDRESS_HELP)]
     pub address: Address,
+    #[arg(long, value_name = "TOKEN", help = TOKEN_HELP)]
+    pub token: Option<String>,
     /// Seconds to wait for the capsule to exit after it accepted the stop; 0 returns at once.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub timeout: u64,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// The port to listen on; 0 takes any free port.
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Where the registry, the admin token and every capsule's workdir and records
+    /// live (default: $MURMUR_HOME/serve, MURMUR_HOME defaulting to ~/.murmur).
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+    /// Capsules the server hosts at most; creating one more is refused.
+    #[arg(long, value_name = "N", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_capsules: u64,
+    /// Connections open at once at most; one more is refused with 503.
+    #[arg(long, value_name = "N", default_value_t = 10000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: u64,
+    /// On SIGTERM, seconds running tasks get to finish before they are canceled.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub drain_secs: u64,
+    /// Print one JSON line at start and nothing else on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(clap::Args, Debug)]

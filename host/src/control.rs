@@ -36,6 +36,11 @@ impl RunningTask {
         self.canceled.store(false, Ordering::SeqCst);
     }
 
+    /// Whether a task is running now.
+    pub fn busy(&self) -> bool {
+        self.id().is_some()
+    }
+
     pub fn is(&self, task_id: &str) -> bool {
         self.id().as_deref() == Some(task_id)
     }
@@ -100,6 +105,11 @@ impl FinishedTasks {
 
     pub fn last(&self) -> Option<Finished> {
         self.tasks().last().cloned()
+    }
+
+    /// How many tasks have ended.
+    pub fn count(&self) -> usize {
+        self.tasks().len()
     }
 }
 

@@ -59,7 +59,7 @@ pub struct DriverComponent {
     pre: DriverPre<DriverState>,
     settings: Settings,
     env: Vec<(String, String)>,
-    memory_bytes: u64,
+    memory: crate::memory::Cap,
     deadline: Duration,
     /// `capabilities.limits.max_driver_reply_bytes`.
     max_reply_bytes: u64,
@@ -72,7 +72,7 @@ pub struct DriverComponent {
 
 pub struct DriverLimits {
     pub env: Vec<(String, String)>,
-    pub memory_bytes: u64,
+    pub memory: crate::memory::Cap,
     pub deadline: Duration,
     pub max_reply_bytes: u64,
     pub network: NetPolicy,
@@ -105,7 +105,7 @@ impl DriverComponent {
             pre,
             settings,
             env: limits.env,
-            memory_bytes: limits.memory_bytes,
+            memory: limits.memory.clone(),
             deadline: limits.deadline,
             max_reply_bytes: limits.max_reply_bytes,
             network: Arc::new(limits.network),
@@ -121,7 +121,7 @@ impl DriverComponent {
         let sandbox = Sandbox::new(&Grants {
             workdir: None,
             env: self.env.clone(),
-            memory_bytes: self.memory_bytes,
+            memory: self.memory.clone(),
             deadline: self.deadline,
             output: self.output.clone(),
         })

@@ -1,8 +1,10 @@
 //! One wasmtime Engine per process, components compiled once and cached on disk, and
 //! the check that a component targets a world (and version) this host serves.
 
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
@@ -17,6 +19,9 @@ pub const TICKS_PER_SECOND: u64 = 20;
 pub struct Engine {
     engine: wasmtime::Engine,
     cache_dir: Option<PathBuf>,
+    /// Components compiled or loaded by this process, by cache key: every capsule
+    /// `mur serve` hosts with the same component shares one compiled copy.
+    loaded: Mutex<HashMap<String, Component>>,
 }
 
 impl Engine {
@@ -53,6 +58,7 @@ impl Engine {
         Ok(Engine {
             engine,
             cache_dir: cache_dir(),
+            loaded: Mutex::new(HashMap::new()),
         })
     }
 
@@ -63,10 +69,21 @@ impl Engine {
     /// Compiles `bytes`, or loads the compiled form cached by an earlier run. A cache
     /// that cannot be read or written only costs a compile.
     pub fn load(&self, bytes: &[u8], label: &str) -> Result<Component, Error> {
-        let cached = self
-            .cache_dir
-            .as_ref()
-            .map(|dir| dir.join(self.cache_key(bytes)));
+        let key = self.cache_key(bytes);
+        if let Some(component) = self.in_memory().get(&key) {
+            return Ok(component.clone());
+        }
+        let component = self.load_uncached(bytes, label, &key)?;
+        self.in_memory().insert(key, component.clone());
+        Ok(component)
+    }
+
+    fn in_memory(&self) -> std::sync::MutexGuard<'_, HashMap<String, Component>> {
+        self.loaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn load_uncached(&self, bytes: &[u8], label: &str, key: &str) -> Result<Component, Error> {
+        let cached = self.cache_dir.as_ref().map(|dir| dir.join(key));
         if let Some(path) = cached.as_deref().filter(|p| p.exists()) {
             // SAFETY: the file was written by `Component::serialize` of an engine with the
             // same compatibility hash (it is in the name), in the user's own cache dir.

@@ -74,7 +74,7 @@ pub struct StagedHook {
 pub struct Places {
     pub hooks_dir: PathBuf,
     pub logs_dir: PathBuf,
-    pub memory_bytes: u64,
+    pub memory: crate::memory::Cap,
 }
 
 struct Loaded {
@@ -84,7 +84,7 @@ struct Loaded {
     /// `capabilities.filesystem.scope`: a folder under `hooks_dir`, this hook's alone.
     scope: Option<String>,
     hooks_dir: PathBuf,
-    memory_bytes: u64,
+    memory: crate::memory::Cap,
     log: PathBuf,
     output: guest_log::Target,
 }
@@ -145,7 +145,7 @@ impl Hooks {
                 hooks_dir: places.hooks_dir.clone(),
                 log: places.logs_dir.join(format!("hook-{}.log", hook.name)),
                 output: guest_log::Target::hook(&places.logs_dir, &hook.name),
-                memory_bytes: places.memory_bytes,
+                memory: places.memory.clone(),
                 name: hook.name.clone(),
                 contract: hook.contract.clone(),
                 pre,
@@ -281,7 +281,7 @@ impl Loaded {
         let sandbox = Sandbox::new(&Grants {
             workdir: scope.as_ref().map(Rooted::fd_path).as_deref(),
             env: Vec::new(),
-            memory_bytes: self.memory_bytes,
+            memory: self.memory.clone(),
             deadline: self.deadline(),
             output: self.output.clone(),
         })

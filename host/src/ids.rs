@@ -10,6 +10,11 @@ pub fn session() -> String {
     mint("ses_")
 }
 
+/// A capsule hosted by `mur serve`: its address's path segment.
+pub fn capsule() -> String {
+    mint("cap_")
+}
+
 pub fn task() -> String {
     mint("tsk_")
 }

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use mur::{cli, client, run};
+use mur::{cli, client, run, serve};
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
@@ -20,6 +20,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             cli::Command::Run(args) => run::run(args).await,
+            cli::Command::Serve(args) => serve::serve(args).await,
             cli::Command::Watch(args) => client::watch(args).await,
             cli::Command::Stop(args) => client::stop(args).await,
         }

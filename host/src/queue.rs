@@ -283,6 +283,11 @@ impl Queue {
     }
 
     /// The tasks still waiting, taken out (the session is ending without them).
+    /// How many tasks wait in the queue.
+    pub fn waiting(&self) -> usize {
+        self.state().lanes.iter().map(|lane| lane.len()).sum()
+    }
+
     pub fn drain(&self) -> Vec<Pending> {
         let mut state = self.state();
         state

@@ -6,17 +6,18 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
-use wasmtime::{Store, StoreLimits, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime::{Store, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView};
 
 use crate::error::Error;
 use crate::guest_log::{self, Output};
+use crate::memory::{Cap, Limiter};
 
 /// What every guest store carries besides its own state.
 pub struct Sandbox {
     wasi: WasiCtx,
     table: ResourceTable,
-    pub limits: StoreLimits,
+    pub limits: Limiter,
     /// Where the epoch deadline counts from: the call's (or the loop's task's) start.
     pub running_since: Instant,
     pub deadline: Duration,
@@ -29,7 +30,7 @@ pub struct Grants<'a> {
     /// Preopened as `/`; `None` means no filesystem at all.
     pub workdir: Option<&'a Path>,
     pub env: Vec<(String, String)>,
-    pub memory_bytes: u64,
+    pub memory: Cap,
     pub deadline: Duration,
     /// Where the component's stdout and stderr go (`logs/<component>.log`).
     pub output: guest_log::Target,
@@ -62,14 +63,10 @@ impl Sandbox {
                     )
                 })?;
         }
-        let memory = usize::try_from(grants.memory_bytes).unwrap_or(usize::MAX);
         Ok(Sandbox {
             wasi: builder.build(),
             table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(memory)
-                .instances(64)
-                .build(),
+            limits: Limiter::new(&grants.memory),
             running_since: Instant::now(),
             deadline: grants.deadline,
             _output: output,

@@ -1,5 +1,7 @@
 //! The capsule's A2A address: JSON-RPC over `POST /`, with `message/stream` and
-//! `stream/watch` answered as server-sent events.
+//! `stream/watch` answered as server-sent events. `mur run` mounts one capsule at `/`;
+//! `mur serve` mounts a [`Router`] that finds the capsule a path names (and answers
+//! its own routes).
 //!
 //! The seed's event stream is an HTTP/1.1 body with exactly three headers and no
 //! framing: it ends when the connection closes. hyper always chunk-encodes an
@@ -52,7 +54,123 @@ pub struct Served {
     pub control: Arc<Control>,
 }
 
-pub async fn serve(listener: TcpListener, served: Arc<Served>) {
+/// What one listener serves.
+#[derive(Clone)]
+pub enum Mount {
+    /// One capsule, at `/`.
+    One(Arc<Served>),
+    /// Whatever the router finds for each path.
+    Many(Arc<dyn Router>),
+}
+
+/// Finds what a request is for, under `mur serve`.
+pub trait Router: Send + Sync + 'static {
+    /// A connection was accepted: its slot, or the reply that refuses it.
+    fn admit(&self) -> Result<Slot, Reply>;
+    /// Where a request goes.
+    fn route(&self, request: &Request) -> Route;
+    /// A request the router answers itself (`Route::Answer`).
+    fn answer(self: Arc<Self>, request: Request) -> BoxFuture<Reply>;
+}
+
+pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+/// Where a request goes.
+pub enum Route {
+    /// A capsule's address, with the slot its connection holds.
+    Capsule(Arc<Served>, Slot),
+    /// The router answers it (`Router::answer`).
+    Answer,
+    /// Refused as it stands.
+    Refuse(Reply),
+}
+
+/// A counted place (an open connection): given back when dropped.
+pub struct Slot(Option<Arc<std::sync::atomic::AtomicUsize>>);
+
+impl Slot {
+    /// A place under `limit` in `count`, if one is free.
+    pub fn take(count: &Arc<std::sync::atomic::AtomicUsize>, limit: usize) -> Option<Slot> {
+        use std::sync::atomic::Ordering;
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Slot(Some(count.clone())))
+    }
+
+    /// A slot nothing counts.
+    pub fn free() -> Slot {
+        Slot(None)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some(count) = &self.0 {
+            count.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        }
+    }
+}
+
+/// A whole response, written and then the connection closed.
+pub struct Reply {
+    pub status: &'static str,
+    pub content_type: &'static str,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn json(status: &'static str, body: &Value) -> Reply {
+        Reply {
+            status,
+            content_type: "application/json",
+            headers: Vec::new(),
+            body: body.to_string().into_bytes(),
+        }
+    }
+
+    pub fn text(status: &'static str, content_type: &'static str, body: String) -> Reply {
+        Reply {
+            status,
+            content_type,
+            headers: Vec::new(),
+            body: body.into_bytes(),
+        }
+    }
+
+    /// The seed's plain HTTP error: no body.
+    pub fn status(status: &'static str) -> Reply {
+        Reply {
+            status,
+            content_type: "",
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
+    async fn write(self, socket: &mut TcpStream) {
+        let mut head = format!("HTTP/1.1 {}\r\n", self.status);
+        if !self.content_type.is_empty() {
+            head.push_str(&format!("content-type: {}\r\n", self.content_type));
+        }
+        for (name, value) in &self.headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str(&format!(
+            "content-length: {}\r\nconnection: close\r\n\r\n",
+            self.body.len()
+        ));
+        let mut bytes = head.into_bytes();
+        bytes.extend_from_slice(&self.body);
+        let _ = socket.write_all(&bytes).await;
+        let _ = socket.shutdown().await;
+    }
+}
+
+pub async fn serve(listener: TcpListener, mount: Mount) {
     loop {
         let Ok((socket, _)) = listener.accept().await else {
             // Out of file descriptors and the like: wait, then keep serving.
@@ -60,27 +178,19 @@ pub async fn serve(listener: TcpListener, served: Arc<Served>) {
             continue;
         };
         let _ = socket.set_nodelay(true);
-        tokio::spawn(handle(socket, served.clone()));
+        tokio::spawn(dispatch(socket, mount.clone()));
     }
 }
 
-struct Request {
-    method: String,
-    path: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Request {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-async fn handle(mut socket: TcpStream, served: Arc<Served>) {
+/// Reads the request, then hands it to the capsule it is for (or the router).
+async fn dispatch(mut socket: TcpStream, mount: Mount) {
+    let slot = match &mount {
+        Mount::One(_) => Slot::free(),
+        Mount::Many(router) => match router.admit() {
+            Ok(slot) => slot,
+            Err(reply) => return reply.write(&mut socket).await,
+        },
+    };
     // Boxed: its read buffers are freed once the request is in, instead of staying in
     // every long-lived event stream's future.
     let request = match timeout(READ_TIMEOUT, Box::pin(read_request(&mut socket))).await {
@@ -88,11 +198,44 @@ async fn handle(mut socket: TcpStream, served: Arc<Served>) {
         Ok(Err(status)) => return reply_status(&mut socket, status).await,
         Err(_) => return reply_status(&mut socket, "408 Request Timeout").await,
     };
+    match mount {
+        Mount::One(served) if request.path == "/" => handle(socket, request, &served).await,
+        Mount::One(_) => reply_status(&mut socket, "404 Not Found").await,
+        Mount::Many(router) => match router.route(&request) {
+            Route::Capsule(served, capsule_slot) => {
+                let _held = (slot, capsule_slot);
+                handle(socket, request, &served).await
+            }
+            Route::Answer => router.answer(request).await.write(&mut socket).await,
+            Route::Refuse(reply) => reply.write(&mut socket).await,
+        },
+    }
+}
+
+/// An HTTP request as read: its head, and the whole body.
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A request to a capsule's address (its path already matched).
+async fn handle(mut socket: TcpStream, request: Request, served: &Served) {
     let is_json = request
         .header("content-type")
         .and_then(|v| v.split(';').next())
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
-    if request.method != "POST" || request.path != "/" || !is_json || request.body.is_empty() {
+    if request.method != "POST" || !is_json || request.body.is_empty() {
         return reply_status(&mut socket, "404 Not Found").await;
     }
     let call: Value = match serde_json::from_slice(&request.body) {
@@ -103,13 +246,13 @@ async fn handle(mut socket: TcpStream, served: Arc<Served>) {
     };
     let id = call.get("id").cloned().unwrap_or(Value::Null);
     match call.get("method").and_then(Value::as_str) {
-        Some("stream/watch") => watch(socket, &request, &served).await,
+        Some("stream/watch") => watch(socket, &request, served).await,
         Some("message/stream") if served.queue.policy().acceptance == Acceptance::None => {
             reply_json(&mut socket, rpc_error(&id, -32601, "Method not found")).await
         }
         Some("message/stream") => {
             let params = call.get("params").cloned().unwrap_or(Value::Null);
-            message_stream(socket, &request, &served, params).await
+            message_stream(socket, &request, served, params).await
         }
         Some("tasks/cancel") => {
             reply_json(

@@ -112,7 +112,7 @@ pub struct ContextPolicy {
 /// What the session loop component may see.
 pub struct LoopGrants {
     pub env: Vec<(String, String)>,
-    pub memory_bytes: u64,
+    pub memory: crate::memory::Cap,
     pub deadline: Duration,
 }
 
@@ -413,7 +413,7 @@ impl LoopComponent {
         let sandbox = match Sandbox::new(&Grants {
             workdir: Some(&session.workdir.root),
             env: grants.env.clone(),
-            memory_bytes: grants.memory_bytes,
+            memory: grants.memory.clone(),
             deadline: grants.deadline,
             output: guest_log::Target::session_loop(&session.workdir.logs_dir()),
         }) {

@@ -99,7 +99,7 @@ pub struct ToolGrants {
     pub env: Vec<(String, String)>,
     /// What shell commands see: those, and a PATH to find programs.
     pub shell_env: Vec<(String, String)>,
-    pub memory_bytes: u64,
+    pub memory: crate::memory::Cap,
     pub deadline: Duration,
     /// `lifecycle.shell_grace_secs`: how long a shell command holds the turn.
     pub shell_grace: Duration,
@@ -297,7 +297,7 @@ impl Tools {
         let sandbox = Sandbox::new(&Grants {
             workdir,
             env: self.grants.env.clone(),
-            memory_bytes: self.grants.memory_bytes,
+            memory: self.grants.memory.clone(),
             deadline: self.grants.deadline,
             output: guest_log::Target::tool(&self.grants.logs_dir, name),
         })

@@ -211,7 +211,7 @@ fn resolved(path: &Path) -> PathBuf {
     }
 }
 
-fn murmur_home() -> PathBuf {
+pub fn murmur_home() -> PathBuf {
     if let Some(home) = std::env::var_os("MURMUR_HOME").filter(|h| !h.is_empty()) {
         return absolute(Path::new(&home));
     }

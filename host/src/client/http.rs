@@ -35,10 +35,11 @@ pub(super) async fn connect(address: &Address) -> io::Result<TcpStream> {
     }
 }
 
-/// A JSON-RPC call as `POST /`, with any extra headers.
+/// A JSON-RPC call as a `POST` to the address's path, with any extra headers.
 pub(super) fn request(address: &Address, extra: &[(&str, &str)], body: &str) -> Vec<u8> {
     let mut text = format!(
-        "POST / HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",
+        "POST {} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",
+        address.path,
         address.authority,
         body.len()
     );
@@ -48,6 +49,26 @@ pub(super) fn request(address: &Address, extra: &[(&str, &str)], body: &str) -> 
     text.push_str("\r\n");
     text.push_str(body);
     text.into_bytes()
+}
+
+/// `Authorization: Bearer <token>` when there is a token.
+pub(super) fn bearer(token: Option<&str>) -> Option<String> {
+    token.map(|t| format!("Bearer {}", t.trim()))
+}
+
+/// What a 401 means to the user of a client command.
+pub(super) fn unauthorized(label: &str, token: Option<&str>) -> crate::error::Error {
+    let (what, hint) = match token {
+        None => (
+            "asks for a token",
+            "pass the token mur serve returned when the capsule was created: --token TOKEN",
+        ),
+        Some(_) => (
+            "refused the token",
+            "check --token: it must be the token returned when this capsule was created",
+        ),
+    };
+    crate::error::Error::new("E-IO-004", format!("{label} {what} (401 Unauthorized)")).hint(hint)
 }
 
 /// A response's status and headers.

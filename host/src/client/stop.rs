@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep, timeout};
 
-use super::http::{HeadError, connect, read_head, request};
+use super::http::{HeadError, bearer, connect, read_head, request, unauthorized};
 use crate::address::Address;
 use crate::cli::StopArgs;
 use crate::error::Error;
@@ -23,6 +23,8 @@ const POLL_EVERY: Duration = Duration::from_millis(50);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// The hint for an address whose answer is not a capsule's answer to `murmur/stop`.
 const NOT_A_CAPSULE: &str = "is this a mur capsule's address? it must answer murmur/stop";
+/// A call every capsule answers (with "Method not found") while it serves.
+const PROBE_BODY: &str = r#"{"jsonrpc":"2.0","id":0,"method":"murmur/still-there"}"#;
 const STOP_BODY: &str = r#"{"jsonrpc":"2.0","id":1,"method":"murmur/stop","params":{}}"#;
 
 fn no_capsule(address: &Address, e: &io::Error) -> Error {
@@ -55,13 +57,15 @@ fn not_ended(address: &Address, why: &str) -> Error {
 }
 
 /// Sends `murmur/stop` and returns the session id the capsule says it stopped.
-async fn ask_to_stop(address: &Address) -> Result<String, Error> {
+async fn ask_to_stop(address: &Address, token: Option<&str>) -> Result<String, Error> {
+    let auth = bearer(token);
+    let headers: Vec<(&str, &str)> = auth.as_deref().map(|a| ("authorization", a)).into_iter().collect();
     let mut socket = connect(address)
         .await
         .map_err(|e| no_capsule(address, &e))?;
     let exchange = async {
         socket
-            .write_all(&request(address, &[], STOP_BODY))
+            .write_all(&request(address, &headers, STOP_BODY))
             .await
             .map_err(|e| HeadError::Closed(Some(e)))?;
         let (head, mut body) = read_head(&mut socket).await?;
@@ -95,6 +99,9 @@ async fn ask_to_stop(address: &Address) -> Result<String, Error> {
         Ok(Err(HeadError::Malformed(why))) => return Err(not_ended(address, &why)),
         Ok(Ok(answer)) => answer,
     };
+    if head.code == 401 {
+        return Err(unauthorized(&address.typed, token));
+    }
     if head.code != 200 {
         return Err(
             not_ended(address, &format!("it answered {}", head.status_line)).hint(NOT_A_CAPSULE),
@@ -120,11 +127,37 @@ async fn ask_to_stop(address: &Address) -> Result<String, Error> {
     Err(not_ended(address, &why).hint(NOT_A_CAPSULE))
 }
 
+/// Whether the capsule still serves: under `mur run` its port still accepts (the
+/// process has not exited); a capsule `mur serve` hosts has ended its session once
+/// its address stops answering a call with 200.
+async fn still_serves(address: &Address, token: Option<&str>) -> bool {
+    let probe = async {
+        let mut socket = TcpStream::connect((address.host.as_str(), address.port)).await?;
+        if address.path == "/" {
+            return Ok(true);
+        }
+        let auth = bearer(token);
+        let headers: Vec<(&str, &str)> = auth.as_deref().map(|a| ("authorization", a)).into_iter().collect();
+        socket.write_all(&request(address, &headers, PROBE_BODY)).await?;
+        match read_head(&mut socket).await {
+            Ok((head, _)) => Ok(head.code == 200),
+            Err(_) => Ok(false),
+        }
+    };
+    match timeout(PROBE_TIMEOUT, probe).await {
+        Ok(Ok(serves)) => serves,
+        Ok(Err::<_, io::Error>(_)) => false,
+        // No answer within the probe's time: count it as still there, and look again.
+        Err(_) => true,
+    }
+}
+
 /// Asks the capsule at `args.address` to stop, then waits up to `args.timeout` seconds for
 /// its address to stop answering.
 pub async fn stop(args: StopArgs) -> Result<ExitCode, Error> {
     let address = args.address;
-    let session = ask_to_stop(&address).await?;
+    let token = args.token.as_deref();
+    let session = ask_to_stop(&address, token).await?;
     let mut out = io::stdout();
     let _ = writeln!(out, "stopped: {session}");
     let _ = out.flush();
@@ -135,15 +168,8 @@ pub async fn stop(args: StopArgs) -> Result<ExitCode, Error> {
     // answering when the process is done serving.
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
     loop {
-        let probe = timeout(
-            PROBE_TIMEOUT,
-            TcpStream::connect((address.host.as_str(), address.port)),
-        )
-        .await;
-        match probe {
-            Ok(Ok(socket)) => drop(socket),
-            Ok(Err(_)) => break,
-            Err(_) => {}
+        if !still_serves(&address, token).await {
+            break;
         }
         if Instant::now() >= deadline {
             return Err(not_ended(

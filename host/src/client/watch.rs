@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::http::{HeadError, connect, read_head, request};
+use super::http::{HeadError, connect, read_head, request, bearer, unauthorized};
 use super::printer::{Flow, Printer};
 use crate::cli::WatchArgs;
 use crate::error::Error;
@@ -42,8 +42,11 @@ pub async fn watch(args: WatchArgs) -> Result<ExitCode, Error> {
     let mut socket = connect(&address)
         .await
         .map_err(|e| connect_failed(label, &e))?;
+    let auth = bearer(args.token.as_deref());
+    let mut headers = vec![("last-event-id", "0")];
+    headers.extend(auth.as_deref().map(|a| ("authorization", a)));
     let sent = socket
-        .write_all(&request(&address, &[("last-event-id", "0")], WATCH_BODY))
+        .write_all(&request(&address, &headers, WATCH_BODY))
         .await;
     if sent.is_err() {
         return Err(lost(label, None));
@@ -59,6 +62,9 @@ pub async fn watch(args: WatchArgs) -> Result<ExitCode, Error> {
             .hint(CHECK_ADDRESS));
         }
     };
+    if head.code == 401 {
+        return Err(unauthorized(label, args.token.as_deref()));
+    }
     if head.code != 200 {
         return Err(Error::new(
             "E-IO-003",

@@ -8,7 +8,6 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::stage::{Staged, granted_env};
-use crate::cli::RunArgs;
 use crate::confine::{self, Class, Jail, proxy};
 use crate::control::{Control, FinishedTasks, RunningTask};
 use crate::detached::Registry;
@@ -31,7 +30,7 @@ use crate::workdir::Workdir;
 
 /// What `mur run` keeps of the session while its loop runs it: to serve the address,
 /// report, and wind the session down.
-pub(super) struct Launched {
+pub struct Launched {
     pub session_id: String,
     pub workdir: Arc<Workdir>,
     pub trace: Arc<SessionTrace>,
@@ -60,6 +59,7 @@ pub(super) async fn open_session(
         driver_label,
         mut tools,
         hooks,
+        memory,
     } = staged;
     workdir.create()?;
     let (verdicts, verdicts_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -127,7 +127,7 @@ pub(super) async fn open_session(
         root: workdir.root.clone(),
         limit: m.capabilities.limits.workdir_bytes,
     };
-    let settings = settings(m, &workdir);
+    let settings = settings(m, &workdir, memory);
     let threads = (m.lifecycle.conversation == Conversation::Threaded)
         .then(|| Threads::new(workdir.conversations_dir()));
     let workdir = Arc::new(workdir);
@@ -202,7 +202,7 @@ pub(super) async fn open_session(
 }
 
 /// What the manifest fixes for the loop's host.
-fn settings(m: &Manifest, workdir: &Workdir) -> Settings {
+fn settings(m: &Manifest, workdir: &Workdir, memory: crate::memory::Cap) -> Settings {
     Settings {
         request: request::Base {
             model: m.inference.model.clone(),
@@ -222,7 +222,7 @@ fn settings(m: &Manifest, workdir: &Workdir) -> Settings {
         },
         grants: LoopGrants {
             env: granted_env(m),
-            memory_bytes: m.capabilities.memory_bytes,
+            memory,
             deadline: Duration::from_secs(m.capabilities.deadline_seconds),
         },
         limits: m.capabilities.limits,
@@ -248,7 +248,7 @@ fn jail_declared(m: &Manifest) -> Class {
 /// this kernel. `None` when the capsule has no shell.
 pub(super) fn plan_shell(
     m: &Manifest,
-    args: &RunArgs,
+    raised: Option<Class>,
     workdir: &Workdir,
 ) -> Result<Option<Jail>, Error> {
     if m.capabilities.shell_allow.is_empty() {
@@ -257,7 +257,7 @@ pub(super) fn plan_shell(
     let c = &m.capabilities;
     let policy = confine::ShellPolicy {
         declared: jail_declared(m),
-        raised: args.containment.map(Class::from),
+        raised,
         network: c.shell_network,
         workdir_exec: c.workdir_exec,
         limits: confine::Limits {

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 
 use super::stage::read_component;
 use crate::builtin;
-use crate::cli::RunArgs;
 use crate::error::Error;
 use crate::manifest::Manifest;
 
@@ -21,7 +20,7 @@ enum Origin {
 /// The loop's identity: `name` and `version` go on `session_start` (`loop`,
 /// `loop_version`) and the `--json` launch line; `label` names it in errors.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct LoopIdentity {
+pub struct LoopIdentity {
     pub name: String,
     pub version: Option<String>,
     pub label: String,
@@ -81,8 +80,11 @@ impl LoopIdentity {
 
 /// The loop's component bytes and identity. The manifest checked at load that its loop
 /// artifact exists; the bytes are read here, before anything is created.
-pub(super) fn choose(m: &Manifest, args: &RunArgs) -> Result<(Vec<u8>, LoopIdentity), Error> {
-    if let Some(path) = &args.loop_path {
+pub(super) fn choose(
+    m: &Manifest,
+    loop_path: Option<&Path>,
+) -> Result<(Vec<u8>, LoopIdentity), Error> {
+    if let Some(path) = loop_path {
         let identity = LoopIdentity::path(path);
         return Ok((read_component(path, &identity.label)?, identity));
     }

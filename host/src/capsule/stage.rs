@@ -11,12 +11,12 @@ use serde_json::json;
 use super::chosen_loop::{self, LoopIdentity};
 use crate::bindings::driver::exports::murmur::driver::inference::Settings;
 use crate::builtin;
-use crate::cli::RunArgs;
 use crate::driver::{DriverComponent, DriverLimits};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::hooks::{self, Hooks};
 use crate::manifest::{self, DriverRef, Manifest, Runtime};
+use crate::memory::Cap;
 use crate::murmur_md;
 use crate::outbound;
 use crate::session::LoopComponent;
@@ -32,16 +32,23 @@ pub(super) struct Staged {
     pub driver_label: String,
     pub tools: Tools,
     pub hooks: Hooks,
+    /// Every instance's memory cap, and the capsule's shared budget.
+    pub memory: Cap,
 }
 
 pub(super) async fn stage(
     engine: &Engine,
     m: &Manifest,
-    args: &RunArgs,
+    loop_path: Option<&Path>,
     workdir: &Workdir,
     wire: &Arc<Wire>,
+    shared_memory: Option<Arc<crate::memory::Budget>>,
 ) -> Result<(LoopComponent, Staged), Error> {
-    let (loop_bytes, session_loop) = chosen_loop::choose(m, args)?;
+    let memory = Cap {
+        each: m.capabilities.memory_bytes,
+        shared: shared_memory,
+    };
+    let (loop_bytes, session_loop) = chosen_loop::choose(m, loop_path)?;
     let (driver_bytes, driver_label, driver_config) = driver_source(m)?;
     let mut sources = vec![
         (loop_bytes, session_loop.label.clone()),
@@ -80,7 +87,7 @@ pub(super) async fn stage(
         driver_settings(m, &driver_config),
         DriverLimits {
             env: granted_env(m),
-            memory_bytes: m.capabilities.memory_bytes,
+            memory: memory.clone(),
             deadline: Duration::from_secs(m.capabilities.deadline_seconds),
             max_reply_bytes: m.capabilities.limits.max_driver_reply_bytes,
             network: outbound::NetPolicy {
@@ -98,7 +105,7 @@ pub(super) async fn stage(
         shell_logs_dir: workdir.shell_logs_dir(),
         env: granted_env(m),
         shell_env: shell_env(m),
-        memory_bytes: m.capabilities.memory_bytes,
+        memory: memory.clone(),
         deadline: Duration::from_secs(m.capabilities.deadline_seconds),
         shell_grace: Duration::from_secs(m.lifecycle.shell_grace_secs),
         max_result_bytes: m.capabilities.limits.max_tool_result_bytes,
@@ -139,7 +146,7 @@ pub(super) async fn stage(
         &hooks::Places {
             hooks_dir: workdir.hooks_dir(),
             logs_dir: workdir.logs_dir(),
-            memory_bytes: m.capabilities.memory_bytes,
+            memory: memory.clone(),
         },
     )?;
     let staged = Staged {
@@ -148,6 +155,7 @@ pub(super) async fn stage(
         driver_label,
         tools,
         hooks,
+        memory,
     };
     Ok((loop_component, staged))
 }

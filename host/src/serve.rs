@@ -1,0 +1,270 @@
+//! `mur serve`: one process hosting many capsules behind one address. Each capsule is
+//! served at `/c/<id>/` exactly as `mur run` serves one at `/`; the operator manages
+//! them through `/admin/`; `/healthz` and `/metrics` are for the machinery around it.
+//! The registry lives in `--data`, so a restart brings every capsule back.
+
+mod admin;
+mod fleet;
+mod metrics;
+mod registry;
+mod token;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::net::TcpListener;
+
+use crate::cli::ServeArgs;
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::server::{self, BoxFuture, Mount, Reply, Request, Route, Router, Slot};
+use fleet::{Ceilings, Fleet};
+use registry::Registry;
+
+pub async fn serve(args: ServeArgs) -> Result<ExitCode, Error> {
+    let data = data_dir(&args)?;
+    let admin_file = data.join("admin-token");
+    let admin = token::admin(&admin_file)?;
+    let registry = Registry::open(&data)?;
+    raise_open_files();
+    let engine = Engine::new()?;
+    let listener = TcpListener::bind((args.bind, args.port))
+        .await
+        .map_err(|e| {
+            Error::new(
+                "E-SERVE-004",
+                format!("could not listen on {}:{}: {e}", args.bind, args.port),
+            )
+            .hint("pick another --port (0 takes any free port) or stop what holds it")
+        })?;
+    let address = listener
+        .local_addr()
+        .map_err(|e| Error::new("E-SERVE-004", format!("could not read the bound address: {e}")))?;
+    let base_url = format!("http://{address}");
+    let ceilings = Ceilings {
+        capsules: usize::try_from(args.max_capsules).unwrap_or(usize::MAX),
+        connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+    };
+    let fleet = Arc::new(Fleet::new(engine, registry, base_url.clone(), admin, ceilings));
+    let server = tokio::spawn(server::serve(listener, Mount::Many(fleet.clone())));
+    let problems = fleet.restore().await;
+    announce(&args, &base_url, &data, &admin_file, fleet.all().len());
+    for problem in problems {
+        eprintln!("warning[W-SERVE-001]: a capsule was not brought back: {problem}");
+    }
+    wait_for_signal().await;
+    eprintln!(
+        "[murmur] draining: new requests are refused; running tasks have {}s to finish",
+        args.drain_secs
+    );
+    drain(&fleet, Duration::from_secs(args.drain_secs)).await;
+    server.abort();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--data`, else `$MURMUR_HOME/serve`; created owner-only.
+fn data_dir(args: &ServeArgs) -> Result<PathBuf, Error> {
+    let dir = match &args.data {
+        Some(dir) => std::path::absolute(dir).unwrap_or_else(|_| dir.clone()),
+        None => crate::workdir::murmur_home().join("serve"),
+    };
+    let created = std::fs::create_dir_all(&dir).and_then(|()| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+    });
+    created.map_err(|e| {
+        Error::new(
+            "E-SERVE-001",
+            format!("could not create the data folder {}: {e}", dir.display()),
+        )
+        .hint("pass --data DIR on a writable disk")
+    })?;
+    Ok(dir)
+}
+
+/// Thousands of capsules hold thousands of files open (traces, logs, journals).
+fn raise_open_files() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct given.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
+fn announce(args: &ServeArgs, url: &str, data: &std::path::Path, admin: &std::path::Path, n: usize) {
+    if args.json {
+        let line = json!({
+            "address": url,
+            "data": data,
+            "admin_token_file": admin,
+            "capsules": n,
+            "pid": std::process::id(),
+        });
+        println!("{line}");
+        return;
+    }
+    println!("murmur: serving {url}");
+    println!("data:        {}", data.display());
+    println!("admin token: {}", admin.display());
+    println!("capsules:    {n}");
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        // Without signal handlers the server runs until it is killed.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+/// Refuses new requests, lets running tasks finish for at most `limit`, then stops
+/// every capsule (canceling what still runs). Stopped this way a capsule is not
+/// marked stopped: the next start brings it back.
+async fn drain(fleet: &Arc<Fleet>, limit: Duration) {
+    fleet.draining.store(true, Ordering::Release);
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline && fleet.all().iter().any(|h| h.busy()) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let stops = fleet
+        .all()
+        .into_iter()
+        .map(|hosted| {
+            let fleet = fleet.clone();
+            async move { fleet.stop(&hosted, Duration::from_secs(5)).await }
+        })
+        .collect::<Vec<_>>();
+    futures_util::future::join_all(stops).await;
+}
+
+/// The body every refused token gets, whatever was wrong with it.
+const UNAUTHORIZED: &str =
+    r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Unauthorized"}}"#;
+
+pub(crate) fn unauthorized() -> Reply {
+    Reply {
+        status: "401 Unauthorized",
+        content_type: "application/json",
+        headers: vec![("www-authenticate", "Bearer".to_string())],
+        body: UNAUTHORIZED.as_bytes().to_vec(),
+    }
+}
+
+/// A JSON-RPC-shaped refusal for a capsule's address.
+fn refused(status: &'static str, message: String) -> Reply {
+    Reply::json(
+        status,
+        &json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": message}}),
+    )
+}
+
+impl Router for Fleet {
+    fn admit(&self) -> Result<Slot, Reply> {
+        Slot::take(&self.connections, self.ceilings.connections).ok_or_else(|| {
+            refused(
+                "503 Service Unavailable",
+                format!(
+                    "the server holds its ceiling of {} connections; retry later",
+                    self.ceilings.connections
+                ),
+            )
+        })
+    }
+
+    fn route(&self, request: &Request) -> Route {
+        let path = request.path.as_str();
+        if let Some(rest) = path.strip_prefix("/c/") {
+            return self.capsule_route(request, rest);
+        }
+        let bare = path.split('?').next().unwrap_or_default();
+        if matches!(bare, "/healthz" | "/metrics") || bare == "/admin" || bare.starts_with("/admin/")
+        {
+            return Route::Answer;
+        }
+        Route::Refuse(Reply::status("404 Not Found"))
+    }
+
+    fn answer(self: Arc<Self>, request: Request) -> BoxFuture<Reply> {
+        Box::pin(async move {
+            let bare = request.path.split('?').next().unwrap_or_default();
+            match (request.method.as_str(), bare) {
+                ("GET", "/healthz") => self.health(),
+                ("GET", "/metrics") => Reply::text(
+                    "200 OK",
+                    "text/plain; version=0.0.4",
+                    metrics::render(&self),
+                ),
+                (_, "/healthz" | "/metrics") => Reply::status("405 Method Not Allowed"),
+                _ => admin::answer(&self, request).await,
+            }
+        })
+    }
+}
+
+impl Fleet {
+    /// `/c/<rest>`: the capsule's address is exactly `/c/<id>/`; anything longer or
+    /// shorter is not found, as anything but `/` is for `mur run`.
+    fn capsule_route(&self, request: &Request, rest: &str) -> Route {
+        let not_found = || Route::Refuse(Reply::status("404 Not Found"));
+        let Some(id) = rest.strip_suffix('/').filter(|id| registry::is_id(id)) else {
+            return not_found();
+        };
+        let Some(hosted) = self.get(id) else {
+            return not_found();
+        };
+        if !hosted.admits(request.header("authorization")) {
+            return Route::Refuse(unauthorized());
+        }
+        if self.draining.load(Ordering::Acquire) {
+            return Route::Refuse(refused(
+                "503 Service Unavailable",
+                "the server is shutting down; retry at the same address once it is back".into(),
+            ));
+        }
+        let served = match hosted.served() {
+            Ok(served) => served,
+            Err(why) => {
+                return Route::Refuse(refused(
+                    "503 Service Unavailable",
+                    format!("capsule {id} {why}"),
+                ));
+            }
+        };
+        let limit = hosted.entry().limits.connections.unwrap_or(usize::MAX);
+        match Slot::take(&hosted.connections, limit) {
+            Some(slot) => Route::Capsule(served, slot),
+            None => Route::Refuse(refused(
+                "429 Too Many Requests",
+                format!("capsule {id} holds its ceiling of {limit} connections; retry later"),
+            )),
+        }
+    }
+
+    fn health(&self) -> Reply {
+        if self.draining.load(Ordering::Acquire) {
+            return Reply::text("503 Service Unavailable", "text/plain", "draining\n".into());
+        }
+        if !self.restored.load(Ordering::Acquire) {
+            return Reply::text("503 Service Unavailable", "text/plain", "starting\n".into());
+        }
+        Reply::text("200 OK", "text/plain", "ok\n".into())
+    }
+}

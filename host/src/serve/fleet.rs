@@ -1,0 +1,444 @@
+//! The capsules one `mur serve` hosts: each one's phase, its address's token and
+//! connection count, and starting and stopping them. One engine and one component
+//! cache serve them all; each capsule has its own instances, workdir, queue, replay
+//! ring, memory budget and confined shell.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::metrics::Stats;
+use super::registry::{Entry, Registry};
+use super::token;
+use crate::capsule::{self, Launch, Options};
+use crate::confine::Class;
+use crate::control::{Control, FinishedTasks};
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::manifest::{self, Manifest};
+use crate::memory::Budget;
+use crate::server::Served;
+use crate::workdir::RecordsChoice;
+
+/// Server-wide ceilings, from the command line.
+#[derive(Clone, Copy)]
+pub struct Ceilings {
+    pub capsules: usize,
+    pub connections: usize,
+}
+
+pub struct Fleet {
+    pub engine: Engine,
+    pub registry: Registry,
+    /// `http://HOST:PORT`, which every capsule's address starts with.
+    pub base_url: String,
+    pub admin: token::Hash,
+    pub ceilings: Ceilings,
+    pub stats: Stats,
+    capsules: RwLock<HashMap<String, Arc<Hosted>>>,
+    /// Connections open to the listener.
+    pub connections: Arc<AtomicUsize>,
+    /// Creations in flight, counted against the capsule ceiling with those hosted.
+    creating: AtomicUsize,
+    pub draining: AtomicBool,
+    /// Every registered capsule has been brought back.
+    pub restored: AtomicBool,
+}
+
+/// One hosted capsule.
+pub struct Hosted {
+    pub id: String,
+    entry: Mutex<Entry>,
+    token: Option<token::Hash>,
+    /// Connections open to its address.
+    pub connections: Arc<AtomicUsize>,
+    phase: Mutex<Phase>,
+    /// Tasks its earlier sessions ran (the current one counts its own).
+    tasks_before: AtomicU64,
+}
+
+/// Where a capsule is in its life.
+enum Phase {
+    Starting,
+    Running(Live),
+    /// Its session ended by itself (a capsule that exits after its task).
+    Ended(String),
+    /// Stopped by the operator, or deleted.
+    Stopped,
+    /// It could not start (after a restart, say its manifest went missing).
+    Failed(String),
+}
+
+/// A running capsule's handles.
+struct Live {
+    name: String,
+    session_id: String,
+    served: Arc<Served>,
+    control: Arc<Control>,
+    finished: Arc<FinishedTasks>,
+    memory: Arc<Budget>,
+    /// Becomes true when the session has ended and wound down.
+    done: tokio::sync::watch::Receiver<bool>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Fleet {
+    pub fn new(
+        engine: Engine,
+        registry: Registry,
+        base_url: String,
+        admin: token::Hash,
+        ceilings: Ceilings,
+    ) -> Fleet {
+        Fleet {
+            engine,
+            registry,
+            base_url,
+            admin,
+            ceilings,
+            stats: Stats::default(),
+            capsules: RwLock::new(HashMap::new()),
+            connections: Arc::new(AtomicUsize::new(0)),
+            creating: AtomicUsize::new(0),
+            draining: AtomicBool::new(false),
+            restored: AtomicBool::new(false),
+        }
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<Hosted>> {
+        self.capsules
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(id)
+            .cloned()
+    }
+
+    /// Every hosted capsule, oldest first.
+    pub fn all(&self) -> Vec<Arc<Hosted>> {
+        let mut all: Vec<_> = self
+            .capsules
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        all.sort_by_key(|h| (h.created_at(), h.id.clone()));
+        all
+    }
+
+    pub fn address(&self, id: &str) -> String {
+        format!("{}/c/{id}/", self.base_url)
+    }
+
+    /// A place for one more capsule under the ceiling, held until `Reserved` drops.
+    pub fn reserve(&self) -> Option<Reserved<'_>> {
+        let hosted = self
+            .capsules
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
+        let creating = self.creating.fetch_add(1, Ordering::AcqRel);
+        let reserved = Reserved(&self.creating);
+        (hosted + creating < self.ceilings.capsules).then_some(reserved)
+    }
+
+    /// Registers and starts a new capsule. On failure nothing of it is left on disk.
+    pub async fn create(
+        self: &Arc<Self>,
+        entry: Entry,
+        token: Option<&str>,
+    ) -> Result<Arc<Hosted>, Error> {
+        let hosted = Arc::new(Hosted::new(entry, token.map(token::Hash::of)));
+        let started = self.registry.save(&hosted.entry()).and(Ok(()));
+        let started = match started {
+            Ok(()) => self.start(&hosted).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = started {
+            let _ = self.registry.remove(&hosted.id, true);
+            return Err(e);
+        }
+        self.insert(hosted.clone());
+        Ok(hosted)
+    }
+
+    fn insert(&self, hosted: Arc<Hosted>) {
+        self.capsules
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(hosted.id.clone(), hosted);
+    }
+
+    /// Brings back every capsule the registry holds: stopped ones stay stopped, the
+    /// others start again as a new session that resumes the last.
+    pub async fn restore(self: &Arc<Self>) -> Vec<String> {
+        let (entries, mut problems) = self.registry.load();
+        for entry in entries {
+            let token = entry
+                .token_sha256
+                .as_deref()
+                .map(|hex| token::Hash::from_hex(hex).ok_or(()));
+            let token = match token {
+                Some(Err(())) => {
+                    problems.push(format!("{}: its token hash is not valid", entry.id));
+                    continue;
+                }
+                Some(Ok(hash)) => Some(hash),
+                None => None,
+            };
+            let stopped = entry.stopped;
+            let hosted = Arc::new(Hosted::new(entry, token));
+            self.insert(hosted.clone());
+            if stopped {
+                hosted.set(Phase::Stopped);
+                continue;
+            }
+            if let Err(e) = self.start(&hosted).await {
+                problems.push(format!("{}: {e}", hosted.id));
+                hosted.set(Phase::Failed(e.to_string()));
+            }
+        }
+        self.restored.store(true, Ordering::Release);
+        problems
+    }
+
+    /// Stages, opens and runs the capsule's session; returns once it can take tasks.
+    pub async fn start(self: &Arc<Self>, hosted: &Arc<Hosted>) -> Result<(), Error> {
+        hosted.set(Phase::Starting);
+        let begun = Instant::now();
+        let entry = hosted.entry();
+        let m = Arc::new(load(&entry)?);
+        let memory = Budget::new(entry.limits.memory_bytes.unwrap_or(u64::MAX));
+        let (work, records) = (
+            self.registry.workdir(&entry.id),
+            self.registry.records(&entry.id),
+        );
+        // A capsule that ran before resumes its last session: what that session
+        // detached and never accounted for is reported lost.
+        let resume = crate::resume::find(&records, "@1").is_ok();
+        let options = Options {
+            records: RecordsChoice {
+                manifest_dir: &m.dir,
+                workdir: Some(&work),
+                records: Some(&records),
+            },
+            loop_path: None,
+            // An unconfined command could leave orphans to this process, where no
+            // capsule owns them: every shell here is at least scoped.
+            containment: Some(Class::Scoped),
+            launch: Launch::None,
+            resume: resume.then_some("@1"),
+            journal: Some(self.registry.journal(&entry.id)),
+            memory: Some(memory.clone()),
+        };
+        let staged = capsule::stage(&self.engine, m.clone(), options).await?;
+        let opened = staged.open(&self.address(&entry.id)).await?;
+        let launched = opened.launched();
+        let (tell_done, done) = tokio::sync::watch::channel(false);
+        let live = Live {
+            name: m.name.clone(),
+            session_id: launched.session_id.clone(),
+            served: opened.served(),
+            control: launched.control.clone(),
+            finished: launched.control.finished.clone(),
+            memory,
+            done,
+        };
+        hosted.set(Phase::Running(live));
+        self.stats.started(begun.elapsed());
+        let hosted = hosted.clone();
+        tokio::spawn(async move {
+            let ended = opened.run(Instant::now(), |_| {}).await;
+            hosted.ended(ended.exit_status.to_string());
+            let _ = tell_done.send(true);
+        });
+        Ok(())
+    }
+
+    /// Ends the capsule's session (its queued and running tasks are canceled) and
+    /// waits, at most `limit`, until it has wound down.
+    pub async fn stop(&self, hosted: &Hosted, limit: Duration) {
+        let done = match &*hosted.phase() {
+            Phase::Running(live) => {
+                live.control.stop();
+                Some(live.done.clone())
+            }
+            _ => None,
+        };
+        if let Some(mut done) = done {
+            let _ = tokio::time::timeout(limit, done.wait_for(|d| *d)).await;
+        }
+        hosted.retire_tasks();
+        hosted.set(Phase::Stopped);
+    }
+
+    /// Forgets a stopped capsule.
+    pub fn remove(&self, id: &str) {
+        self.capsules
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+    }
+}
+
+/// One place under the capsule ceiling.
+pub struct Reserved<'a>(&'a AtomicUsize);
+
+impl Drop for Reserved<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The capsule's manifest, with its creation ceilings applied.
+fn load(entry: &Entry) -> Result<Manifest, Error> {
+    let mut m = manifest::load(&entry.manifest)?.manifest;
+    if let Some(queued) = entry.limits.queued_tasks {
+        let queued = usize::try_from(queued).unwrap_or(usize::MAX);
+        m.lifecycle.queue_depth = m.lifecycle.queue_depth.min(queued.max(1));
+    }
+    Ok(m)
+}
+
+impl Hosted {
+    fn new(entry: Entry, token: Option<token::Hash>) -> Hosted {
+        Hosted {
+            id: entry.id.clone(),
+            entry: Mutex::new(entry),
+            token,
+            connections: Arc::new(AtomicUsize::new(0)),
+            phase: Mutex::new(Phase::Starting),
+            tasks_before: AtomicU64::new(0),
+        }
+    }
+
+    pub fn entry(&self) -> Entry {
+        lock(&self.entry).clone()
+    }
+
+    pub fn set_entry(&self, entry: Entry) {
+        *lock(&self.entry) = entry;
+    }
+
+    fn created_at(&self) -> u64 {
+        lock(&self.entry).created_at
+    }
+
+    fn phase(&self) -> MutexGuard<'_, Phase> {
+        lock(&self.phase)
+    }
+
+    fn set(&self, phase: Phase) {
+        *self.phase() = phase;
+    }
+
+    /// The session ended by itself; a stop already under way keeps its `stopped`.
+    fn ended(&self, exit_status: String) {
+        let mut phase = self.phase();
+        if matches!(*phase, Phase::Running(_)) {
+            if let Phase::Running(live) = &*phase {
+                let ran = live.finished.count() as u64;
+                self.tasks_before.fetch_add(ran, Ordering::Relaxed);
+            }
+            *phase = Phase::Ended(exit_status);
+        }
+    }
+
+    fn retire_tasks(&self) {
+        if let Phase::Running(live) = &*self.phase() {
+            let ran = live.finished.count() as u64;
+            self.tasks_before.fetch_add(ran, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a request with this `Authorization` may reach the capsule.
+    pub fn admits(&self, authorization: Option<&str>) -> bool {
+        match &self.token {
+            Some(hash) => hash.admits(authorization),
+            None => true,
+        }
+    }
+
+    /// What its address serves, while it runs.
+    pub fn served(&self) -> Result<Arc<Served>, &'static str> {
+        match &*self.phase() {
+            Phase::Running(live) => Ok(live.served.clone()),
+            Phase::Starting => Err("is starting"),
+            Phase::Ended(_) => Err("has ended its session"),
+            Phase::Stopped => Err("is stopped"),
+            Phase::Failed(_) => Err("could not start"),
+        }
+    }
+
+    pub fn state(&self) -> &'static str {
+        match &*self.phase() {
+            Phase::Starting => "starting",
+            Phase::Running(live) if live.control.running.busy() => "running",
+            Phase::Running(_) => "idle",
+            Phase::Ended(_) => "ended",
+            Phase::Stopped => "stopped",
+            Phase::Failed(_) => "failed",
+        }
+    }
+
+    /// Whether it runs a task or has one waiting.
+    pub fn busy(&self) -> bool {
+        match &*self.phase() {
+            Phase::Running(live) => {
+                live.control.running.busy() || live.control.queue.waiting() > 0
+            }
+            _ => false,
+        }
+    }
+
+    pub fn tasks_run(&self) -> u64 {
+        let now = match &*self.phase() {
+            Phase::Running(live) => live.finished.count() as u64,
+            _ => 0,
+        };
+        self.tasks_before.load(Ordering::Relaxed) + now
+    }
+
+    pub fn memory_bytes(&self) -> u64 {
+        match &*self.phase() {
+            Phase::Running(live) => live.memory.used(),
+            _ => 0,
+        }
+    }
+
+    /// The capsule as the admin API shows it.
+    pub fn describe(&self, fleet: &Fleet, detail: bool) -> Value {
+        let entry = self.entry();
+        let (name, session_id, why) = match &*self.phase() {
+            Phase::Running(live) => (Some(live.name.clone()), Some(live.session_id.clone()), None),
+            Phase::Ended(status) => (None, None, Some(format!("session ended: {status}"))),
+            Phase::Failed(why) => (None, None, Some(why.clone())),
+            _ => (None, None, None),
+        };
+        let mut out = json!({
+            "id": self.id,
+            "name": name,
+            "state": self.state(),
+            "tasks_run": self.tasks_run(),
+            "memory_bytes": self.memory_bytes(),
+            "address": fleet.address(&self.id),
+            "created_at": entry.created_at,
+        });
+        if detail {
+            out["session_id"] = json!(session_id);
+            out["workdir"] = json!(fleet.registry.workdir(&self.id));
+            out["manifest"] = json!(entry.manifest);
+            out["open"] = json!(entry.token_sha256.is_none());
+            out["limits"] = json!(entry.limits);
+            out["connections"] = json!(self.connections.load(Ordering::Relaxed));
+            out["reason"] = json!(why);
+        }
+        out
+    }
+}

@@ -1,0 +1,131 @@
+//! Bearer tokens: the operator's admin token and each capsule's own. Only a token's
+//! SHA-256 is kept in memory and on disk (the admin token file excepted: the operator
+//! reads it), and a presented token is compared by its hash in constant time, so
+//! neither the body nor the timing of a refusal says how close a guess came.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use crate::error::Error;
+
+/// A token's hash, as kept.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Hash(pub [u8; 32]);
+
+impl Hash {
+    pub fn of(token: &str) -> Hash {
+        Hash(Sha256::digest(token.as_bytes()).into())
+    }
+
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    pub fn from_hex(hex: &str) -> Option<Hash> {
+        if hex.len() != 64 || !hex.is_ascii() {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (i, byte) in out.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+        }
+        Some(Hash(out))
+    }
+
+    /// Whether `presented` (an `Authorization` header's value) carries this token.
+    pub fn admits(&self, authorization: Option<&str>) -> bool {
+        let presented = authorization
+            .and_then(bearer)
+            .map(Hash::of)
+            // Hashing something even when nothing was sent keeps every refusal alike.
+            .unwrap_or_else(|| Hash::of(""));
+        let mut diff = 0u8;
+        for (a, b) in presented.0.iter().zip(self.0.iter()) {
+            diff |= a ^ b;
+        }
+        authorization.is_some() && std::hint::black_box(diff) == 0
+    }
+}
+
+/// The token of `Bearer <token>` (the scheme is case-insensitive).
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+/// A fresh capsule token: `mur_` and 244 random bits.
+pub fn mint() -> String {
+    format!("mur_{}{}", crate::ids::token(), crate::ids::token())
+}
+
+/// The admin token in `path`: read if there, else generated and written there (0600).
+pub fn admin(path: &Path) -> Result<Hash, Error> {
+    match std::fs::read_to_string(path) {
+        Ok(text) if !text.trim().is_empty() => return Ok(Hash::of(text.trim())),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(Error::new(
+                "E-SERVE-002",
+                format!("could not read the admin token {}: {e}", path.display()),
+            )
+            .hint("make it readable by mur, or remove it to have a new one generated"));
+        }
+    }
+    let token = format!("{}{}", crate::ids::token(), crate::ids::token());
+    write_secret(path, &token).map_err(|e| {
+        Error::new(
+            "E-SERVE-002",
+            format!("could not write the admin token {}: {e}", path.display()),
+        )
+        .hint("check that the --data folder is writable")
+    })?;
+    Ok(Hash::of(&token))
+}
+
+/// Written only if absent, owner-only, never through a link.
+fn write_secret(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    file.write_all(format!("{text}\n").as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_exact_bearer_token_is_admitted() {
+        let hash = Hash::of("mur_abc");
+        assert!(hash.admits(Some("Bearer mur_abc")));
+        assert!(hash.admits(Some("bearer  mur_abc ")));
+        for refused in [
+            None,
+            Some(""),
+            Some("Bearer"),
+            Some("Bearer mur_ab"),
+            Some("Basic mur_abc"),
+            Some("mur_abc"),
+        ] {
+            assert!(!hash.admits(refused), "{refused:?}");
+        }
+        assert!(!Hash::of("").admits(Some("Bearer ")));
+    }
+
+    #[test]
+    fn hashes_round_trip_through_hex() {
+        let hash = Hash::of("x");
+        assert!(Hash::from_hex(&hash.to_hex()) == Some(hash));
+        assert!(Hash::from_hex("zz").is_none());
+    }
+}
