@@ -2,6 +2,7 @@
 //! open connection, so a slow client never slows the capsule or another client.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -22,6 +23,32 @@ pub const REPLAY_FRAME_BYTES: usize = REPLAY_BYTES / 4;
 /// oldest frames are dropped (and a `lagged` frame says how many), as at 128 frames.
 /// A single frame bigger than this is still queued alone: it is what the client is owed.
 pub const QUEUE_BYTES: usize = 32 * 1024 * 1024;
+
+/// One process serves many buses; its metrics are their sum.
+static FRAMES_WRITTEN: AtomicU64 = AtomicU64::new(0);
+static FRAMES_DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// What every bus in this process has done since it started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+// Read by the server's metrics, which land in the same change.
+#[allow(dead_code)]
+pub struct Totals {
+    /// Published frames a connection took and reported written ([`Connection::written`]).
+    /// A `lagged` frame is the bus's note, not a published frame, and is not counted.
+    pub frames_written: u64,
+    /// Frames a connection's queue dropped because its reader fell behind: what its
+    /// `lagged` frames report.
+    pub frames_dropped: u64,
+}
+
+// Read by the server's metrics, which land in the same change.
+#[allow(dead_code)]
+pub fn totals() -> Totals {
+    Totals {
+        frames_written: FRAMES_WRITTEN.load(Ordering::Relaxed),
+        frames_dropped: FRAMES_DROPPED.load(Ordering::Relaxed),
+    }
+}
 
 #[derive(Default)]
 pub struct Bus {
@@ -51,6 +78,9 @@ struct Queue {
     /// The bytes of the frames in `frames`.
     bytes: usize,
     missed: u64,
+    /// Frames handed out since the server last reported a write: it writes them in
+    /// batches.
+    taken: u64,
     closed: bool,
     /// The reader did not keep up when it was waited for: it is not waited for again
     /// until it has emptied its queue, so a stalled client never slows the capsule.
@@ -217,16 +247,21 @@ impl Connection {
     /// Queues a frame; returns how many are now waiting.
     fn push(&self, frame: Frame) -> usize {
         let mut q = lock(&self.state);
+        let mut dropped = 0;
         q.bytes += frame.bytes.len();
         q.frames.push_back(frame);
         while q.frames.len() > QUEUE_CAPACITY || (q.bytes > QUEUE_BYTES && q.frames.len() > 1) {
             if let Some(old) = q.frames.pop_front() {
                 q.bytes -= old.bytes.len();
                 q.missed += 1;
+                dropped += 1;
             }
         }
         let waiting = q.frames.len();
         drop(q);
+        if dropped > 0 {
+            FRAMES_DROPPED.fetch_add(dropped, Ordering::Relaxed);
+        }
         self.notify.notify_one();
         waiting
     }
@@ -253,6 +288,7 @@ impl Connection {
         if let Some(frame) = q.frames.pop_front() {
             q.bytes -= frame.bytes.len();
             q.writing = true;
+            q.taken += 1;
             if q.frames.is_empty() {
                 q.stalled = false;
             }
@@ -265,7 +301,13 @@ impl Connection {
 
     /// The frame `next` gave out is written.
     pub fn written(&self) {
-        lock(&self.state).writing = false;
+        let mut q = lock(&self.state);
+        q.writing = false;
+        let taken = std::mem::take(&mut q.taken);
+        drop(q);
+        if taken > 0 {
+            FRAMES_WRITTEN.fetch_add(taken, Ordering::Relaxed);
+        }
     }
 
     /// Holding `at_least` frames, with a reader worth waiting for.
@@ -462,6 +504,29 @@ mod tests {
         assert_eq!(conn.next().await, Next::Frame(frames::lagged(2)));
         assert_eq!(conn.next().await.frame_id(), Some(10));
         assert_eq!(lock(&conn.state).bytes, 0);
+    }
+
+    #[tokio::test]
+    async fn totals_count_frames_written_and_dropped() {
+        // Other tests move the process-wide counters too: only growth is certain.
+        let before = totals();
+        let bus = Bus::new();
+        let (_, conn) = bus.subscribe(None);
+        for id in 0..(QUEUE_CAPACITY as u64 + 5) {
+            bus.publish(st(id));
+        }
+        let dropped = totals().frames_dropped - before.frames_dropped;
+        assert!(dropped >= 5, "{dropped}");
+        // The server writes a batch, then reports it once.
+        assert_eq!(conn.next().await, Next::Frame(frames::lagged(5)));
+        for _ in 0..3 {
+            assert!(matches!(conn.try_next(), Some(Next::Frame(_))));
+        }
+        assert_eq!(lock(&conn.state).taken, 3, "the lagged note is not a frame");
+        conn.written();
+        assert_eq!(lock(&conn.state).taken, 0);
+        let written = totals().frames_written - before.frames_written;
+        assert!(written >= 3, "{written}");
     }
 
     #[test]
