@@ -1,14 +1,20 @@
 //! The frame bus: one replay ring shared by both endpoints, and one bounded queue per
-//! open connection, so a slow client never slows the capsule or another client.
+//! open connection, so a slow client never slows the capsule or another client. A
+//! journaled bus also appends its ring to a file, so a restarted process replays it.
+
+mod journal;
 
 use std::collections::VecDeque;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use crate::error::Error;
 use crate::frames::{self, Frame};
+use journal::Journal;
 
 pub const REPLAY_CAPACITY: usize = 512;
 pub const QUEUE_CAPACITY: usize = 128;
@@ -62,6 +68,9 @@ struct Inner {
     ring_bytes: usize,
     connections: Vec<Weak<Connection>>,
     closed: bool,
+    /// Where the ring's frames are appended on a journaled bus; dropped at the first
+    /// write error, since the live stream matters more than its copy.
+    journal: Option<Journal>,
 }
 
 /// One connection's live frames. Dropping it unsubscribes.
@@ -106,6 +115,31 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Bus {
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
+    }
+
+    /// A bus whose replay ring outlives the process: every frame that enters the ring
+    /// is appended to the journal at `path`, and an existing journal fills the ring
+    /// again (within its ceilings), so a `Last-Event-ID` replay after a restart gives
+    /// what the previous process had buffered.
+    ///
+    /// Fails only when there is no file to journal into: a symbolic link at `path`
+    /// (never followed), something other than a regular file, or a file that cannot be
+    /// opened or created (mode 0600). A journal that cannot be read, or is not one,
+    /// starts an empty ring instead, and the reason is returned for the caller to log;
+    /// so is a journal that cannot be appended to, and the bus then runs without one.
+    // Called by the serve command, which lands in the same change.
+    #[allow(dead_code)]
+    pub fn journaled(path: &Path) -> Result<(Arc<Self>, Option<String>), Error> {
+        let mut inner = Inner::default();
+        let opened = Journal::open(path, |frame| inner.buffer(frame))?;
+        if opened.discard {
+            inner = Inner::default();
+        }
+        inner.journal = opened.journal;
+        let bus = Bus {
+            inner: Mutex::new(inner),
+        };
+        Ok((Arc::new(bus), opened.reason))
     }
 
     /// Writes a frame to every open connection; frames with an id also enter the ring.
@@ -213,8 +247,14 @@ impl Bus {
 }
 
 impl Inner {
-    /// Into the ring, evicting the oldest frames past 512 or past the byte ceiling.
+    /// Into the ring, evicting the oldest frames past 512 or past the byte ceiling; and
+    /// into the journal, if there is one.
     fn buffer(&mut self, frame: Frame) {
+        if let Some(journal) = self.journal.as_mut()
+            && let Err(e) = journal.append(&frame)
+        {
+            self.stop_journal(&e);
+        }
         self.ring_bytes += frame.bytes.len();
         self.ring.push_back(frame);
         while self.ring.len() > REPLAY_CAPACITY || self.ring_bytes > REPLAY_BYTES {
@@ -222,6 +262,22 @@ impl Inner {
                 Some(old) => self.ring_bytes -= old.bytes.len(),
                 None => break,
             }
+        }
+        if let Some(journal) = self.journal.as_mut()
+            && journal.oversized()
+            && let Err(e) = journal.compact(&self.ring)
+        {
+            self.stop_journal(&e);
+        }
+    }
+
+    /// Said once, since the journal is gone after it.
+    fn stop_journal(&mut self, e: &std::io::Error) {
+        if let Some(journal) = self.journal.take() {
+            eprintln!(
+                "[murmur] warning: the replay journal {} stopped: {e}; frames still go out live, but a restart replays none published from now on",
+                journal.path().display()
+            );
         }
     }
 }
