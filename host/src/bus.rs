@@ -1,13 +1,20 @@
 //! The frame bus: one replay ring shared by both endpoints, and one bounded queue per
-//! open connection, so a slow client never slows the capsule or another client.
+//! open connection, so a slow client never slows the capsule or another client. A
+//! journaled bus also appends its ring to a file, so a restarted process replays it.
+
+mod journal;
 
 use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use crate::error::Error;
 use crate::frames::{self, Frame};
+use journal::Journal;
 
 pub const REPLAY_CAPACITY: usize = 512;
 pub const QUEUE_CAPACITY: usize = 128;
@@ -23,6 +30,32 @@ pub const REPLAY_FRAME_BYTES: usize = REPLAY_BYTES / 4;
 /// A single frame bigger than this is still queued alone: it is what the client is owed.
 pub const QUEUE_BYTES: usize = 32 * 1024 * 1024;
 
+/// One process serves many buses; its metrics are their sum.
+static FRAMES_WRITTEN: AtomicU64 = AtomicU64::new(0);
+static FRAMES_DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// What every bus in this process has done since it started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+// Read by the server's metrics, which land in the same change.
+#[allow(dead_code)]
+pub struct Totals {
+    /// Published frames a connection took and reported written ([`Connection::written`]).
+    /// A `lagged` frame is the bus's note, not a published frame, and is not counted.
+    pub frames_written: u64,
+    /// Frames a connection's queue dropped because its reader fell behind: what its
+    /// `lagged` frames report.
+    pub frames_dropped: u64,
+}
+
+// Read by the server's metrics, which land in the same change.
+#[allow(dead_code)]
+pub fn totals() -> Totals {
+    Totals {
+        frames_written: FRAMES_WRITTEN.load(Ordering::Relaxed),
+        frames_dropped: FRAMES_DROPPED.load(Ordering::Relaxed),
+    }
+}
+
 #[derive(Default)]
 pub struct Bus {
     inner: Mutex<Inner>,
@@ -35,6 +68,9 @@ struct Inner {
     ring_bytes: usize,
     connections: Vec<Weak<Connection>>,
     closed: bool,
+    /// Where the ring's frames are appended on a journaled bus; dropped at the first
+    /// write error, since the live stream matters more than its copy.
+    journal: Option<Journal>,
 }
 
 /// One connection's live frames. Dropping it unsubscribes.
@@ -51,6 +87,9 @@ struct Queue {
     /// The bytes of the frames in `frames`.
     bytes: usize,
     missed: u64,
+    /// Frames handed out since the server last reported a write: it writes them in
+    /// batches.
+    taken: u64,
     closed: bool,
     /// The reader did not keep up when it was waited for: it is not waited for again
     /// until it has emptied its queue, so a stalled client never slows the capsule.
@@ -76,6 +115,31 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Bus {
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
+    }
+
+    /// A bus whose replay ring outlives the process: every frame that enters the ring
+    /// is appended to the journal at `path`, and an existing journal fills the ring
+    /// again (within its ceilings), so a `Last-Event-ID` replay after a restart gives
+    /// what the previous process had buffered.
+    ///
+    /// Fails only when there is no file to journal into: a symbolic link at `path`
+    /// (never followed), something other than a regular file, or a file that cannot be
+    /// opened or created (mode 0600). A journal that cannot be read, or is not one,
+    /// starts an empty ring instead, and the reason is returned for the caller to log;
+    /// so is a journal that cannot be appended to, and the bus then runs without one.
+    // Called by the serve command, which lands in the same change.
+    #[allow(dead_code)]
+    pub fn journaled(path: &Path) -> Result<(Arc<Self>, Option<String>), Error> {
+        let mut inner = Inner::default();
+        let opened = Journal::open(path, |frame| inner.buffer(frame))?;
+        if opened.discard {
+            inner = Inner::default();
+        }
+        inner.journal = opened.journal;
+        let bus = Bus {
+            inner: Mutex::new(inner),
+        };
+        Ok((Arc::new(bus), opened.reason))
     }
 
     /// Writes a frame to every open connection; frames with an id also enter the ring.
@@ -183,8 +247,14 @@ impl Bus {
 }
 
 impl Inner {
-    /// Into the ring, evicting the oldest frames past 512 or past the byte ceiling.
+    /// Into the ring, evicting the oldest frames past 512 or past the byte ceiling; and
+    /// into the journal, if there is one.
     fn buffer(&mut self, frame: Frame) {
+        if let Some(journal) = self.journal.as_mut()
+            && let Err(e) = journal.append(&frame)
+        {
+            self.stop_journal(&e);
+        }
         self.ring_bytes += frame.bytes.len();
         self.ring.push_back(frame);
         while self.ring.len() > REPLAY_CAPACITY || self.ring_bytes > REPLAY_BYTES {
@@ -192,6 +262,22 @@ impl Inner {
                 Some(old) => self.ring_bytes -= old.bytes.len(),
                 None => break,
             }
+        }
+        if let Some(journal) = self.journal.as_mut()
+            && journal.oversized()
+            && let Err(e) = journal.compact(&self.ring)
+        {
+            self.stop_journal(&e);
+        }
+    }
+
+    /// Said once, since the journal is gone after it.
+    fn stop_journal(&mut self, e: &std::io::Error) {
+        if let Some(journal) = self.journal.take() {
+            eprintln!(
+                "[murmur] warning: the replay journal {} stopped: {e}; frames still go out live, but a restart replays none published from now on",
+                journal.path().display()
+            );
         }
     }
 }
@@ -217,16 +303,21 @@ impl Connection {
     /// Queues a frame; returns how many are now waiting.
     fn push(&self, frame: Frame) -> usize {
         let mut q = lock(&self.state);
+        let mut dropped = 0;
         q.bytes += frame.bytes.len();
         q.frames.push_back(frame);
         while q.frames.len() > QUEUE_CAPACITY || (q.bytes > QUEUE_BYTES && q.frames.len() > 1) {
             if let Some(old) = q.frames.pop_front() {
                 q.bytes -= old.bytes.len();
                 q.missed += 1;
+                dropped += 1;
             }
         }
         let waiting = q.frames.len();
         drop(q);
+        if dropped > 0 {
+            FRAMES_DROPPED.fetch_add(dropped, Ordering::Relaxed);
+        }
         self.notify.notify_one();
         waiting
     }
@@ -253,6 +344,7 @@ impl Connection {
         if let Some(frame) = q.frames.pop_front() {
             q.bytes -= frame.bytes.len();
             q.writing = true;
+            q.taken += 1;
             if q.frames.is_empty() {
                 q.stalled = false;
             }
@@ -265,7 +357,13 @@ impl Connection {
 
     /// The frame `next` gave out is written.
     pub fn written(&self) {
-        lock(&self.state).writing = false;
+        let mut q = lock(&self.state);
+        q.writing = false;
+        let taken = std::mem::take(&mut q.taken);
+        drop(q);
+        if taken > 0 {
+            FRAMES_WRITTEN.fetch_add(taken, Ordering::Relaxed);
+        }
     }
 
     /// Holding `at_least` frames, with a reader worth waiting for.
@@ -462,6 +560,29 @@ mod tests {
         assert_eq!(conn.next().await, Next::Frame(frames::lagged(2)));
         assert_eq!(conn.next().await.frame_id(), Some(10));
         assert_eq!(lock(&conn.state).bytes, 0);
+    }
+
+    #[tokio::test]
+    async fn totals_count_frames_written_and_dropped() {
+        // Other tests move the process-wide counters too: only growth is certain.
+        let before = totals();
+        let bus = Bus::new();
+        let (_, conn) = bus.subscribe(None);
+        for id in 0..(QUEUE_CAPACITY as u64 + 5) {
+            bus.publish(st(id));
+        }
+        let dropped = totals().frames_dropped - before.frames_dropped;
+        assert!(dropped >= 5, "{dropped}");
+        // The server writes a batch, then reports it once.
+        assert_eq!(conn.next().await, Next::Frame(frames::lagged(5)));
+        for _ in 0..3 {
+            assert!(matches!(conn.try_next(), Some(Next::Frame(_))));
+        }
+        assert_eq!(lock(&conn.state).taken, 3, "the lagged note is not a frame");
+        conn.written();
+        assert_eq!(lock(&conn.state).taken, 0);
+        let written = totals().frames_written - before.frames_written;
+        assert!(written >= 3, "{written}");
     }
 
     #[test]
