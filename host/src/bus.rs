@@ -37,7 +37,6 @@ static FRAMES_DROPPED: AtomicU64 = AtomicU64::new(0);
 /// What every bus in this process has done since it started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 // Read by the server's metrics, which land in the same change.
-#[allow(dead_code)]
 pub struct Totals {
     /// Published frames a connection took and reported written ([`Connection::written`]).
     /// A `lagged` frame is the bus's note, not a published frame, and is not counted.
@@ -48,7 +47,6 @@ pub struct Totals {
 }
 
 // Read by the server's metrics, which land in the same change.
-#[allow(dead_code)]
 pub fn totals() -> Totals {
     Totals {
         frames_written: FRAMES_WRITTEN.load(Ordering::Relaxed),
@@ -128,7 +126,6 @@ impl Bus {
     /// starts an empty ring instead, and the reason is returned for the caller to log;
     /// so is a journal that cannot be appended to, and the bus then runs without one.
     // Called by the serve command, which lands in the same change.
-    #[allow(dead_code)]
     pub fn journaled(path: &Path) -> Result<(Arc<Self>, Option<String>), Error> {
         let mut inner = Inner::default();
         let opened = Journal::open(path, |frame| inner.buffer(frame))?;

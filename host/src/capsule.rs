@@ -97,7 +97,9 @@ pub async fn stage(engine: &Engine, m: Arc<Manifest>, opts: Options<'_>) -> Resu
     // A class the kernel cannot back stops the launch before anything is created.
     let jail = launch::plan_shell(&m, opts.containment, &workdir)?;
     let (bus, journal_note) = match &opts.journal {
-        Some(path) => journaled(path),
+        // Without its journal the capsule still serves; its replay just starts empty
+        // and lasts only as long as this process.
+        Some(path) => Bus::journaled(path).unwrap_or_else(|e| (Bus::new(), Some(e.to_string()))),
         None => (Bus::new(), None),
     };
     let wire = Arc::new(
@@ -108,6 +110,13 @@ pub async fn stage(engine: &Engine, m: Arc<Manifest>, opts: Options<'_>) -> Resu
         stage::stage(engine, &m, opts.loop_path, &workdir, &wire, memory).await?;
     let launch = match opts.launch {
         Launch::FromRun(task) => launch_task(task, &workdir)?,
+        Launch::None if m.lifecycle.task_acceptance == Acceptance::None => {
+            return Err(Error::new(
+                "E-SERVE-017",
+                "lifecycle.task_acceptance is none, so the capsule could take no task at its address",
+            )
+            .hint("set lifecycle.task_acceptance to single or queue (with after_task: sleep to keep it serving between tasks)"));
+        }
         Launch::None => None,
     };
     if launch.is_none() && m.lifecycle.task_acceptance == Acceptance::None {
@@ -129,10 +138,6 @@ pub async fn stage(engine: &Engine, m: Arc<Manifest>, opts: Options<'_>) -> Resu
 }
 
 impl Staged {
-    pub fn manifest(&self) -> &Manifest {
-        &self.m
-    }
-
     /// Creates the workdir and opens the session; `url` is the address it is served at.
     pub async fn open(self, url: &str) -> Result<Opened, Error> {
         let Staged {
@@ -211,10 +216,6 @@ impl Opened {
 
     pub fn session_loop(&self) -> &LoopIdentity {
         &self.session_loop
-    }
-
-    pub fn manifest(&self) -> &Manifest {
-        &self.m
     }
 
     /// What the address serves from.
@@ -396,9 +397,4 @@ fn end_session(
         .under_session(None, line::session_end(&totals, duration_ms, exit_status))
         .map(|_| ())
         .map_err(|e| Error::new("E-RUN-007", format!("trace write failed: {e}")))
-}
-
-/// The bus whose ring is kept in `path` across restarts.
-fn journaled(_path: &Path) -> (Arc<Bus>, Option<String>) {
-    (Bus::new(), Some("INTEGRATION PENDING".into()))
 }

@@ -17,15 +17,6 @@ pub struct Cap {
     pub shared: Option<Arc<Budget>>,
 }
 
-impl Cap {
-    pub fn each(bytes: u64) -> Self {
-        Cap {
-            each: bytes,
-            shared: None,
-        }
-    }
-}
-
 /// One capsule's memory across its instances: what they hold now, and the ceiling.
 #[derive(Debug)]
 pub struct Budget {
@@ -44,10 +35,6 @@ impl Budget {
     /// The linear memory the capsule's live instances hold.
     pub fn used(&self) -> u64 {
         self.used.load(Ordering::Relaxed)
-    }
-
-    pub fn limit(&self) -> u64 {
-        self.limit
     }
 
     /// Takes `bytes` if they fit under the ceiling.

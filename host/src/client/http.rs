@@ -68,7 +68,7 @@ pub(super) fn unauthorized(label: &str, token: Option<&str>) -> crate::error::Er
             "check --token: it must be the token returned when this capsule was created",
         ),
     };
-    crate::error::Error::new("E-IO-004", format!("{label} {what} (401 Unauthorized)")).hint(hint)
+    crate::error::Error::new("E-IO-005", format!("{label} {what} (401 Unauthorized)")).hint(hint)
 }
 
 /// A response's status and headers.

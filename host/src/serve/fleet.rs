@@ -264,15 +264,17 @@ impl Fleet {
     /// Ends the capsule's session (its queued and running tasks are canceled) and
     /// waits, at most `limit`, until it has wound down.
     pub async fn stop(&self, hosted: &Hosted, limit: Duration) {
-        let done = match &*hosted.phase() {
+        let running = match &*hosted.phase() {
             Phase::Running(live) => {
                 live.control.stop();
-                Some(live.done.clone())
+                Some((live.done.clone(), live.served.wire.clone()))
             }
             _ => None,
         };
-        if let Some(mut done) = done {
+        if let Some((mut done, wire)) = running {
             let _ = tokio::time::timeout(limit, done.wait_for(|d| *d)).await;
+            // Closed, its bus writes no more to the journal the next start reopens.
+            wire.bus().close();
         }
         hosted.retire_tasks();
         hosted.set(Phase::Stopped);
