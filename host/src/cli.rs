@@ -94,6 +94,11 @@ pub struct ServeArgs {
     /// The port to listen on; 0 takes any free port.
     #[arg(long, default_value_t = 0)]
     pub port: u16,
+    /// The URL clients reach this server at, which every capsule's address starts
+    /// with (default: http://BIND:PORT as bound). Behind a load balancer or in a
+    /// StatefulSet: the replica's own name, such as http://mur-0.mur:8080.
+    #[arg(long, value_name = "URL", value_parser = parse_public_url)]
+    pub public_url: Option<String>,
     /// Where the registry, the admin token and every capsule's workdir and records
     /// live (default: $MURMUR_HOME/serve, MURMUR_HOME defaulting to ~/.murmur).
     #[arg(long, value_name = "DIR")]
@@ -110,6 +115,19 @@ pub struct ServeArgs {
     /// Print one JSON line at start and nothing else on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `http://HOST[:PORT]` with nothing after it (a trailing `/` is dropped).
+fn parse_public_url(typed: &str) -> Result<String, String> {
+    let url = typed.trim().trim_end_matches('/');
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .ok_or("expected http://HOST[:PORT] or https://HOST[:PORT]")?;
+    if rest.is_empty() || rest.contains(['/', '?', '#', ' ', '@']) {
+        return Err("expected http://HOST[:PORT], with no path, query or user".into());
+    }
+    Ok(url.to_string())
 }
 
 #[derive(clap::Args, Debug)]

@@ -44,7 +44,10 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Error> {
     let address = listener
         .local_addr()
         .map_err(|e| Error::new("E-SERVE-004", format!("could not read the bound address: {e}")))?;
-    let base_url = format!("http://{address}");
+    let base_url = args
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{address}"));
     let ceilings = Ceilings {
         capsules: usize::try_from(args.max_capsules).unwrap_or(usize::MAX),
         connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
