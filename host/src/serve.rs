@@ -55,7 +55,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Error> {
     let fleet = Arc::new(Fleet::new(engine, registry, base_url.clone(), admin, ceilings));
     let server = tokio::spawn(server::serve(listener, Mount::Many(fleet.clone())));
     let problems = fleet.restore().await;
-    announce(&args, &base_url, &data, &admin_file, fleet.all().len());
+    announce(&args, &format!("http://{address}"), &data, &admin_file, fleet.all().len());
     for problem in problems {
         eprintln!("warning[W-SERVE-001]: a capsule was not brought back: {problem}");
     }
@@ -109,6 +109,7 @@ fn announce(args: &ServeArgs, url: &str, data: &std::path::Path, admin: &std::pa
     if args.json {
         let line = json!({
             "address": url,
+            "public_url": args.public_url,
             "data": data,
             "admin_token_file": admin,
             "capsules": n,
@@ -118,6 +119,9 @@ fn announce(args: &ServeArgs, url: &str, data: &std::path::Path, admin: &std::pa
         return;
     }
     println!("murmur: serving {url}");
+    if let Some(public) = &args.public_url {
+        println!("public url:  {public}");
+    }
     println!("data:        {}", data.display());
     println!("admin token: {}", admin.display());
     println!("capsules:    {n}");

@@ -243,8 +243,27 @@ fn the_image_and_the_statefulset_run_the_same_serve_command() {
     );
     let args = strings(&container["args"], "the container's args");
     assert_eq!(
-        args, image.cmd,
-        "the StatefulSet's args are the image's CMD"
+        args[..image.cmd.len()],
+        image.cmd[..],
+        "the StatefulSet's args start with the image's CMD"
+    );
+    // Each replica names itself in the addresses it hands out.
+    assert_eq!(
+        &args[image.cmd.len()..],
+        ["--public-url", "http://$(POD_NAME).mur:8080"],
+        "after the CMD, only the replica's own URL"
+    );
+    let env = &container["env"];
+    let pod_name = env
+        .as_vec()
+        .into_iter()
+        .flatten()
+        .find(|e| e["name"].as_str() == Some("POD_NAME"))
+        .expect("POD_NAME in the container's env");
+    assert_eq!(
+        pod_name["valueFrom"]["fieldRef"]["fieldPath"].as_str(),
+        Some("metadata.name"),
+        "POD_NAME is the pod's own name"
     );
 }
 

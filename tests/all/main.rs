@@ -8,6 +8,7 @@ mod components;
 mod confined_shell;
 mod containment;
 mod deadlines;
+mod deploy;
 mod detached;
 mod drivers;
 mod hooks;
