@@ -19,6 +19,7 @@ mod loop_artifact;
 mod loops;
 mod run;
 mod scripted;
+mod serve;
 mod stream;
 mod watch;
 

@@ -2,6 +2,7 @@
 //! real `mur` binary, and readers for what it leaves behind.
 
 pub mod mock_model;
+pub mod served;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
