@@ -230,6 +230,17 @@ fn an_operator_creates_talks_to_lists_stops_and_deletes_capsules() {
         assert!(hosted.workdir.is_dir());
     }
     assert_ne!(alpha.token, beta.token);
+    // The admin token: made on the first start, owner-only, 64 hex characters.
+    let token_file = served.data.join("admin-token");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&token_file).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+    assert!(
+        served.admin_token.len() == 64 && served.admin_token.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{}",
+        served.admin_token
+    );
     // The YAML it was sent is kept beside its entry.
     assert_eq!(
         std::fs::read_to_string(served.capsule_dir(&alpha.id).join("murmur.yaml")).unwrap(),
@@ -368,7 +379,12 @@ fn an_operator_creates_talks_to_lists_stops_and_deletes_capsules() {
         "beta\n"
     );
     assert_eq!(served.list(), Vec::<Value>::new());
+    let admin_token = served.admin_token.clone();
     served.restart();
+    assert_eq!(
+        served.admin_token, admin_token,
+        "the admin token outlives a restart"
+    );
     assert_eq!(served.launch["capsules"], 0, "{}", served.launch);
     assert_eq!(served.list(), Vec::<Value>::new());
     assert_eq!(
@@ -412,8 +428,23 @@ fn a_token_opens_its_own_capsule_only_and_every_refusal_is_alike() {
         assert_eq!(reply.head, UNAUTHORIZED_HEAD, "{authorization:?}");
         assert_eq!(reply.body, UNAUTHORIZED, "{authorization:?}");
     }
-    // The token check comes before anything else is read: a GET is refused alike.
+    // The token check comes before anything else is read: a GET is refused alike;
+    // with the token, it is the seed's 404, as is any other path under /c/.
     let get = served.request("GET", &b.path, &[], "");
+    let bearer = b.bearer().unwrap();
+    let not_found = "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close";
+    for path in [
+        b.path.clone(),
+        b.path.trim_end_matches('/').to_string(),
+        format!("{}x", b.path),
+    ] {
+        let reply = served.request("GET", &path, &[("authorization", &bearer)], "");
+        assert_eq!(
+            (reply.head.as_str(), reply.body.as_str()),
+            (not_found, ""),
+            "{path}"
+        );
+    }
     assert_eq!(
         (get.head.as_str(), get.body.as_str()),
         (UNAUTHORIZED_HEAD, UNAUTHORIZED)
@@ -740,6 +771,16 @@ fn a_hostile_tenant_fails_its_own_task_and_its_neighbour_completes() {
             "{c}"
         );
     }
+    // The sleeping loop's session ends at its deadline, as under `mur run`.
+    eventually(AT_ONCE, "the sleeping loop's session ends", || {
+        served.capsule(&sleeper.id)["state"] == "ended"
+    });
+    let ended = served.capsule(&sleeper.id);
+    assert_eq!(
+        (&ended["state"], &ended["reason"]),
+        (&json!("ended"), &json!("session ended: deadline_reached")),
+        "{ended}"
+    );
     let again = neighbour.message("once more");
     assert_eq!(last(&again).state(), "completed");
     let spun_again = spinner.message("spin again");
