@@ -627,6 +627,10 @@ fn a_tenant_sees_neither_the_frames_nor_the_files_of_another() {
 // ---------------------------------------------------------------------------------
 // 3. A hostile tenant.
 
+/// The deadline of the hostile capsules: long enough for a neighbour's task of a
+/// second or so to finish well inside it on a loaded machine.
+const HOSTILE_SECS: u64 = 8;
+
 /// A manifest for the probe driver in `mode` (`spin`, `trap`), taking tasks.
 fn probe_driver_yaml(name: &str, mode: &str, deadline: u64) -> String {
     format!(
@@ -695,9 +699,17 @@ fn a_hostile_tenant_fails_its_own_task_and_its_neighbour_completes() {
         &[],
         &[("MUR_HOSTILE", "sleep-in-run")],
     );
-    let spinner = served.create(&Create::yaml(&probe_driver_yaml("spinner", "spin", 6)));
-    let trapper = served.create(&Create::yaml(&probe_driver_yaml("trapper", "trap", 6)));
-    let sleeper = served.create(&Create::yaml(&hostile_loop_yaml(6)));
+    let spinner = served.create(&Create::yaml(&probe_driver_yaml(
+        "spinner",
+        "spin",
+        HOSTILE_SECS,
+    )));
+    let trapper = served.create(&Create::yaml(&probe_driver_yaml(
+        "trapper",
+        "trap",
+        HOSTILE_SECS,
+    )));
+    let sleeper = served.create(&Create::yaml(&hostile_loop_yaml(HOSTILE_SECS)));
     let neighbour = served.create(&Create::yaml(&scripted(
         "neighbour",
         &bash_then("sleep 1; echo neighbour", "the neighbour is done"),
@@ -724,10 +736,11 @@ fn a_hostile_tenant_fails_its_own_task_and_its_neighbour_completes() {
     );
     // While the spinner still spins and the sleeper still sleeps.
     assert!(
-        neighbour_done < Duration::from_secs(6),
+        neighbour_done < Duration::from_secs(HOSTILE_SECS),
         "{neighbour_done:?}"
     );
     assert_eq!(served.capsule(&spinner.id)["state"], "running");
+    assert_eq!(served.capsule(&sleeper.id)["state"], "running");
     assert_eq!(served.healthz().body, "ok\n");
 
     let spun = spin.rest(WAIT);
@@ -738,11 +751,13 @@ fn a_hostile_tenant_fails_its_own_task_and_its_neighbour_completes() {
             1,
             first,
             "failed",
-            "driver invocation failed: deadline exceeded: the component ran for more than 6 s without returning",
+            &format!(
+                "driver invocation failed: deadline exceeded: the component ran for more than {HOSTILE_SECS} s without returning"
+            ),
             None
         )
     );
-    assert!(started.elapsed() >= Duration::from_secs(6));
+    assert!(started.elapsed() >= Duration::from_secs(HOSTILE_SECS));
     let trapped = trap.rest(WAIT);
     let message = last(&trapped).data["status"]["message"]
         .as_str()
@@ -756,7 +771,7 @@ fn a_hostile_tenant_fails_its_own_task_and_its_neighbour_completes() {
     let slept = sleep.rest(WAIT);
     assert_eq!(
         last(&slept).data["status"],
-        json!({"state": "failed", "message": "deadline exceeded: the session loop ran for more than 6 s on this task, not counting its tool and driver calls (capabilities.limits.deadline_seconds)"})
+        json!({"state": "failed", "message": format!("deadline exceeded: the session loop ran for more than {HOSTILE_SECS} s on this task, not counting its tool and driver calls (capabilities.limits.deadline_seconds)")})
     );
 
     // The server serves on: all four are listed, the neighbour takes another task.
@@ -783,8 +798,8 @@ fn a_hostile_tenant_fails_its_own_task_and_its_neighbour_completes() {
     );
     let again = neighbour.message("once more");
     assert_eq!(last(&again).state(), "completed");
-    let spun_again = spinner.message("spin again");
-    assert_eq!(last(&spun_again).state(), "failed");
+    let trapped_again = trapper.message("trap again");
+    assert_eq!(last(&trapped_again).state(), "failed");
 }
 
 /// A manifest whose driver answers with `n` bytes of text.
