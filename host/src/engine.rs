@@ -18,6 +18,8 @@ pub const TICKS_PER_SECOND: u64 = 20;
 
 pub struct Engine {
     engine: wasmtime::Engine,
+    /// The largest linear memory an instance may have, when instances come from a pool.
+    pooled_memory: Option<u64>,
     cache_dir: Option<PathBuf>,
     /// Components compiled or loaded by this process, by cache key: every capsule
     /// `mur serve` hosts with the same component shares one compiled copy.
@@ -26,9 +28,23 @@ pub struct Engine {
 
 impl Engine {
     /// The engine, and a thread that advances its epoch so deadlines can fire while a
-    /// guest spins without calling the host.
+    /// guest spins without calling the host. Instances are allocated on demand.
     pub fn new() -> Result<Self, Error> {
+        Self::with(None)
+    }
+
+    /// An engine whose instances come from a pool sized up front (`mur serve
+    /// --pool-slots`): no mmap per instantiation, and a ceiling the server reaches
+    /// with a clear error rather than by exhausting the machine.
+    pub fn with(pool: Option<Pool>) -> Result<Self, Error> {
         let mut config = Config::new();
+        if let Some(pool) = pool {
+            config.allocation_strategy(pool.config());
+            // Each slot reserves only what its largest memory may need, so thousands
+            // of slots fit the address space.
+            config.memory_reservation(pool.memory_bytes);
+            config.memory_guard_size(64 * 1024);
+        }
         config.wasm_component_model(true);
         config.epoch_interruption(true);
         config.cranelift_opt_level(OptLevel::Speed);
@@ -57,6 +73,7 @@ impl Engine {
             })?;
         Ok(Engine {
             engine,
+            pooled_memory: pool.map(|p| p.memory_bytes),
             cache_dir: cache_dir(),
             loaded: Mutex::new(HashMap::new()),
         })
@@ -64,6 +81,20 @@ impl Engine {
 
     pub fn wasmtime(&self) -> &wasmtime::Engine {
         &self.engine
+    }
+
+    /// Refuses a capsule whose memory cap a pool slot cannot hold.
+    pub fn check_memory(&self, memory_bytes: u64) -> Result<(), Error> {
+        match self.pooled_memory {
+            Some(slot) if memory_bytes > slot => Err(Error::new(
+                "E-RUN-060",
+                format!(
+                    "capabilities.limits.memory_bytes ({memory_bytes}) is over what a pool slot holds ({slot})"
+                ),
+            )
+            .hint("lower the capsule's memory_bytes, or start mur serve with a larger --pool-memory-mib")),
+            _ => Ok(()),
+        }
     }
 
     /// Compiles `bytes`, or loads the compiled form cached by an earlier run. A cache
@@ -79,7 +110,9 @@ impl Engine {
     }
 
     fn in_memory(&self) -> std::sync::MutexGuard<'_, HashMap<String, Component>> {
-        self.loaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.loaded
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn load_uncached(&self, bytes: &[u8], label: &str, key: &str) -> Result<Component, Error> {
@@ -130,6 +163,30 @@ impl Engine {
             .precompile_compatibility_hash()
             .hash(&mut hasher);
         format!("{}-{:016x}.cwasm", hex(&digest[..16]), hasher.finish())
+    }
+}
+
+/// The instance pool: how many of everything, and the largest memory one may have.
+#[derive(Clone, Copy, Debug)]
+pub struct Pool {
+    /// Component instances alive at once (a parked loop holds one).
+    pub slots: u32,
+    pub memory_bytes: u64,
+}
+
+impl Pool {
+    fn config(&self) -> wasmtime::PoolingAllocationConfig {
+        let mut pool = wasmtime::PoolingAllocationConfig::default();
+        let per = |n: u32| self.slots.saturating_mul(n);
+        // A component built by wit-component holds a few core instances and tables
+        // (its shims) besides its one memory.
+        pool.total_component_instances(self.slots)
+            .total_core_instances(per(8))
+            .total_memories(per(2))
+            .total_tables(per(8))
+            .total_stacks(self.slots)
+            .max_memory_size(usize::try_from(self.memory_bytes).unwrap_or(usize::MAX));
+        pool
     }
 }
 

@@ -19,7 +19,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 
 use crate::cli::ServeArgs;
-use crate::engine::Engine;
+use crate::engine::{Engine, Pool};
 use crate::error::Error;
 use crate::server::{self, BoxFuture, Mount, Reply, Request, Route, Router, Slot};
 use fleet::{Ceilings, Fleet};
@@ -31,7 +31,11 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Error> {
     let admin = token::admin(&admin_file)?;
     let registry = Registry::open(&data)?;
     raise_open_files();
-    let engine = Engine::new()?;
+    let pool = (args.pool_slots > 0).then_some(Pool {
+        slots: args.pool_slots,
+        memory_bytes: args.pool_memory_mib << 20,
+    });
+    let engine = Engine::with(pool)?;
     let listener = TcpListener::bind((args.bind, args.port))
         .await
         .map_err(|e| {
@@ -41,9 +45,12 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Error> {
             )
             .hint("pick another --port (0 takes any free port) or stop what holds it")
         })?;
-    let address = listener
-        .local_addr()
-        .map_err(|e| Error::new("E-SERVE-004", format!("could not read the bound address: {e}")))?;
+    let address = listener.local_addr().map_err(|e| {
+        Error::new(
+            "E-SERVE-004",
+            format!("could not read the bound address: {e}"),
+        )
+    })?;
     let base_url = args
         .public_url
         .clone()
@@ -52,10 +59,22 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Error> {
         capsules: usize::try_from(args.max_capsules).unwrap_or(usize::MAX),
         connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
     };
-    let fleet = Arc::new(Fleet::new(engine, registry, base_url.clone(), admin, ceilings));
+    let fleet = Arc::new(Fleet::new(
+        engine,
+        registry,
+        base_url.clone(),
+        admin,
+        ceilings,
+    ));
     let server = tokio::spawn(server::serve(listener, Mount::Many(fleet.clone())));
     let problems = fleet.restore().await;
-    announce(&args, &format!("http://{address}"), &data, &admin_file, fleet.all().len());
+    announce(
+        &args,
+        &format!("http://{address}"),
+        &data,
+        &admin_file,
+        fleet.all().len(),
+    );
     for problem in problems {
         eprintln!("warning[W-SERVE-001]: a capsule was not brought back: {problem}");
     }
@@ -105,7 +124,13 @@ fn raise_open_files() {
     }
 }
 
-fn announce(args: &ServeArgs, url: &str, data: &std::path::Path, admin: &std::path::Path, n: usize) {
+fn announce(
+    args: &ServeArgs,
+    url: &str,
+    data: &std::path::Path,
+    admin: &std::path::Path,
+    n: usize,
+) {
     if args.json {
         let line = json!({
             "address": url,
@@ -202,7 +227,9 @@ impl Router for Fleet {
             return self.capsule_route(request, rest);
         }
         let bare = path.split('?').next().unwrap_or_default();
-        if matches!(bare, "/healthz" | "/metrics") || bare == "/admin" || bare.starts_with("/admin/")
+        if matches!(bare, "/healthz" | "/metrics")
+            || bare == "/admin"
+            || bare.starts_with("/admin/")
         {
             return Route::Answer;
         }

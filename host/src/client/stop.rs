@@ -59,7 +59,11 @@ fn not_ended(address: &Address, why: &str) -> Error {
 /// Sends `murmur/stop` and returns the session id the capsule says it stopped.
 async fn ask_to_stop(address: &Address, token: Option<&str>) -> Result<String, Error> {
     let auth = bearer(token);
-    let headers: Vec<(&str, &str)> = auth.as_deref().map(|a| ("authorization", a)).into_iter().collect();
+    let headers: Vec<(&str, &str)> = auth
+        .as_deref()
+        .map(|a| ("authorization", a))
+        .into_iter()
+        .collect();
     let mut socket = connect(address)
         .await
         .map_err(|e| no_capsule(address, &e))?;
@@ -137,8 +141,14 @@ async fn still_serves(address: &Address, token: Option<&str>) -> bool {
             return Ok(true);
         }
         let auth = bearer(token);
-        let headers: Vec<(&str, &str)> = auth.as_deref().map(|a| ("authorization", a)).into_iter().collect();
-        socket.write_all(&request(address, &headers, PROBE_BODY)).await?;
+        let headers: Vec<(&str, &str)> = auth
+            .as_deref()
+            .map(|a| ("authorization", a))
+            .into_iter()
+            .collect();
+        socket
+            .write_all(&request(address, &headers, PROBE_BODY))
+            .await?;
         match read_head(&mut socket).await {
             Ok((head, _)) => Ok(head.code == 200),
             Err(_) => Ok(false),

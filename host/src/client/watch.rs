@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::http::{HeadError, connect, read_head, request, bearer, unauthorized};
+use super::http::{HeadError, bearer, connect, read_head, request, unauthorized};
 use super::printer::{Flow, Printer};
 use crate::cli::WatchArgs;
 use crate::error::Error;

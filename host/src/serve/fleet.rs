@@ -214,6 +214,7 @@ impl Fleet {
         let begun = Instant::now();
         let entry = hosted.entry();
         let m = Arc::new(load(&entry)?);
+        self.engine.check_memory(m.capabilities.memory_bytes)?;
         let memory = Budget::new(entry.limits.memory_bytes.unwrap_or(u64::MAX));
         let (work, records) = (
             self.registry.workdir(&entry.id),
@@ -392,9 +393,7 @@ impl Hosted {
     /// Whether it runs a task or has one waiting.
     pub fn busy(&self) -> bool {
         match &*self.phase() {
-            Phase::Running(live) => {
-                live.control.running.busy() || live.control.queue.waiting() > 0
-            }
+            Phase::Running(live) => live.control.running.busy() || live.control.queue.waiting() > 0,
             _ => false,
         }
     }

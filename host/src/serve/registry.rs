@@ -121,7 +121,11 @@ impl Registry {
             let _ = std::fs::remove_file(&tmp);
             Error::new(
                 "E-SERVE-003",
-                format!("could not save capsule {} in {}: {e}", entry.id, dir.display()),
+                format!(
+                    "could not save capsule {} in {}: {e}",
+                    entry.id,
+                    dir.display()
+                ),
             )
             .hint("check that the --data folder is writable and not full")
         })
@@ -181,7 +185,12 @@ mod tests {
     #[test]
     fn only_minted_ids_name_a_capsule() {
         assert!(is_id("cap_0123456789abcdef0123456789abcdef"));
-        for bad in ["cap_", "cap_../../etc", "ses_0123456789abcdef0123456789abcdef", ""] {
+        for bad in [
+            "cap_",
+            "cap_../../etc",
+            "ses_0123456789abcdef0123456789abcdef",
+            "",
+        ] {
             assert!(!is_id(bad), "{bad}");
         }
     }
