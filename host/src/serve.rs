@@ -80,9 +80,14 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Error> {
     }
     wait_for_signal().await;
     eprintln!(
-        "[murmur] draining: new requests are refused; running tasks have {}s to finish",
+        "[murmur] draining: new requests are refused; running tasks have {}s to finish; a second signal exits at once",
         args.drain_secs
     );
+    tokio::spawn(async {
+        wait_for_signal().await;
+        eprintln!("[murmur] exiting without draining");
+        std::process::exit(143);
+    });
     drain(&fleet, Duration::from_secs(args.drain_secs)).await;
     server.abort();
     Ok(ExitCode::SUCCESS)
