@@ -1,6 +1,7 @@
 //! One wasmtime Engine per process, components compiled once and cached on disk, and
 //! the check that a component targets a world (and version) this host serves.
 
+use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -24,6 +25,9 @@ pub struct Engine {
     /// Components compiled or loaded by this process, by cache key: every capsule
     /// `mur serve` hosts with the same component shares one compiled copy.
     loaded: Mutex<HashMap<String, Component>>,
+    /// Components linked against a world (their `InstancePre`), by component and world
+    /// type: every capsule with the same component shares one.
+    linked: Mutex<HashMap<(usize, TypeId), Box<dyn Any + Send + Sync>>>,
 }
 
 impl Engine {
@@ -76,6 +80,7 @@ impl Engine {
             pooled_memory: pool.map(|p| p.memory_bytes),
             cache_dir: cache_dir(),
             loaded: Mutex::new(HashMap::new()),
+            linked: Mutex::new(HashMap::new()),
         })
     }
 
@@ -107,6 +112,35 @@ impl Engine {
         let component = self.load_uncached(bytes, label, &key)?;
         self.in_memory().insert(key, component.clone());
         Ok(component)
+    }
+
+    /// `component` linked by `link` (checked against its world, its imports resolved),
+    /// done once per component and world for the whole process.
+    pub fn linked<P: Clone + Send + Sync + 'static>(
+        &self,
+        component: &Component,
+        link: impl FnOnce() -> Result<P, Error>,
+    ) -> Result<P, Error> {
+        // A loaded component lives as long as the engine, so where its code sits names it.
+        let key = (component.image_range().start as usize, TypeId::of::<P>());
+        let cached = self
+            .linked_map()
+            .get(&key)
+            .and_then(|p| p.downcast_ref::<P>().cloned());
+        if let Some(pre) = cached {
+            return Ok(pre);
+        }
+        let pre = link()?;
+        self.linked_map().insert(key, Box::new(pre.clone()));
+        Ok(pre)
+    }
+
+    fn linked_map(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<(usize, TypeId), Box<dyn Any + Send + Sync>>> {
+        self.linked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn in_memory(&self) -> std::sync::MutexGuard<'_, HashMap<String, Component>> {
