@@ -109,6 +109,14 @@ pub struct ServeArgs {
     /// Connections open at once at most; one more is refused with 503.
     #[arg(long, value_name = "N", default_value_t = 10000, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_connections: u64,
+    /// Connections one capsule may hold open at once, when its creation set no
+    /// `limits.connections`: no tenant can take every connection the server has.
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+    pub capsule_connections: u64,
+    /// Linear memory, in MiB, all of one capsule's instances may hold together, when
+    /// its creation set no `limits.memory_bytes`.
+    #[arg(long, value_name = "MIB", default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..))]
+    pub capsule_memory_mib: u64,
     /// On SIGTERM, seconds running tasks get to finish before they are canceled.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub drain_secs: u64,

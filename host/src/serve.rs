@@ -58,6 +58,8 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Error> {
     let ceilings = Ceilings {
         capsules: usize::try_from(args.max_capsules).unwrap_or(usize::MAX),
         connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+        capsule_connections: usize::try_from(args.capsule_connections).unwrap_or(usize::MAX),
+        capsule_memory_bytes: args.capsule_memory_mib.saturating_mul(1 << 20),
     };
     let fleet = Arc::new(Fleet::new(
         engine,
@@ -287,7 +289,11 @@ impl Fleet {
                 ));
             }
         };
-        let limit = hosted.entry().limits.connections.unwrap_or(usize::MAX);
+        let limit = hosted
+            .entry()
+            .limits
+            .connections
+            .unwrap_or(self.ceilings.capsule_connections);
         match Slot::take(&hosted.connections, limit) {
             Some(slot) => Route::Capsule(served, slot),
             None => Route::Refuse(refused(

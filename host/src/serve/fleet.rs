@@ -23,11 +23,13 @@ use crate::memory::Budget;
 use crate::server::Served;
 use crate::workdir::RecordsChoice;
 
-/// Server-wide ceilings, from the command line.
+/// Server-wide ceilings, and each capsule's where its creation set none.
 #[derive(Clone, Copy)]
 pub struct Ceilings {
     pub capsules: usize,
     pub connections: usize,
+    pub capsule_connections: usize,
+    pub capsule_memory_bytes: u64,
 }
 
 pub struct Fleet {
@@ -215,7 +217,12 @@ impl Fleet {
         let entry = hosted.entry();
         let m = Arc::new(load(&entry)?);
         self.engine.check_memory(m.capabilities.memory_bytes)?;
-        let memory = Budget::new(entry.limits.memory_bytes.unwrap_or(u64::MAX));
+        let memory = Budget::new(
+            entry
+                .limits
+                .memory_bytes
+                .unwrap_or(self.ceilings.capsule_memory_bytes),
+        );
         let (work, records) = (
             self.registry.workdir(&entry.id),
             self.registry.records(&entry.id),
