@@ -115,6 +115,19 @@ fn data_dir(args: &ServeArgs) -> Result<PathBuf, Error> {
     Ok(dir)
 }
 
+/// A new file only the server's user may read, never created through a link.
+fn create_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    file.write_all(bytes)
+}
+
 /// Thousands of capsules hold thousands of files open (traces, logs, journals).
 fn raise_open_files() {
     let mut limit = libc::rlimit {

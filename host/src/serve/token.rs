@@ -3,8 +3,6 @@
 //! reads it), and a presented token is compared by its hash in constant time, so
 //! neither the body nor the timing of a refusal says how close a guess came.
 
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
@@ -77,7 +75,7 @@ pub fn admin(path: &Path) -> Result<Hash, Error> {
         }
     }
     let token = format!("{}{}", crate::ids::token(), crate::ids::token());
-    write_secret(path, &token).map_err(|e| {
+    super::create_private(path, format!("{token}\n").as_bytes()).map_err(|e| {
         Error::new(
             "E-SERVE-002",
             format!("could not write the admin token {}: {e}", path.display()),
@@ -85,17 +83,6 @@ pub fn admin(path: &Path) -> Result<Hash, Error> {
         .hint("check that the --data folder is writable")
     })?;
     Ok(Hash::of(&token))
-}
-
-/// Written only if absent, owner-only, never through a link.
-fn write_secret(path: &Path, text: &str) -> std::io::Result<()> {
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
-    file.write_all(format!("{text}\n").as_bytes())
 }
 
 #[cfg(test)]
