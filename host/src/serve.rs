@@ -293,7 +293,7 @@ impl Fleet {
                 "the server is shutting down; retry at the same address once it is back".into(),
             ));
         }
-        let served = match hosted.served() {
+        let (served, over) = match hosted.served() {
             Ok(served) => served,
             Err(why) => {
                 return Route::Refuse(refused(
@@ -308,7 +308,7 @@ impl Fleet {
             .connections
             .unwrap_or(self.ceilings.capsule_connections);
         match Slot::take(&hosted.connections, limit) {
-            Some(slot) => Route::Capsule(served, slot),
+            Some(slot) => Route::Capsule(served, slot, over),
             None => Route::Refuse(refused(
                 "429 Too Many Requests",
                 format!("capsule {id} holds its ceiling of {limit} connections; retry later"),

@@ -20,7 +20,7 @@ use crate::engine::Engine;
 use crate::error::Error;
 use crate::manifest::{self, Manifest};
 use crate::memory::Budget;
-use crate::server::Served;
+use crate::server::{Served, SessionOver};
 use crate::workdir::RecordsChoice;
 
 /// Server-wide ceilings, and each capsule's where its creation set none.
@@ -375,10 +375,10 @@ impl Hosted {
         }
     }
 
-    /// What its address serves, while it runs.
-    pub fn served(&self) -> Result<Arc<Served>, &'static str> {
+    /// What its address serves while it runs, and what says when it no longer does.
+    pub fn served(&self) -> Result<(Arc<Served>, SessionOver), &'static str> {
         match &*self.phase() {
-            Phase::Running(live) => Ok(live.served.clone()),
+            Phase::Running(live) => Ok((live.served.clone(), live.done.clone())),
             Phase::Starting => Err("is starting"),
             Phase::Ended(_) => Err("has ended its session"),
             Phase::Stopped => Err("is stopped"),
