@@ -26,6 +26,10 @@ mod stream;
 #[expect(clippy::duplicate_mod, reason = "the same tests, compiled for the other host")]
 mod stream_served;
 mod watch;
+// `mur watch` and `mur stop` again, against capsules hosted by `mur serve`.
+#[path = "watch.rs"]
+#[expect(clippy::duplicate_mod, reason = "the same tests, compiled for the other host")]
+mod watch_served;
 
 /// The test that exercises each guest component of the workspace. `for_each_guest!`
 /// names every guest `host/build.rs` found among the members, so a guest added without
