@@ -158,6 +158,14 @@ impl Live {
                         .join("records")
                         .join(session_id),
                 };
+                // The layout the seed tests read the trace through: a wrong guess here
+                // would fail every trace read later, less clearly.
+                assert!(
+                    session.records.join("trace.jsonl").is_file(),
+                    "no trace at {}",
+                    session.records.display()
+                );
+                assert_eq!(created["workdir"], described["workdir"]);
                 let at = At {
                     address: server.address.clone(),
                     path: format!("/c/{id}/"),
