@@ -19,7 +19,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 
 use crate::cli::ServeArgs;
-use crate::engine::Engine;
+use crate::engine::{Engine, Pool};
 use crate::error::Error;
 use crate::server::{self, BoxFuture, Mount, Reply, Request, Route, Router, Slot};
 use fleet::{Ceilings, Fleet};
@@ -31,7 +31,11 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Error> {
     let admin = token::admin(&admin_file)?;
     let registry = Registry::open(&data)?;
     raise_open_files();
-    let engine = Engine::new()?;
+    let pool = (args.pool_slots > 0).then_some(Pool {
+        slots: args.pool_slots,
+        memory_bytes: args.pool_memory_mib << 20,
+    });
+    let engine = Engine::with(pool)?;
     let listener = TcpListener::bind((args.bind, args.port))
         .await
         .map_err(|e| {
@@ -41,9 +45,12 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Error> {
             )
             .hint("pick another --port (0 takes any free port) or stop what holds it")
         })?;
-    let address = listener
-        .local_addr()
-        .map_err(|e| Error::new("E-SERVE-004", format!("could not read the bound address: {e}")))?;
+    let address = listener.local_addr().map_err(|e| {
+        Error::new(
+            "E-SERVE-004",
+            format!("could not read the bound address: {e}"),
+        )
+    })?;
     let base_url = args
         .public_url
         .clone()
@@ -51,19 +58,38 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Error> {
     let ceilings = Ceilings {
         capsules: usize::try_from(args.max_capsules).unwrap_or(usize::MAX),
         connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+        capsule_connections: usize::try_from(args.capsule_connections).unwrap_or(usize::MAX),
+        capsule_memory_bytes: args.capsule_memory_mib.saturating_mul(1 << 20),
     };
-    let fleet = Arc::new(Fleet::new(engine, registry, base_url.clone(), admin, ceilings));
+    let fleet = Arc::new(Fleet::new(
+        engine,
+        registry,
+        base_url.clone(),
+        admin,
+        ceilings,
+    ));
     let server = tokio::spawn(server::serve(listener, Mount::Many(fleet.clone())));
     let problems = fleet.restore().await;
-    announce(&args, &format!("http://{address}"), &data, &admin_file, fleet.all().len());
+    announce(
+        &args,
+        &format!("http://{address}"),
+        &data,
+        &admin_file,
+        fleet.all().len(),
+    );
     for problem in problems {
         eprintln!("warning[W-SERVE-001]: a capsule was not brought back: {problem}");
     }
     wait_for_signal().await;
     eprintln!(
-        "[murmur] draining: new requests are refused; running tasks have {}s to finish",
+        "[murmur] draining: new requests are refused; running tasks have {}s to finish; a second signal exits at once",
         args.drain_secs
     );
+    tokio::spawn(async {
+        wait_for_signal().await;
+        eprintln!("[murmur] exiting without draining");
+        std::process::exit(143);
+    });
     drain(&fleet, Duration::from_secs(args.drain_secs)).await;
     server.abort();
     Ok(ExitCode::SUCCESS)
@@ -89,6 +115,19 @@ fn data_dir(args: &ServeArgs) -> Result<PathBuf, Error> {
     Ok(dir)
 }
 
+/// A new file only the server's user may read, never created through a link.
+fn create_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    file.write_all(bytes)
+}
+
 /// Thousands of capsules hold thousands of files open (traces, logs, journals).
 fn raise_open_files() {
     let mut limit = libc::rlimit {
@@ -105,7 +144,13 @@ fn raise_open_files() {
     }
 }
 
-fn announce(args: &ServeArgs, url: &str, data: &std::path::Path, admin: &std::path::Path, n: usize) {
+fn announce(
+    args: &ServeArgs,
+    url: &str,
+    data: &std::path::Path,
+    admin: &std::path::Path,
+    n: usize,
+) {
     if args.json {
         let line = json!({
             "address": url,
@@ -202,7 +247,9 @@ impl Router for Fleet {
             return self.capsule_route(request, rest);
         }
         let bare = path.split('?').next().unwrap_or_default();
-        if matches!(bare, "/healthz" | "/metrics") || bare == "/admin" || bare.starts_with("/admin/")
+        if matches!(bare, "/healthz" | "/metrics")
+            || bare == "/admin"
+            || bare.starts_with("/admin/")
         {
             return Route::Answer;
         }
@@ -246,7 +293,7 @@ impl Fleet {
                 "the server is shutting down; retry at the same address once it is back".into(),
             ));
         }
-        let served = match hosted.served() {
+        let (served, over) = match hosted.served() {
             Ok(served) => served,
             Err(why) => {
                 return Route::Refuse(refused(
@@ -255,9 +302,13 @@ impl Fleet {
                 ));
             }
         };
-        let limit = hosted.entry().limits.connections.unwrap_or(usize::MAX);
+        let limit = hosted
+            .entry()
+            .limits
+            .connections
+            .unwrap_or(self.ceilings.capsule_connections);
         match Slot::take(&hosted.connections, limit) {
-            Some(slot) => Route::Capsule(served, slot),
+            Some(slot) => Route::Capsule(served, slot, over),
             None => Route::Refuse(refused(
                 "429 Too Many Requests",
                 format!("capsule {id} holds its ceiling of {limit} connections; retry later"),

@@ -106,7 +106,9 @@ async fn create(fleet: &Arc<Fleet>, request: &Request) -> Reply {
             "E-SERVE-010",
             "the body names no manifest, or two: give exactly one of \"manifest\" and \"path\"",
         )
-        .hint("{\"manifest\": \"<murmur.yaml text>\"} or {\"path\": \"/folder/with/murmur.yaml\"}")),
+        .hint(
+            "{\"manifest\": \"<murmur.yaml text>\"} or {\"path\": \"/folder/with/murmur.yaml\"}",
+        )),
     };
     let manifest = match manifest {
         Ok(path) => path,
@@ -121,7 +123,9 @@ async fn create(fleet: &Arc<Fleet>, request: &Request) -> Reply {
         created_at: now_ms(),
         manifest,
         from_body: body.manifest.is_some(),
-        token_sha256: capsule_token.as_deref().map(|t| token::Hash::of(t).to_hex()),
+        token_sha256: capsule_token
+            .as_deref()
+            .map(|t| token::Hash::of(t).to_hex()),
         limits: body.limits,
         stopped: false,
     };
@@ -261,8 +265,11 @@ async fn start(fleet: &Arc<Fleet>, id: &str) -> Reply {
         return unknown(id);
     };
     if matches!(hosted.state(), "running" | "idle" | "starting") {
-        let e = Error::new("E-SERVE-016", format!("capsule {id} is already {}", hosted.state()))
-            .hint("stop it first to start it afresh");
+        let e = Error::new(
+            "E-SERVE-016",
+            format!("capsule {id} is already {}", hosted.state()),
+        )
+        .hint("stop it first to start it afresh");
         return error("409 Conflict", &e);
     }
     let mut entry = hosted.entry();

@@ -20,14 +20,16 @@ use crate::engine::Engine;
 use crate::error::Error;
 use crate::manifest::{self, Manifest};
 use crate::memory::Budget;
-use crate::server::Served;
+use crate::server::{Served, SessionOver};
 use crate::workdir::RecordsChoice;
 
-/// Server-wide ceilings, from the command line.
+/// Server-wide ceilings, and each capsule's where its creation set none.
 #[derive(Clone, Copy)]
 pub struct Ceilings {
     pub capsules: usize,
     pub connections: usize,
+    pub capsule_connections: usize,
+    pub capsule_memory_bytes: u64,
 }
 
 pub struct Fleet {
@@ -214,7 +216,13 @@ impl Fleet {
         let begun = Instant::now();
         let entry = hosted.entry();
         let m = Arc::new(load(&entry)?);
-        let memory = Budget::new(entry.limits.memory_bytes.unwrap_or(u64::MAX));
+        self.engine.check_memory(m.capabilities.memory_bytes)?;
+        let memory = Budget::new(
+            entry
+                .limits
+                .memory_bytes
+                .unwrap_or(self.ceilings.capsule_memory_bytes),
+        );
         let (work, records) = (
             self.registry.workdir(&entry.id),
             self.registry.records(&entry.id),
@@ -367,10 +375,10 @@ impl Hosted {
         }
     }
 
-    /// What its address serves, while it runs.
-    pub fn served(&self) -> Result<Arc<Served>, &'static str> {
+    /// What its address serves while it runs, and what says when it no longer does.
+    pub fn served(&self) -> Result<(Arc<Served>, SessionOver), &'static str> {
         match &*self.phase() {
-            Phase::Running(live) => Ok(live.served.clone()),
+            Phase::Running(live) => Ok((live.served.clone(), live.done.clone())),
             Phase::Starting => Err("is starting"),
             Phase::Ended(_) => Err("has ended its session"),
             Phase::Stopped => Err("is stopped"),
@@ -392,9 +400,7 @@ impl Hosted {
     /// Whether it runs a task or has one waiting.
     pub fn busy(&self) -> bool {
         match &*self.phase() {
-            Phase::Running(live) => {
-                live.control.running.busy() || live.control.queue.waiting() > 0
-            }
+            Phase::Running(live) => live.control.running.busy() || live.control.queue.waiting() > 0,
             _ => false,
         }
     }
