@@ -309,15 +309,16 @@ fn an_operator_creates_talks_to_lists_stops_and_deletes_capsules() {
     assert_eq!(one["open"], false);
 
     // Stopped, beta keeps its place; its address refuses, as JSON-RPC; a watch on it
-    // is told the capsule closed, and ends.
+    // is closed, as a `mur run` capsule's is when its process exits (no
+    // `capsule-closed`).
     let mut watch = beta.watch(None);
     let stopped = served.admin("POST", &format!("/admin/capsules/{}/stop", beta.id), None);
     assert_eq!(stopped.status, 200, "{stopped:?}");
     assert_eq!(stopped.json()["state"], "stopped");
     let watched = watch.rest(AT_ONCE);
-    assert_eq!(
-        watched.last().unwrap().block,
-        "event: capsule-closed\ndata: {}",
+    assert_eq!(watched[0].event, "connection-ack");
+    assert!(
+        watched.iter().all(|f| f.event != "capsule-closed"),
         "{watched:#?}"
     );
     assert_refused(
@@ -1518,26 +1519,36 @@ fn metrics_count_capsules_and_tasks_and_name_no_tenant() {
     }
 }
 
-/// Every family the operator docs list is there, with its `# TYPE`.
+/// The metric families the README's route table names for `GET /metrics`.
+fn documented_families() -> Vec<String> {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let row = readme
+        .lines()
+        .find(|l| l.starts_with("| `GET /metrics` |"))
+        .expect("the README's route table has a GET /metrics row");
+    let families: Vec<String> = row
+        .split('`')
+        .filter(|piece| piece.starts_with("mur_"))
+        .map(|piece| piece.split('{').next().unwrap().to_string())
+        .collect();
+    assert!(families.len() >= 5, "{row}");
+    families
+}
+
+/// The families the README lists are exactly those served, each with its `# TYPE`.
 #[test]
-fn metrics_have_every_family_the_docs_list() {
+fn metrics_have_exactly_the_families_the_readme_lists() {
     let served = Served::start("serve-metrics-families");
     let body = served.metrics();
-    for family in [
-        "mur_capsules",
-        "mur_tasks_total",
-        "mur_frames_written_total",
-        "mur_frames_dropped_total",
-        "mur_connections",
-        "mur_instantiate_seconds",
-        "mur_resident_memory_bytes",
-    ] {
-        assert!(
-            body.lines()
-                .any(|l| l.starts_with(&format!("# TYPE {family} "))),
-            "no # TYPE {family} in:\n{body}"
-        );
-    }
+    let mut served_families: Vec<String> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|rest| rest.split(' ').next().unwrap().to_string())
+        .collect();
+    served_families.sort();
+    let mut documented = documented_families();
+    documented.sort();
+    assert_eq!(served_families, documented, "{body}");
 }
 
 // ---------------------------------------------------------------------------------
@@ -1718,15 +1729,21 @@ fn mur_watch_and_mur_stop_reach_a_hosted_capsule_with_its_token() {
     // The neighbour was not touched.
     assert_eq!(listed(&served.list(), &other.id)["state"], "idle");
 
-    // The capsule's session ended while the server still serves the watch: the watch
-    // is told the capsule closed (as after an admin stop), and ends 0.
+    // The capsule's session ended: its watch is closed as a `mur run` capsule's is
+    // when its process exits, and `mur watch` says where it was.
     let run = watch.finish();
     assert_eq!(
         run.stdout,
         "[working]  inference turn 1\n[completed]\n  hosted hello\n\n"
     );
+    let last_id = last(&frames).id.unwrap();
     assert_eq!(
-        (run.status, run.stderr.as_str()),
-        (0, "[murmur] capsule closed\n")
+        (run.status, run.stderr),
+        (
+            1,
+            format!(
+                "error[E-IO-003]: connection to {url} lost after event id {last_id} — the capsule may still be running; run mur watch again to reattach\n  hint: a capsule that exits (after its task, or through mur stop) closes the watch this way too\n"
+            )
+        )
     );
 }
