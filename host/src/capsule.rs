@@ -99,7 +99,7 @@ pub async fn stage(engine: &Engine, m: Arc<Manifest>, opts: Options<'_>) -> Resu
     let (bus, journal_note) = match &opts.journal {
         // Without its journal the capsule still serves; its replay just starts empty
         // and lasts only as long as this process.
-        Some(path) => Bus::journaled(path).unwrap_or_else(|e| (Bus::new(), Some(e.to_string()))),
+        Some(path) => journaled(path),
         None => (Bus::new(), None),
     };
     let wire = Arc::new(Wire::new(bus).with_max_chunk_bytes(m.capabilities.limits.max_chunk_bytes));
@@ -324,6 +324,21 @@ pub fn unreachable_endpoint(m: &Manifest) -> Option<String> {
          capabilities.network.allow in {}",
         m.path.display()
     ))
+}
+
+/// The bus whose replay ring is kept in `path` (its folder made if need be). Without
+/// its journal the capsule still serves; its replay then starts empty and lasts only
+/// as long as this process.
+fn journaled(path: &Path) -> (Arc<Bus>, Option<String>) {
+    if let Some(dir) = path.parent()
+        && let Err(e) = std::fs::create_dir_all(dir)
+    {
+        return (
+            Bus::new(),
+            Some(format!("could not create {}: {e}", dir.display())),
+        );
+    }
+    Bus::journaled(path).unwrap_or_else(|e| (Bus::new(), Some(e.to_string())))
 }
 
 /// The launch task: `--task` (a file to copy, else the text), else the workdir's

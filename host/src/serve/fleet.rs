@@ -261,9 +261,17 @@ impl Fleet {
         hosted.set(Phase::Running(live));
         self.stats.started(begun.elapsed());
         let hosted = hosted.clone();
+        let workdir = launched.workdir.clone();
         tokio::spawn(async move {
             let ended = opened.run(Instant::now(), |_| {}).await;
-            hosted.ended(ended.exit_status.to_string());
+            let mut reason = format!("session ended: {}", ended.exit_status);
+            if let Err(e) = &ended.ran {
+                // No terminal hears a hosted capsule: its failure goes where the
+                // operator looks, its state and its log.
+                workdir.log(&format!("the session failed: {e}"));
+                reason = format!("{reason}: {}", crate::secret::scrub(&e.message));
+            }
+            hosted.ended(reason);
             let _ = tell_done.send(true);
         });
         Ok(())
@@ -349,14 +357,14 @@ impl Hosted {
     }
 
     /// The session ended by itself; a stop already under way keeps its `stopped`.
-    fn ended(&self, exit_status: String) {
+    fn ended(&self, reason: String) {
         let mut phase = self.phase();
         if matches!(*phase, Phase::Running(_)) {
             if let Phase::Running(live) = &*phase {
                 let ran = live.finished.count() as u64;
                 self.tasks_before.fetch_add(ran, Ordering::Relaxed);
             }
-            *phase = Phase::Ended(exit_status);
+            *phase = Phase::Ended(reason);
         }
     }
 
@@ -425,7 +433,7 @@ impl Hosted {
         let entry = self.entry();
         let (name, session_id, why) = match &*self.phase() {
             Phase::Running(live) => (Some(live.name.clone()), Some(live.session_id.clone()), None),
-            Phase::Ended(status) => (None, None, Some(format!("session ended: {status}"))),
+            Phase::Ended(reason) => (None, None, Some(reason.clone())),
             Phase::Failed(why) => (None, None, Some(why.clone())),
             _ => (None, None, None),
         };
