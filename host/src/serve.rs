@@ -30,7 +30,10 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Error> {
     let admin_file = data.join("admin-token");
     let admin = token::admin(&admin_file)?;
     let registry = Registry::open(&data)?;
-    raise_open_files();
+    let open_files = raise_open_files();
+    if let Some(warning) = files_warning(open_files, &args) {
+        eprintln!("{warning}");
+    }
     let pool = (args.pool_slots > 0).then_some(Pool {
         slots: args.pool_slots,
         memory_bytes: args.pool_memory_mib << 20,
@@ -60,6 +63,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Error> {
         connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
         capsule_connections: usize::try_from(args.capsule_connections).unwrap_or(usize::MAX),
         capsule_memory_bytes: args.capsule_memory_mib.saturating_mul(1 << 20),
+        open_files,
     };
     let fleet = Arc::new(Fleet::new(
         engine,
@@ -128,20 +132,54 @@ fn create_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     file.write_all(bytes)
 }
 
-/// Thousands of capsules hold thousands of files open (traces, logs, journals).
-fn raise_open_files() {
+/// Files a hosted capsule holds open while it idles: its workdir (the host's handle
+/// and its loop's), its shell's Landlock rules, its trace and its replay journal.
+pub const FILES_PER_CAPSULE: u64 = 5;
+
+/// Thousands of capsules hold thousands of files open: the soft limit goes as high as
+/// the process may take it (the kernel's ceiling, where the process may raise its hard
+/// limit, else the hard limit). Returns the limit it ends with.
+fn raise_open_files() -> u64 {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
-    // SAFETY: getrlimit and setrlimit only read and write the struct given.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+    // SAFETY: getrlimit only writes the struct given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return 1024;
+    }
+    let kernel = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok());
+    for ceiling in [kernel, Some(limit.rlim_max)].into_iter().flatten() {
+        let wanted = libc::rlimit {
+            rlim_cur: ceiling,
+            rlim_max: ceiling.max(limit.rlim_max),
+        };
+        // SAFETY: setrlimit only reads the struct given; raising the hard limit fails
+        // without the privilege, and then the hard limit is the ceiling.
+        if ceiling > limit.rlim_cur && unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) } == 0
         {
-            limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+            return ceiling;
         }
     }
+    limit.rlim_cur
+}
+
+/// The files the capsule and connection ceilings may need at once, when more than the
+/// process may open: the server would fail creations and connections with EMFILE.
+fn files_warning(limit: u64, args: &ServeArgs) -> Option<String> {
+    let needed = args
+        .max_capsules
+        .saturating_mul(FILES_PER_CAPSULE)
+        .saturating_add(args.max_connections)
+        .saturating_add(64);
+    (needed > limit).then(|| {
+        format!(
+            "warning[W-SERVE-002]: --max-capsules {} and --max-connections {} may need {needed} open files, over this process's limit of {limit}\n  hint: raise the limit (ulimit -n, or LimitNOFILE in a unit file), or lower the ceilings; a creation past the limit is refused",
+            args.max_capsules, args.max_connections
+        )
+    })
 }
 
 fn announce(

@@ -95,6 +95,17 @@ async fn create(fleet: &Arc<Fleet>, request: &Request) -> Reply {
         .hint("delete a capsule, or start mur serve with a higher --max-capsules");
         return error("503 Service Unavailable", &e);
     };
+    if !fleet.files_left() {
+        let e = Error::new(
+            "E-SERVE-018",
+            format!(
+                "one more capsule would take this server past its limit of {} open files",
+                fleet.ceilings.open_files
+            ),
+        )
+        .hint("raise the process's open-file limit (ulimit -n, LimitNOFILE) or delete a capsule");
+        return error("503 Service Unavailable", &e);
+    }
     if let Err(e) = check_limits(&body.limits) {
         return error("400 Bad Request", &e);
     }

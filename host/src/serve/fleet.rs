@@ -30,6 +30,8 @@ pub struct Ceilings {
     pub connections: usize,
     pub capsule_connections: usize,
     pub capsule_memory_bytes: u64,
+    /// The files the process may open.
+    pub open_files: u64,
 }
 
 pub struct Fleet {
@@ -140,14 +142,26 @@ impl Fleet {
 
     /// A place for one more capsule under the ceiling, held until `Reserved` drops.
     pub fn reserve(&self) -> Option<Reserved<'_>> {
-        let hosted = self
-            .capsules
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len();
         let creating = self.creating.fetch_add(1, Ordering::AcqRel);
         let reserved = Reserved(&self.creating);
-        (hosted + creating < self.ceilings.capsules).then_some(reserved)
+        (self.count() + creating < self.ceilings.capsules).then_some(reserved)
+    }
+
+    fn count(&self) -> usize {
+        self.capsules
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Whether one more capsule's files fit under the process's limit, with what the
+    /// open connections and the server itself hold.
+    pub fn files_left(&self) -> bool {
+        let held = (self.count() as u64 + 1)
+            .saturating_mul(super::FILES_PER_CAPSULE)
+            .saturating_add(self.connections.load(Ordering::Relaxed) as u64)
+            .saturating_add(64);
+        held <= self.ceilings.open_files
     }
 
     /// Registers and starts a new capsule. On failure nothing of it is left on disk.
