@@ -340,11 +340,7 @@ impl Fleet {
                 ));
             }
         };
-        let limit = hosted
-            .entry()
-            .limits
-            .connections
-            .unwrap_or(self.ceilings.capsule_connections);
+        let limit = hosted.connection_limit(self.ceilings.capsule_connections);
         match Slot::take(&hosted.connections, limit) {
             Some(slot) => Route::Capsule(served, slot, over),
             None => Route::Refuse(refused(

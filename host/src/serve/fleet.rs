@@ -171,8 +171,8 @@ impl Fleet {
         token: Option<&str>,
     ) -> Result<Arc<Hosted>, Error> {
         let hosted = Arc::new(Hosted::new(entry, token.map(token::Hash::of)));
-        let started = self.registry.save(&hosted.entry()).and(Ok(()));
-        let started = match started {
+        let saved = self.registry.save(&hosted.entry());
+        let started = match saved {
             Ok(()) => self.start(&hosted).await,
             Err(e) => Err(e),
         };
@@ -360,6 +360,11 @@ impl Hosted {
 
     fn created_at(&self) -> u64 {
         lock(&self.entry).created_at
+    }
+
+    /// The connections its address may hold at once.
+    pub fn connection_limit(&self, default: usize) -> usize {
+        lock(&self.entry).limits.connections.unwrap_or(default)
     }
 
     fn phase(&self) -> MutexGuard<'_, Phase> {
