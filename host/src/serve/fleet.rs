@@ -217,7 +217,6 @@ impl Fleet {
             }
             if let Err(e) = self.start(&hosted).await {
                 problems.push(format!("{}: {e}", hosted.id));
-                hosted.set(Phase::Failed(e.to_string()));
             }
         }
         self.restored.store(true, Ordering::Release);
@@ -225,8 +224,17 @@ impl Fleet {
     }
 
     /// Stages, opens and runs the capsule's session; returns once it can take tasks.
+    /// A capsule that cannot start is `failed`, with the reason.
     pub async fn start(self: &Arc<Self>, hosted: &Arc<Hosted>) -> Result<(), Error> {
         hosted.set(Phase::Starting);
+        let started = self.launch(hosted).await;
+        if let Err(e) = &started {
+            hosted.set(Phase::Failed(crate::secret::scrub(&e.to_string()).into_owned()));
+        }
+        started
+    }
+
+    async fn launch(self: &Arc<Self>, hosted: &Arc<Hosted>) -> Result<(), Error> {
         let begun = Instant::now();
         let entry = hosted.entry();
         let m = Arc::new(load(&entry)?);
