@@ -302,17 +302,18 @@ impl Fleet {
     /// Ends the capsule's session (its queued and running tasks are canceled) and
     /// waits, at most `limit`, until it has wound down.
     pub async fn stop(&self, hosted: &Hosted, limit: Duration) {
+        // Its connections close once the session is over (see `server::Route`); its bus
+        // is not closed here, which would tell a watch `capsule-closed` first. Over,
+        // the session publishes nothing more to the journal the next start reopens.
         let running = match &*hosted.phase() {
             Phase::Running(live) => {
                 live.control.stop();
-                Some((live.done.clone(), live.served.wire.clone()))
+                Some(live.done.clone())
             }
             _ => None,
         };
-        if let Some((mut done, wire)) = running {
+        if let Some(mut done) = running {
             let _ = tokio::time::timeout(limit, done.wait_for(|d| *d)).await;
-            // Closed, its bus writes no more to the journal the next start reopens.
-            wire.bus().close();
         }
         hosted.retire_tasks();
         hosted.set(Phase::Stopped);
