@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::mock_model::{MockModel, Reply as ModelReply, openai};
-use crate::common::served::{Create, Frame, Reply, Served, Sse, WATCH, scripted};
+use crate::common::served::{Create, Reply, Served, WATCH, scripted};
+use crate::common::sse_frames::{Frame, l, labels};
 use crate::common::*;
 
 /// The bound on any one wait here: what the capsules do takes seconds.
@@ -52,31 +53,14 @@ fn bash_result(command: &str, stdout: &str) -> String {
     )
 }
 
-/// `(id, what)` for each frame: the event, and a status frame's state.
-fn labels(frames: &[Frame]) -> Vec<(Option<u64>, String)> {
-    frames
-        .iter()
-        .map(|f| {
-            let what = match f.event.as_str() {
-                "status" => format!("status:{}", f.state()),
-                other => other.to_string(),
-            };
-            (f.id, what)
-        })
-        .collect()
-}
-
-fn l(id: u64, what: &str) -> (Option<u64>, String) {
-    (Some(id), what.to_string())
-}
-
 /// The labels of a task that made one tool call and then answered.
 fn one_call_task() -> Vec<(Option<u64>, String)> {
     vec![
         l(0, "status:working"),
         l(1, "artifact"),
         l(2, "status:working"),
-        l(3, "text"),
+        // The whole reply, as no chunk came in the last turn.
+        l(3, "text:final"),
         l(3, "status:completed"),
     ]
 }
@@ -562,7 +546,7 @@ fn a_tenant_sees_neither_the_frames_nor_the_files_of_another() {
     let a = served.create(&Create::yaml(&scripted("tenant-a", &script, "")));
 
     let mut watch = b.watch(None);
-    let ack = watch.next_by(Instant::now() + WAIT).unwrap();
+    let ack = watch.frame(WAIT);
     assert_eq!(
         ack.block,
         "event: connection-ack\ndata: {\"role\":\"observer\",\"conversation_mode\":\"stateless\"}"
@@ -718,14 +702,12 @@ fn a_hostile_tenant_fails_its_own_task_and_its_neighbour_completes() {
     )));
 
     let started = Instant::now();
-    let mut spin = Sse::open(spinner.post(&[], &message_stream_body("spin")));
-    let mut trap = Sse::open(trapper.post(&[], &message_stream_body("trap")));
-    let mut sleep = Sse::open(sleeper.post(&[], &message_stream_body("sleep")));
+    let mut spin = spinner.stream("spin");
+    let mut trap = trapper.stream("trap");
+    let mut sleep = sleeper.stream("sleep");
     // All three hostile tasks are under way before the neighbour's starts.
-    assert_eq!(
-        spin.next_by(Instant::now() + WAIT).unwrap().state(),
-        "working"
-    );
+    let first = spin.frame(WAIT);
+    assert_eq!(first.state(), "working");
     served.wait_for_event(&sleeper.id, "task_start", 0);
     assert_eq!(served.capsule(&spinner.id)["state"], "running");
     let frames = neighbour.message("work beside them");
@@ -745,12 +727,11 @@ fn a_hostile_tenant_fails_its_own_task_and_its_neighbour_completes() {
     assert_eq!(served.healthz().body, "ok\n");
 
     let spun = spin.rest(WAIT);
-    let first = &spin.seen[0];
     assert_eq!(
         last(&spun).block,
         final_block(
             1,
-            first,
+            &first,
             "failed",
             &format!(
                 "driver invocation failed: deadline exceeded: the component ran for more than {HOSTILE_SECS} s without returning"
@@ -1105,7 +1086,7 @@ fn a_capsule_connection_ceiling_refuses_the_next_connection_with_429() {
     let many = served.create(&Create::yaml(&yaml));
 
     let mut first = one.watch(None);
-    first.next_by(Instant::now() + WAIT).unwrap();
+    first.frame(WAIT);
     let second = one.call(&[], WATCH);
     assert_refused(
         &second,
@@ -1119,11 +1100,11 @@ fn a_capsule_connection_ceiling_refuses_the_next_connection_with_429() {
     let mut w1 = many.watch(None);
     let mut w2 = many.watch(None);
     assert_eq!(
-        w1.next_by(Instant::now() + WAIT).unwrap().event,
+        w1.frame(WAIT).event,
         "connection-ack"
     );
     assert_eq!(
-        w2.next_by(Instant::now() + WAIT).unwrap().event,
+        w2.frame(WAIT).event,
         "connection-ack"
     );
 
@@ -1149,12 +1130,12 @@ fn the_queued_tasks_ceiling_rejects_the_task_past_it() {
     assert_eq!(served.capsule(&capped.id)["limits"]["queued_tasks"], 1);
 
     for (hosted, rejects) in [(&capped, true), (&roomy, false)] {
-        let mut running = Sse::open(hosted.post(&[], &message_stream_body("first")));
+        let mut running = hosted.stream("first");
         assert_eq!(
-            running.next_by(Instant::now() + WAIT).unwrap().state(),
+            running.frame(WAIT).state(),
             "working"
         );
-        let mut waiting = Sse::open(hosted.post(&[], &message_stream_body("second")));
+        let mut waiting = hosted.stream("second");
         served.wait_for_event(&hosted.id, "a2a_task_received", 1);
         // A `message/stream` closes at the first final status of any task.
         let third = hosted.message("third");
@@ -1337,9 +1318,9 @@ fn sigterm_drains_a_running_task_to_completion_and_exits_0() {
         &bash_then("sleep 2; echo slept", "drained"),
         "",
     )));
-    let mut stream = Sse::open(hosted.post(&[], &message_stream_body("sleep")));
+    let mut stream = hosted.stream("sleep");
     assert_eq!(
-        stream.next_by(Instant::now() + WAIT).unwrap().state(),
+        stream.frame(WAIT).state(),
         "working"
     );
     served.signal(libc::SIGTERM);
@@ -1392,8 +1373,8 @@ fn sigterm_cancels_a_task_longer_than_the_drain_and_exits_0() {
         &bash_then(&format!("exec sleep {sleep}"), "never"),
         "",
     )));
-    let mut stream = Sse::open(hosted.post(&[], &message_stream_body("sleep")));
-    let working = stream.next_by(Instant::now() + WAIT).unwrap();
+    let mut stream = hosted.stream("sleep");
+    let working = stream.frame(WAIT);
     eventually(WAIT, "the command runs", || {
         !pids_running(&sleep).is_empty()
     });
@@ -1484,8 +1465,8 @@ fn metrics_count_capsules_and_tasks_and_name_no_tenant() {
     assert_eq!(sample(&before, "mur_tasks_total"), 0.0);
 
     assert_eq!(last(&quick.message("hi")).state(), "completed");
-    let mut stream = Sse::open(slow.post(&[], &message_stream_body("sleep")));
-    stream.next_by(Instant::now() + WAIT).unwrap();
+    let mut stream = slow.stream("sleep");
+    stream.frame(WAIT);
     let during = served.metrics();
     assert_text_format(&during);
     assert_eq!(sample(&during, r#"mur_capsules{state="running"}"#), 1.0);

@@ -4,6 +4,7 @@
 pub mod host;
 pub mod mock_model;
 pub mod served;
+pub mod sse_frames;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -469,22 +470,51 @@ impl Drop for Running {
     }
 }
 
-/// A raw HTTP exchange: the request as written, the response bytes until close.
-pub fn post(address: &str, headers: &[(&str, &str)], body: &str) -> TcpStream {
-    let mut socket = TcpStream::connect(address).unwrap();
+/// A connection to `address` (`HOST:PORT`), its writes bounded.
+pub fn connect(address: &str) -> TcpStream {
+    let socket = TcpStream::connect(address).unwrap_or_else(|e| panic!("{address}: {e}"));
+    socket.set_write_timeout(Some(LIMIT)).unwrap();
     socket
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let mut request = format!(
-        "POST / HTTP/1.1\r\nhost: {address}\r\ncontent-length: {}\r\n",
-        body.len()
-    );
+}
+
+/// The bytes of a request as a client writes them: the request line, `host`,
+/// `content-length` (left out of a `GET` without a body, as clients do), `headers` in
+/// their order, the blank line and `body`.
+pub fn raw_request(
+    address: &str,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> String {
+    let mut request = format!("{method} {target} HTTP/1.1\r\nhost: {address}\r\n");
+    if method != "GET" || !body.is_empty() {
+        request.push_str(&format!("content-length: {}\r\n", body.len()));
+    }
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }
     request.push_str("\r\n");
     request.push_str(body);
+    request
+}
+
+/// Sends `request` as written to `address` and reads the whole answer, to close.
+pub fn exchange(address: &str, request: &str) -> String {
+    let mut socket = connect(address);
     socket.write_all(request.as_bytes()).unwrap();
+    read_to_close(socket)
+}
+
+/// A raw HTTP exchange: a `POST /` as written; the socket to read the answer from.
+pub fn post(address: &str, headers: &[(&str, &str)], body: &str) -> TcpStream {
+    let mut socket = connect(address);
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    socket
+        .write_all(raw_request(address, "POST", "/", headers, body).as_bytes())
+        .unwrap();
     socket
 }
 
