@@ -438,15 +438,6 @@ fn of_kind(events: &[Value], kind: &str) -> Vec<Value> {
         .collect()
 }
 
-fn is_minted(id: &str, prefix: &str) -> bool {
-    id.strip_prefix(prefix).is_some_and(|hex| {
-        hex.len() == 32
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })
-}
-
 // ---------------------------------------------------------------------------------
 // The wire: a small event-stream reader over a plain socket.
 
@@ -1595,7 +1586,10 @@ fn seeding_follows_the_table_row_by_row() {
         assert_eq!(seed["task_id"], starts[i]["task_id"]);
         let ids = seed["message_ids"].as_array().unwrap();
         assert_eq!(ids.len(), committed[i], "{seed}");
-        assert!(ids.iter().all(|id| is_minted(id.as_str().unwrap(), "msg_")));
+        assert!(
+            ids.iter()
+                .all(|id| is_minted(id.as_str().unwrap(), "msg_", 32))
+        );
     }
     let log_lines = done
         .bootstrap()

@@ -107,17 +107,6 @@ fn queued(name: &str, script: &str) -> (Capsule, Live) {
     start(name, script, "", QUEUE, &[])
 }
 
-fn bash_turn(command: &str) -> String {
-    format!(
-        "  - tool_calls: [{{id: t1, name: bash, input: {{command: {}}}}}]\n",
-        json!(command)
-    )
-}
-
-fn text_turn(text: &str) -> String {
-    format!("  - text: {}\n", json!(text))
-}
-
 fn call(id: i64, method: &str, params: Value) -> String {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
 }
@@ -168,15 +157,6 @@ fn watch(address: &At, headers: &[(&str, &str)]) -> Sse {
 
 fn cancel(address: &At, task_id: &str) -> Value {
     rpc(address, &call(9, "tasks/cancel", json!({"id": task_id})))
-}
-
-fn is_minted(id: &str, prefix: &str) -> bool {
-    id.strip_prefix(prefix).is_some_and(|hex| {
-        hex.len() == 32
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })
 }
 
 /// A trace line written while a request is served, waited for with a bound.
@@ -377,7 +357,7 @@ fn params_as_message_or_as_params_itself_and_the_minted_ids() {
     let mut s = open(a, &[JSON], &call(1, "message/stream", own));
     let frames = s.rest(WAIT);
     let t1 = frames[0].task().to_string();
-    assert!(is_minted(&t1, "tsk_"), "{t1}");
+    assert!(is_minted(&t1, "tsk_", 32), "{t1}");
     for f in &frames {
         assert_eq!(f.task(), t1);
         if f.event == "status" {
@@ -389,9 +369,9 @@ fn params_as_message_or_as_params_itself_and_the_minted_ids() {
     let mut s = submit(a, "msg-nested");
     let frames = s.rest(WAIT);
     let t2 = frames[0].task().to_string();
-    assert!(is_minted(&t2, "tsk_") && t2 != t1, "{t2}");
+    assert!(is_minted(&t2, "tsk_", 32) && t2 != t1, "{t2}");
     let c2 = frames[0].data["context_id"].as_str().unwrap();
-    assert!(is_minted(c2, "ctx_"), "{c2}");
+    assert!(is_minted(c2, "ctx_", 32), "{c2}");
     assert_eq!(frames.last().unwrap().data["status"]["response"], "two");
 
     assert_eq!(task_of(&session, "msg-own"), t1);
@@ -1216,7 +1196,7 @@ fn single_rejects_a_second_task_while_busy() {
     assert_eq!(items.len(), 1, "{items:?}");
     let f = &only_frames(&items)[0];
     let (t, c) = (f.task(), f.data["context_id"].as_str().unwrap());
-    assert!(is_minted(t, "tsk_") && is_minted(c, "ctx_"));
+    assert!(is_minted(t, "tsk_", 32) && is_minted(c, "ctx_", 32));
     assert_eq!(
         f.block,
         block(
@@ -1379,15 +1359,6 @@ fn lanes_run_peer_before_bg_in_arrival_order() {
         .rposition(|e| e["event_type"] == "a2a_task_received")
         .unwrap();
     assert!(received < first_end, "the queued tasks arrived too late");
-}
-
-/// Kills a process we caused to start if the test fails before it is gone.
-struct KillOnDrop(String);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        kill_running(&self.0);
-    }
 }
 
 /// `tasks/cancel` on the running task: it ends `canceled` `task canceled` at once,

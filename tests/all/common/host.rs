@@ -226,7 +226,9 @@ impl Live {
                     "{ended}\nserver stderr:\n{}",
                     served.stderr()
                 );
-                let reply = self.at.exchange(&self.at.request("POST", "", &[JSON], WATCH));
+                let reply = self
+                    .at
+                    .exchange(&self.at.request("POST", "", &[JSON], WATCH));
                 let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": format!("capsule {id} has ended its session")}}).to_string();
                 assert_eq!(
                     reply,

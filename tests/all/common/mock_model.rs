@@ -736,3 +736,52 @@ pub mod anthropic {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------
+// Reading what the model was sent.
+
+/// The `messages` of a request body, which must have them.
+pub fn messages(body: &Value) -> Vec<Value> {
+    body["messages"]
+        .as_array()
+        .unwrap_or_else(|| panic!("the request has no messages list: {body}"))
+        .clone()
+}
+
+/// The text of a message's `content`: a string, or the `text` of its blocks.
+pub fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| match b {
+                Value::String(s) => Some(s.clone()),
+                _ if b["type"] == "text" || b.get("type").is_none() => {
+                    b["text"].as_str().map(str::to_string)
+                }
+                _ => None,
+            })
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+/// `(role, text)` of each message of a request body, in order.
+pub fn roles_texts(body: &Value) -> Vec<(String, String)> {
+    messages(body)
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap_or_default().to_string(),
+                text_of(&m["content"]),
+            )
+        })
+        .collect()
+}
+
+/// Where the message of `role` saying exactly `text` stands in `sent`; it must be there.
+pub fn position(sent: &[(String, String)], role: &str, text: &str) -> usize {
+    sent.iter()
+        .position(|(r, t)| r == role && t == text)
+        .unwrap_or_else(|| panic!("no {role} message {text:?} in {sent:?}"))
+}

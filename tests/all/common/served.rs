@@ -115,6 +115,7 @@ impl Served {
             .as_str()
             .expect("the start line names an address")
             .trim_start_matches("http://")
+            .trim_end_matches('/')
             .to_string();
         let token_file = launch["admin_token_file"]
             .as_str()
@@ -230,6 +231,11 @@ impl Served {
             self.stderr()
         );
         self.hosted(&reply)
+    }
+
+    /// Creates a capsule from [`scripted`]`(name, script, "")`, sent as text.
+    pub fn create_scripted(&self, name: &str, script: &str) -> Hosted {
+        self.create(&Create::yaml(&scripted(name, script, "")))
     }
 
     /// The capsule a `201 Created` answer describes.
