@@ -494,8 +494,7 @@ fn the_probe_path_answers_ok_and_the_admin_token_is_where_the_docs_read_it() {
         .as_str()
         .expect("the readiness probe names its path")
         .to_string();
-    let data = scratch("deploy-serve").join("data");
-    let served = Served::start_with(&data, &["--bind", "127.0.0.1"], &[]);
+    let served = Served::start_with("deploy-serve", &["--bind", "127.0.0.1"], &[]);
     let reply = served.request("GET", &probe_path, &[], "");
     let status = reply.head.lines().next().unwrap_or_default();
     assert_eq!(status, "HTTP/1.1 200 OK", "GET {probe_path}: {reply:?}");
@@ -507,7 +506,7 @@ fn the_probe_path_answers_ok_and_the_admin_token_is_where_the_docs_read_it() {
             .as_str()
             .expect("the launch line names the admin token's file"),
     );
-    let expected = data.join("admin-token");
+    let expected = served.data.join("admin-token");
     assert_eq!(
         token_file.canonicalize().unwrap(),
         expected

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::mock_model::{MockModel, Reply as ModelReply, openai, position, roles_texts};
+use crate::common::mock_model::{
+    MockModel, Reply as ModelReply, assert_carried, openai, roles_texts,
+};
 use crate::common::served::{Create, Reply, Served, WATCH, scripted};
 use crate::common::sse_frames::{Frame, l, labels};
 use crate::common::*;
@@ -595,11 +597,7 @@ fn hostile_loop_yaml(deadline: u64) -> String {
 /// server goes on serving all four.
 #[test]
 fn a_hostile_tenant_fails_its_own_task_and_its_neighbour_completes() {
-    let served = Served::start_with(
-        &scratch("serve-hostile").join("data"),
-        &[],
-        &[("MUR_HOSTILE", "sleep-in-run")],
-    );
+    let served = Served::start_with("serve-hostile", &[], &[("MUR_HOSTILE", "sleep-in-run")]);
     let spinner = served.create(&Create::yaml(&probe_driver_yaml(
         "spinner",
         "spin",
@@ -932,11 +930,7 @@ fn admin_errors_name_what_was_wrong() {
 /// `--max-capsules 1`: the second creation is refused until the first is deleted.
 #[test]
 fn the_capsule_ceiling_refuses_one_more() {
-    let served = Served::start_with(
-        &scratch("serve-ceiling").join("data"),
-        &["--max-capsules", "1"],
-        &[],
-    );
+    let served = Served::start_with("serve-ceiling", &["--max-capsules", "1"], &[]);
     let yaml = scripted("ceiling", "turns:\n  - text: ok\n", "");
     let first = served.create(&Create::yaml(&yaml));
     assert_admin_error(
@@ -956,11 +950,7 @@ fn the_capsule_ceiling_refuses_one_more() {
 /// neighbour without the ceiling takes two; once the first closes, a new one gets in.
 #[test]
 fn a_capsule_connection_ceiling_refuses_the_next_connection_with_429() {
-    let served = Served::start_with(
-        &scratch("serve-connections").join("data"),
-        &[],
-        &[("MUR_HEARTBEAT_MS", "100")],
-    );
+    let served = Served::start_with("serve-connections", &[], &[("MUR_HEARTBEAT_MS", "100")]);
     let yaml = scripted("connections", "turns:\n  - text: ok\n", "");
     let one = served.create(&Create::yaml(&yaml).limits(json!({"connections": 1})));
     let many = served.create(&Create::yaml(&yaml));
@@ -1113,14 +1103,12 @@ fn a_killed_server_brings_its_capsules_back_where_they_were() {
     // The conversation goes on in the same context.
     let second = threaded.message_body(&message_stream_body_in("Which word?", context));
     assert_eq!(last(&second).data["status"]["response"], "PELICAN.");
-    let sent = roles_texts(&mock.request(1).json());
-    let at = |role: &str, text: &str| position(&sent, role, text);
-    let (q1, a1, q2) = (
-        at("user", "Remember the word PELICAN."),
-        at("assistant", "Noted: PELICAN."),
-        at("user", "Which word?"),
+    assert_carried(
+        &roles_texts(&mock.request(1).json()),
+        "Remember the word PELICAN.",
+        "Noted: PELICAN.",
+        "Which word?",
     );
-    assert!(q1 < a1 && a1 < q2 && q2 == sent.len() - 1, "{sent:?}");
 
     // The frames the killed process wrote replay from the journal, byte for byte,
     // before those of the new session. The replay is written as the watch attaches.
@@ -1148,11 +1136,7 @@ fn a_killed_server_brings_its_capsules_back_where_they_were() {
 /// server exits 0, and the next start brings the capsule back.
 #[test]
 fn sigterm_drains_a_running_task_to_completion_and_exits_0() {
-    let mut served = Served::start_with(
-        &scratch("serve-drain").join("data"),
-        &["--drain-secs", "30"],
-        &[],
-    );
+    let mut served = Served::start_with("serve-drain", &["--drain-secs", "30"], &[]);
     let hosted = served.create_scripted("drain", &bash_then("sleep 2; echo slept", "drained"));
     let mut stream = hosted.stream("sleep");
     assert_eq!(stream.frame(WAIT).state(), "working");
@@ -1194,11 +1178,7 @@ fn sigterm_drains_a_running_task_to_completion_and_exits_0() {
 /// gets the `canceled` status, its command is killed, and the server exits 0.
 #[test]
 fn sigterm_cancels_a_task_longer_than_the_drain_and_exits_0() {
-    let mut served = Served::start_with(
-        &scratch("serve-drain-short").join("data"),
-        &["--drain-secs", "1"],
-        &[],
-    );
+    let mut served = Served::start_with("serve-drain-short", &["--drain-secs", "1"], &[]);
     let sleep = marker(30);
     let _cleanup = KillOnDrop(sleep.clone());
     let hosted = served.create_scripted(

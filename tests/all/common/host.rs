@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::served::{Create, Hosted, Served, WATCH};
-use super::{Capsule, Running, Session, exchange, raw_request, scratch};
+use super::{Capsule, Running, Session, exchange, raw_request};
 
 /// Which host a test module's capsules run under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,7 +132,7 @@ impl Live {
                 }
             }
             Host::Serve => {
-                let served = Served::start_with(&scratch("serve").join("data"), &[], env);
+                let served = Served::start_with("serve", &[], env);
                 let hosted = served.create(&Create::path(&hosted_manifest(capsule, args)));
                 let described = served.capsule(&hosted.id);
                 let session_id = served.session_id(&hosted.id);
@@ -169,7 +169,7 @@ impl Live {
     /// What a `mur serve` answers when asked to host `capsule` (started with
     /// `args`) and it must refuse: the status and the error body.
     pub fn refused(capsule: &Capsule, args: &[&str]) -> (u16, Value) {
-        let served = Served::start_with(&scratch("serve").join("data"), &[], &[]);
+        let served = Served::start("serve");
         let reply = served.try_create(&Create::path(&hosted_manifest(capsule, args)));
         (reply.status, reply.json())
     }

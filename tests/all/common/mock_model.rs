@@ -780,8 +780,20 @@ pub fn roles_texts(body: &Value) -> Vec<(String, String)> {
 }
 
 /// Where the message of `role` saying exactly `text` stands in `sent`; it must be there.
-pub fn position(sent: &[(String, String)], role: &str, text: &str) -> usize {
+fn position(sent: &[(String, String)], role: &str, text: &str) -> usize {
     sent.iter()
         .position(|(r, t)| r == role && t == text)
         .unwrap_or_else(|| panic!("no {role} message {text:?} in {sent:?}"))
+}
+
+/// A threaded conversation carried: the messages `sent` hold an earlier task's
+/// `question` and `answer`, in that order, before `next`, which comes last.
+pub fn assert_carried(sent: &[(String, String)], question: &str, answer: &str, next: &str) {
+    let (q1, a1, q2) = (
+        position(sent, "user", question),
+        position(sent, "assistant", answer),
+        position(sent, "user", next),
+    );
+    assert!(q1 < a1 && a1 < q2, "{sent:?}");
+    assert_eq!(q2, sent.len() - 1, "the new task comes last: {sent:?}");
 }

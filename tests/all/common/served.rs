@@ -45,19 +45,19 @@ pub struct Served {
 }
 
 impl Served {
-    /// A server on a fresh data folder and any free port.
+    /// A server on a fresh data folder (in the scratch folder `name`) and any free port.
     pub fn start(name: &str) -> Served {
-        Served::start_with(&scratch(name).join("data"), &[], &[])
+        Served::start_with(name, &[], &[])
     }
 
-    /// A server on `data` with extra flags (`--max-capsules 1`, ...) and environment.
-    pub fn start_with(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Served {
+    /// [`Served::start`] with extra flags (`--max-capsules 1`, ...) and environment.
+    pub fn start_with(name: &str, args: &[&str], env: &[(&str, &str)]) -> Served {
         let args = args.iter().map(|a| a.to_string()).collect();
         let env = env
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        Served::spawn(data.to_path_buf(), "0", args, env)
+        Served::spawn(scratch(name).join("data"), "0", args, env)
     }
 
     fn spawn(data: PathBuf, port: &str, args: Vec<String>, env: Vec<(String, String)>) -> Served {
