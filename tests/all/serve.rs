@@ -11,7 +11,7 @@ use crate::common::mock_model::{
     MockModel, Reply as ModelReply, assert_carried, openai, roles_texts,
 };
 use crate::common::served::{Create, Reply, Served, WATCH, scripted};
-use crate::common::sse_frames::{Frame, l, labels};
+use crate::common::sse_frames::{Frame, labels, one_call_task};
 use crate::common::*;
 
 /// The bound on any one wait here: what the capsules do takes seconds.
@@ -38,18 +38,6 @@ fn bash_result(command: &str, stdout: &str) -> String {
     format!(
         "<untrusted-content source=tool:bash>\n$ {command}\nExit code: 0\nStdout:\n{stdout}\n\nStderr:\n\n</untrusted-content>"
     )
-}
-
-/// The labels of a task that made one tool call and then answered.
-fn one_call_task() -> Vec<(Option<u64>, String)> {
-    vec![
-        l(0, "status:working"),
-        l(1, "artifact"),
-        l(2, "status:working"),
-        // The whole reply, as no chunk came in the last turn.
-        l(3, "text:final"),
-        l(3, "status:completed"),
-    ]
 }
 
 /// The exact bytes of a final status frame.
@@ -141,15 +129,6 @@ fn listed<'a>(list: &'a [Value], id: &str) -> &'a Value {
     list.iter()
         .find(|c| c["id"] == id)
         .unwrap_or_else(|| panic!("{id} is not listed: {list:#?}"))
-}
-
-/// Polls `check` every 50 ms until it holds, for at most `within`.
-fn eventually(within: Duration, what: &str, mut check: impl FnMut() -> bool) {
-    let until = Instant::now() + within;
-    while !check() {
-        assert!(Instant::now() < until, "{what}: not within {within:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 // ---------------------------------------------------------------------------------

@@ -758,13 +758,7 @@ fn every_task_numbers_its_frames_from_zero() {
     submit(&running.at, "m1").rest(WAIT);
     submit(&running.at, "m2").rest(WAIT);
     let frames = w.frames(10, WAIT);
-    let run = [
-        l(0, "status:working"),
-        l(1, "artifact"),
-        l(2, "status:working"),
-        l(3, "text:final"),
-        l(3, "status:completed"),
-    ];
+    let run = one_call_task();
     assert_eq!(labels(&frames), [run.clone(), run].concat());
     assert_ne!(frames[0].task(), frames[5].task());
 }
@@ -1378,11 +1372,9 @@ fn cancel_ends_a_running_task_and_its_command() {
     let t = first.task().to_string();
     let c = first.data["context_id"].as_str().unwrap().to_string();
     let _guard = KillOnDrop(sleep.clone());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while pids_running(&sleep).is_empty() {
-        assert!(Instant::now() < deadline, "the command never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually(Duration::from_secs(10), "the command starts", || {
+        !pids_running(&sleep).is_empty()
+    });
     let asked = Instant::now();
     assert_eq!(
         cancel(a, &t),
@@ -1395,11 +1387,9 @@ fn cancel_ends_a_running_task_and_its_command() {
         status_data(&t, &c, "canceled", "task canceled", true)
     );
     assert!(asked.elapsed() < Duration::from_secs(5));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !pids_running(&sleep).is_empty() {
-        assert!(Instant::now() < deadline, "the canceled command still runs");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually(Duration::from_secs(5), "the canceled command ends", || {
+        pids_running(&sleep).is_empty()
+    });
 }
 
 /// `tasks/cancel` on queued tasks: each ends with its only frame, `canceled` `task

@@ -32,17 +32,7 @@ fn host() -> Host {
 /// A capsule that takes tasks over HTTP and stays up until it is stopped.
 fn serving(name: &str, extra: &str, script: &str) -> (Capsule, Live) {
     let capsule = Capsule::new(name, &manifest(extra), script);
-    let running = Live::start(
-        host(),
-        &capsule,
-        &[
-            "--lifecycle-task-acceptance",
-            "queue",
-            "--lifecycle-after-task",
-            "sleep",
-        ],
-        &[],
-    );
+    let running = Live::start(host(), &capsule, QUEUE, &[]);
     (capsule, running)
 }
 

@@ -105,11 +105,14 @@ pub struct Live {
 
 enum How {
     Run(Running),
-    Serve {
-        served: Served,
-        hosted: Hosted,
-        session: Session,
-    },
+    Serve(Box<Hosting>),
+}
+
+/// A capsule in a `mur serve` of its own.
+struct Hosting {
+    served: Served,
+    hosted: Hosted,
+    session: Session,
 }
 
 impl Live {
@@ -156,11 +159,11 @@ impl Live {
                 };
                 Live {
                     at,
-                    how: How::Serve {
+                    how: How::Serve(Box::new(Hosting {
                         served,
                         hosted,
                         session,
-                    },
+                    })),
                 }
             }
         }
@@ -180,10 +183,10 @@ impl Live {
     pub fn session(&self) -> Session {
         match &self.how {
             How::Run(running) => running.session(),
-            How::Serve { session, .. } => Session {
-                id: session.id.clone(),
-                workdir: session.workdir.clone(),
-                records: session.records.clone(),
+            How::Serve(hosting) => Session {
+                id: hosting.session.id.clone(),
+                workdir: hosting.session.workdir.clone(),
+                records: hosting.session.records.clone(),
             },
         }
     }
@@ -193,10 +196,10 @@ impl Live {
     pub fn serving(&mut self) -> bool {
         match &mut self.how {
             How::Run(running) => running.child.try_wait().unwrap().is_none(),
-            How::Serve { served, hosted, .. } => {
-                !served.exited()
+            How::Serve(hosting) => {
+                !hosting.served.exited()
                     && matches!(
-                        served.capsule(&hosted.id)["state"].as_str(),
+                        hosting.served.capsule(&hosting.hosted.id)["state"].as_str(),
                         Some("running" | "idle")
                     )
             }
@@ -215,9 +218,10 @@ impl Live {
                 assert_eq!(run.status, 0, "{}", run.stderr);
                 run.stderr
             }
-            How::Serve {
-                mut served, hosted, ..
-            } => {
+            How::Serve(hosting) => {
+                let Hosting {
+                    mut served, hosted, ..
+                } = *hosting;
                 let id = hosted.id;
                 let ended = served.until_state(&id, within, |s| s != "running" && s != "idle");
                 assert_eq!(

@@ -267,6 +267,16 @@ pub const SSE_HEAD: &str = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r
 /// test instead of hanging CI.
 pub const LIMIT: Duration = Duration::from_secs(180);
 
+/// Polls `check` until it holds, for at most `within`; the test fails naming `what`
+/// otherwise.
+pub fn eventually(within: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let until = Instant::now() + within;
+    while !check() {
+        assert!(Instant::now() < until, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Runs `cmd` to its exit, at most [`LIMIT`]: the bounded form of `Command::output`.
 pub fn finish(cmd: &mut Command) -> Run {
     finish_within(cmd, LIMIT)

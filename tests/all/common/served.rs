@@ -7,7 +7,8 @@
 //! let served = Served::start("name");
 //! let hosted = served.create(&Create::path(&capsule.dir).limits(json!({"connections": 1})));
 //! let frames = hosted.message("do the task");          // message/stream, to close
-//! let mut watch = hosted.watch(Some("0"));               // stream/watch, read as it comes
+//! let mut stream = hosted.stream("do the task");        // message/stream, as it comes
+//! let mut watch = hosted.watch(Some("0"));               // stream/watch, as it comes
 //! let raw = hosted.post(&[], &body);                     // any JSON POST to its address
 //! ```
 

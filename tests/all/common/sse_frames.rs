@@ -95,6 +95,18 @@ pub fn l(id: u64, what: &str) -> (Option<u64>, String) {
     (Some(id), what.to_string())
 }
 
+/// The labels of a task that made one tool call and then answered (no chunks).
+pub fn one_call_task() -> Vec<(Option<u64>, String)> {
+    vec![
+        l(0, "status:working"),
+        l(1, "artifact"),
+        l(2, "status:working"),
+        // The whole reply, as no chunk came in the last turn.
+        l(3, "text:final"),
+        l(3, "status:completed"),
+    ]
+}
+
 /// One block of the stream (the bytes before a blank line), checked against the
 /// seed's frame format.
 pub fn parse_block(block: &str) -> Item {
@@ -162,7 +174,7 @@ pub struct Sse {
     /// that nothing the server writes can be earlier.
     pub opened: Instant,
     /// Every block read so far (each cut at 300 characters), for failure messages.
-    pub log: Vec<String>,
+    log: Vec<String>,
     closed: bool,
 }
 
