@@ -68,21 +68,6 @@ fn last(frames: &[Frame]) -> &Frame {
     f
 }
 
-/// The JSON-RPC refusal a capsule's address answers with `status`.
-fn assert_refused(reply: &Reply, status: &str, message: &str) {
-    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": message}})
-        .to_string();
-    assert_eq!(
-        reply.head,
-        format!(
-            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close",
-            body.len()
-        ),
-        "{reply:?}"
-    );
-    assert_eq!(reply.body, body);
-}
-
 /// The one refusal of a wrong or missing token, admin or capsule, to the byte.
 fn assert_unauthorized(reply: &Reply, what: &str) {
     assert_eq!(
@@ -266,7 +251,7 @@ fn an_operator_creates_talks_to_lists_stops_and_deletes_capsules() {
         watched.iter().all(|f| f.event != "capsule-closed"),
         "{watched:#?}"
     );
-    assert_refused(
+    Reply::assert_refused(
         &beta.call(&[], &message_stream_body("are you there?")),
         "503 Service Unavailable",
         &format!("capsule {} is stopped", beta.id),
@@ -937,7 +922,7 @@ fn a_capsule_connection_ceiling_refuses_the_next_connection_with_429() {
     let mut first = one.watch(None);
     first.frame(WAIT);
     let second = one.call(&[], WATCH);
-    assert_refused(
+    Reply::assert_refused(
         &second,
         "429 Too Many Requests",
         &format!(
@@ -1063,7 +1048,7 @@ fn a_killed_server_brings_its_capsules_back_where_they_were() {
         (&json!(threaded.url), &json!("idle"))
     );
     assert_eq!(listed(&list, &keeper.id)["state"], "stopped");
-    assert_refused(
+    Reply::assert_refused(
         &keeper.call(&[], &message_stream_body("still there?")),
         "503 Service Unavailable",
         &format!("capsule {} is stopped", keeper.id),
@@ -1128,7 +1113,7 @@ fn sigterm_drains_a_running_task_to_completion_and_exits_0() {
         (health.header("content-type"), health.body.as_str()),
         (Some("text/plain"), "draining\n")
     );
-    assert_refused(
+    Reply::assert_refused(
         &hosted.call(&[], &message_stream_body("one more")),
         "503 Service Unavailable",
         "the server is shutting down; retry at the same address once it is back",
@@ -1366,7 +1351,7 @@ fn mur_watch_and_mur_stop_reach_a_hosted_capsule_with_its_token() {
     assert_eq!(stopped.stderr, "");
     let c = listed(&served.list(), &hosted.id).clone();
     assert_eq!(c["state"], "ended", "{c}");
-    assert_refused(
+    Reply::assert_refused(
         &hosted.call(&[], &message_stream_body("hello?")),
         "503 Service Unavailable",
         &format!("capsule {} has ended its session", hosted.id),

@@ -819,16 +819,7 @@ fn replay_follows_last_event_id() {
     );
     let tc = frames[4].task().to_string();
     assert!(tc != ta && tc != tb);
-    assert_eq!(
-        labels(&frames[4..]),
-        [
-            l(0, "status:working"),
-            l(1, "artifact"),
-            l(2, "status:working"),
-            l(3, "text:final"),
-            l(3, "status:completed"),
-        ]
-    );
+    assert_eq!(labels(&frames[4..]), one_call_task());
 
     // Each watch: its replay, exactly, then the live frames of task c.
     for ((headers, want), w) in cases.iter().zip(watches.iter_mut()) {

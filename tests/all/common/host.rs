@@ -13,7 +13,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::served::{Create, Hosted, Served, WATCH};
 use super::{Capsule, Running, Session, exchange, raw_request};
@@ -183,11 +183,7 @@ impl Live {
     pub fn session(&self) -> Session {
         match &self.how {
             How::Run(running) => running.session(),
-            How::Serve(hosting) => Session {
-                id: hosting.session.id.clone(),
-                workdir: hosting.session.workdir.clone(),
-                records: hosting.session.records.clone(),
-            },
+            How::Serve(hosting) => hosting.session.clone(),
         }
     }
 
@@ -222,24 +218,17 @@ impl Live {
                 let Hosting {
                     mut served, hosted, ..
                 } = *hosting;
-                let id = hosted.id;
-                let ended = served.until_state(&id, within, |s| s != "running" && s != "idle");
+                let id = &hosted.id;
+                let ended = served.until_state(id, within, |s| s != "running" && s != "idle");
                 assert_eq!(
                     (ended["state"].as_str(), ended["reason"].as_str()),
                     (Some("ended"), Some("session ended: ok")),
                     "{ended}\nserver stderr:\n{}",
                     served.stderr()
                 );
-                let reply = self
-                    .at
-                    .exchange(&self.at.request("POST", "", &[JSON], WATCH));
-                let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": format!("capsule {id} has ended its session")}}).to_string();
-                assert_eq!(
-                    reply,
-                    format!(
-                        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    )
+                hosted.call(&[], WATCH).assert_refused(
+                    "503 Service Unavailable",
+                    &format!("capsule {id} has ended its session"),
                 );
                 assert!(
                     !served.exited(),
@@ -250,8 +239,6 @@ impl Live {
         }
     }
 }
-
-const JSON: (&str, &str) = ("content-type", "application/json");
 
 /// The manifest a hosted capsule is created from: the capsule's own, with the lifecycle
 /// flags of `mur run` written in as the keys they override, beside the original so

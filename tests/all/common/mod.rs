@@ -437,6 +437,7 @@ impl Run {
 }
 
 /// What a session left in its workdir.
+#[derive(Clone, Debug)]
 pub struct Session {
     pub id: String,
     /// What the capsule sees.

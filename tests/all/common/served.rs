@@ -539,6 +539,23 @@ impl Reply {
         })
     }
 
+    /// The JSON-RPC refusal a capsule's address answers with `status`
+    /// (`503 Service Unavailable`, ...) and `message`, to the byte.
+    pub fn assert_refused(&self, status: &str, message: &str) {
+        let body =
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": message}})
+                .to_string();
+        assert_eq!(
+            self.head,
+            format!(
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close",
+                body.len()
+            ),
+            "{self:?}"
+        );
+        assert_eq!(self.body, body);
+    }
+
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.body)
             .unwrap_or_else(|e| panic!("the body is not JSON ({e}): {self:?}"))
