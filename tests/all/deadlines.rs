@@ -17,22 +17,10 @@ fn loop_path() -> String {
     guest(MUR_LOOP_HOSTILE).display().to_string()
 }
 
-/// A capsule run by the hostile loop; `MUR_HOSTILE` reaches it through the grant.
+/// A capsule run by the hostile loop (`--loop` names it); `MUR_HOSTILE` reaches it
+/// through the grant.
 fn hostile(name: &str, deadline: u64, script: &str) -> Capsule {
-    let manifest = format!(
-        r#"name: deadlines
-version: "0.1.0"
-inference:
-  driver: scripted
-  script: ./script.yaml
-  model: scripted-test
-capabilities:
-  env:
-    allow: [MUR_HOSTILE]
-  limits:
-    deadline_seconds: {deadline}
-"#
-    );
+    let manifest = hostile_loop_manifest("deadlines", "", "./script.yaml", deadline);
     Capsule::new(name, &manifest, script)
 }
 

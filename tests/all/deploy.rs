@@ -5,15 +5,11 @@
 //! needed: the files are read as text and YAML.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use yaml_rust2::{Yaml, YamlLoader};
 
+use crate::common::served::Served;
 use crate::common::*;
 
 /// How long `mur serve` drains when the command passes no `--drain-secs` (its default).
@@ -491,102 +487,6 @@ fn the_kustomization_lists_every_manifest_and_names_the_image() {
     );
 }
 
-/// `mur serve` in the background, killed when dropped.
-struct Server {
-    child: Child,
-    launch: Value,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(data: &Path) -> Server {
-    let mut child = mur()
-        .args([
-            "serve",
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--json",
-            "--data",
-        ])
-        .arg(data)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("mur serve starts");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    let line = rx.recv_timeout(LIMIT).unwrap_or_default();
-    if line.is_empty() {
-        let _ = child.kill();
-        let mut err = String::new();
-        let _ = child.stderr.take().unwrap().read_to_string(&mut err);
-        let _ = child.wait();
-        panic!("mur serve printed no launch line; stderr:\n{err}");
-    }
-    let launch = serde_json::from_str(&line)
-        .unwrap_or_else(|e| panic!("the launch line is not JSON ({e}): {line:?}"));
-    Server { child, launch }
-}
-
-/// `GET path` on `address` (HOST:PORT): the status line and the body.
-fn get(address: &str, path: &str) -> (String, String) {
-    let mut socket = TcpStream::connect(address).unwrap();
-    socket
-        .write_all(
-            format!("GET {path} HTTP/1.1\r\nhost: {address}\r\nconnection: close\r\n\r\n")
-                .as_bytes(),
-        )
-        .unwrap();
-    let deadline = Instant::now() + LIMIT;
-    let mut bytes = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        let text = String::from_utf8_lossy(&bytes).into_owned();
-        if let Some((head, body)) = text.split_once("\r\n\r\n") {
-            let length = head.lines().find_map(|l| {
-                let (name, value) = l.split_once(':')?;
-                name.eq_ignore_ascii_case("content-length")
-                    .then(|| value.trim().parse::<usize>().ok())?
-            });
-            if length.is_some_and(|n| body.len() >= n) {
-                let status = head.lines().next().unwrap_or_default().to_string();
-                return (status, body.to_string());
-            }
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        assert!(
-            !left.is_zero(),
-            "no whole answer to GET {path} within {LIMIT:?}: {text:?}"
-        );
-        socket
-            .set_read_timeout(Some(left.min(Duration::from_secs(30))))
-            .unwrap();
-        match socket.read(&mut chunk) {
-            Ok(0) => {
-                let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-                let status = head.lines().next().unwrap_or_default().to_string();
-                return (status, body.to_string());
-            }
-            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => panic!("reading the answer to GET {path}: {e}; read: {text:?}"),
-        }
-    }
-}
-
 #[test]
 fn the_probe_path_answers_ok_and_the_admin_token_is_where_the_docs_read_it() {
     let set = statefulset();
@@ -594,28 +494,19 @@ fn the_probe_path_answers_ok_and_the_admin_token_is_where_the_docs_read_it() {
         .as_str()
         .expect("the readiness probe names its path")
         .to_string();
-    let data = scratch("deploy-serve").join("data");
-    let server = serve(&data);
-    let address = server.launch["address"]
-        .as_str()
-        .unwrap_or_else(|| panic!("the launch line names the address: {}", server.launch))
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .to_string();
-    let (status, body) = get(&address, &probe_path);
-    assert_eq!(
-        status, "HTTP/1.1 200 OK",
-        "GET {probe_path}; body: {body:?}"
-    );
-    assert_eq!(body, "ok\n");
+    let served = Served::start_with("deploy-serve", &["--bind", "127.0.0.1"], &[]);
+    let reply = served.request("GET", &probe_path, &[], "");
+    let status = reply.head.lines().next().unwrap_or_default();
+    assert_eq!(status, "HTTP/1.1 200 OK", "GET {probe_path}: {reply:?}");
+    assert_eq!(reply.body, "ok\n");
 
     // deploy/README.md reads the token from <--data>/admin-token.
     let token_file = PathBuf::from(
-        server.launch["admin_token_file"]
+        served.launch["admin_token_file"]
             .as_str()
             .expect("the launch line names the admin token's file"),
     );
-    let expected = data.join("admin-token");
+    let expected = served.data.join("admin-token");
     assert_eq!(
         token_file.canonicalize().unwrap(),
         expected

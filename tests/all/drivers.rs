@@ -8,7 +8,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::common::mock_model::{
-    MockModel, Recorded, Reply, anthropic, crlf, openai, split_awkwardly,
+    MockModel, Recorded, Reply, anthropic, assert_carried, crlf, messages, openai, roles_texts,
+    split_awkwardly, text_of,
 };
 use crate::common::*;
 use serde_json::{Value, json};
@@ -254,31 +255,6 @@ fn rpc(address: &str, body: &Value) -> Value {
 
 // ---------------------------------------------------------------------------------
 // Reading what the provider was sent.
-
-/// The text of a message's `content`: a string, or the `text` of its blocks.
-fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter_map(|b| match b {
-                Value::String(s) => Some(s.clone()),
-                _ if b["type"] == "text" || b.get("type").is_none() => {
-                    b["text"].as_str().map(str::to_string)
-                }
-                _ => None,
-            })
-            .collect(),
-        _ => String::new(),
-    }
-}
-
-fn messages(body: &Value) -> Vec<Value> {
-    body["messages"]
-        .as_array()
-        .unwrap_or_else(|| panic!("the request has no messages list: {body}"))
-        .clone()
-}
 
 /// The tool named `name` in the request's `tools`, by `find`.
 fn tool_named<'a>(body: &'a Value, name: &str, find: impl Fn(&Value) -> &Value) -> &'a Value {
@@ -859,29 +835,13 @@ fn threaded_context_carries_the_first_exchange_into_the_next_request() {
     assert_eq!(send(2, "Which word?", "ctx-drv-one"), "PELICAN.");
     assert_eq!(send(3, "Which word?", "ctx-drv-two"), "I do not know.");
 
-    let second = messages(&mock.request(1).json());
-    let roles_texts: Vec<(String, String)> = second
-        .iter()
-        .map(|m| {
-            (
-                m["role"].as_str().unwrap_or_default().to_string(),
-                text_of(&m["content"]),
-            )
-        })
-        .collect();
-    let at = |role: &str, text: &str| {
-        roles_texts
-            .iter()
-            .position(|(r, t)| r == role && t == text)
-            .unwrap_or_else(|| panic!("no {role} message {text:?} in {roles_texts:?}"))
-    };
-    let (q1, a1, q2) = (
-        at("user", "Remember the word PELICAN."),
-        at("assistant", "Noted: PELICAN."),
-        at("user", "Which word?"),
+    let roles_texts = roles_texts(&mock.request(1).json());
+    assert_carried(
+        &roles_texts,
+        "Remember the word PELICAN.",
+        "Noted: PELICAN.",
+        "Which word?",
     );
-    assert!(q1 < a1 && a1 < q2, "{roles_texts:?}");
-    assert_eq!(q2, roles_texts.len() - 1, "the new task comes last");
     assert_eq!(roles_texts[0].0, "system");
 
     let third = mock.request(2).json();

@@ -12,12 +12,11 @@
 //! are written before the run) and the session's records are under
 //! `records/<session-id>/`, out of the capsule's sight.
 
-use std::io::{ErrorKind, Read};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::common::mock_model::{MockModel, Reply, openai};
+use crate::common::sse_frames::{Sse, l, labels};
 use crate::common::*;
 use serde_json::{Value, json};
 
@@ -438,152 +437,11 @@ fn of_kind(events: &[Value], kind: &str) -> Vec<Value> {
         .collect()
 }
 
-fn is_minted(id: &str, prefix: &str) -> bool {
-    id.strip_prefix(prefix).is_some_and(|hex| {
-        hex.len() == 32
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })
-}
-
 // ---------------------------------------------------------------------------------
-// The wire: a small event-stream reader over a plain socket.
-
-#[derive(Clone, Debug)]
-struct Frame {
-    id: Option<u64>,
-    event: String,
-    data: Value,
-    /// The frame's bytes, without the blank line that ends it.
-    block: String,
-}
-
-impl Frame {
-    fn label(&self) -> (Option<u64>, String) {
-        let what = match self.event.as_str() {
-            "status" => format!("status:{}", self.data["status"]["state"].as_str().unwrap()),
-            "text" if self.data["final"] == true => "text:final".into(),
-            other => other.to_string(),
-        };
-        (self.id, what)
-    }
-}
-
-fn labels(frames: &[Frame]) -> Vec<(Option<u64>, String)> {
-    frames.iter().map(Frame::label).collect()
-}
-
-fn l(id: u64, what: &str) -> (Option<u64>, String) {
-    (Some(id), what.to_string())
-}
+// The wire: the tests' event-stream reader (`common::sse_frames`).
 
 fn block(id: u64, event: &str, data: &Value) -> String {
     format!("id: {id}\nevent: {event}\ndata: {data}")
-}
-
-struct Sse {
-    socket: TcpStream,
-    buf: Vec<u8>,
-    log: Vec<String>,
-}
-
-impl Sse {
-    fn open(address: &str, body: &str) -> Sse {
-        let socket = post(address, &[JSON_CT], body);
-        let mut sse = Sse {
-            socket,
-            buf: Vec::new(),
-            log: Vec::new(),
-        };
-        let deadline = Instant::now() + WAIT;
-        let end = loop {
-            if let Some(at) = find(&sse.buf, b"\r\n\r\n") {
-                break at + 4;
-            }
-            assert!(sse.fill(deadline), "closed before the head");
-        };
-        let head: Vec<u8> = sse.buf.drain(..end).collect();
-        let head = String::from_utf8(head).unwrap();
-        assert!(
-            head.starts_with("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"),
-            "{head}"
-        );
-        sse
-    }
-
-    fn fill(&mut self, deadline: Instant) -> bool {
-        let left = deadline.saturating_duration_since(Instant::now());
-        assert!(!left.is_zero(), "timed out; read:\n{}", self.log.join("\n"));
-        self.socket.set_read_timeout(Some(left)).unwrap();
-        let mut chunk = vec![0u8; 64 * 1024];
-        match self.socket.read(&mut chunk) {
-            Ok(0) => false,
-            Ok(n) => {
-                self.buf.extend_from_slice(&chunk[..n]);
-                true
-            }
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                panic!("timed out; read:\n{}", self.log.join("\n"))
-            }
-            Err(e) if e.kind() == ErrorKind::ConnectionReset => false,
-            Err(e) => panic!("read failed: {e}"),
-        }
-    }
-
-    /// The next frame (heartbeats skipped); `None` once the server closed.
-    fn next(&mut self, deadline: Instant) -> Option<Frame> {
-        loop {
-            if let Some(at) = find(&self.buf, b"\n\n") {
-                let raw: Vec<u8> = self.buf.drain(..at + 2).collect();
-                let text = String::from_utf8(raw[..at].to_vec()).unwrap();
-                self.log.push(text.clone());
-                if text.starts_with(':') {
-                    continue;
-                }
-                return Some(parse_block(&text));
-            }
-            if !self.fill(deadline) {
-                assert!(self.buf.is_empty(), "ended inside a frame");
-                return None;
-            }
-        }
-    }
-
-    /// Every frame until the server closes the connection.
-    fn rest(&mut self) -> Vec<Frame> {
-        let deadline = Instant::now() + WAIT;
-        let mut out = Vec::new();
-        while let Some(f) = self.next(deadline) {
-            out.push(f);
-        }
-        out
-    }
-}
-
-fn parse_block(text: &str) -> Frame {
-    let mut id = None;
-    let mut event = String::new();
-    let mut data = Value::Null;
-    for line in text.split('\n') {
-        if let Some(v) = line.strip_prefix("id: ") {
-            id = Some(v.parse().unwrap());
-        } else if let Some(v) = line.strip_prefix("event: ") {
-            event = v.to_string();
-        } else if let Some(v) = line.strip_prefix("data: ") {
-            data = serde_json::from_str(v).unwrap_or_else(|e| panic!("{e}: {text:?}"));
-        }
-    }
-    Frame {
-        id,
-        event,
-        data,
-        block: text.to_string(),
-    }
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 /// A task submitted with `message/stream`.
@@ -592,16 +450,22 @@ fn send(address: &str, message_id: &str, text: &str) -> Sse {
         "jsonrpc": "2.0", "id": 1, "method": "message/stream",
         "params": {"message": {"messageId": message_id, "role": "user", "parts": [{"text": text}]}}
     });
-    Sse::open(address, &body.to_string())
+    open(address, &body.to_string())
 }
 
 /// A `stream/watch` connection, its `connection-ack` read.
 fn watch(address: &str) -> Sse {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "stream/watch", "params": {}});
-    let mut sse = Sse::open(address, &body.to_string());
-    let ack = sse.next(Instant::now() + WAIT).expect("connection-ack");
+    let mut sse = open(address, &body.to_string());
+    let ack = sse.frame(WAIT);
     assert_eq!(ack.event, "connection-ack");
     sse
+}
+
+/// A JSON `POST /` read as an event stream, its head checked.
+fn open(address: &str, body: &str) -> Sse {
+    let opened = Instant::now();
+    Sse::open(post(address, &[JSON_CT], body), opened, WAIT)
 }
 
 /// `murmur/stop`: a sleeping capsule ends cleanly.
@@ -713,9 +577,9 @@ turns:
     let cap = Cap::new("order", &yaml, script);
     let live = cap.start(QUEUE);
     let a = live.address();
-    let first = send(&a, "m1", "first task").rest();
+    let first = send(&a, "m1", "first task").rest(WAIT);
     assert_eq!(first.last().unwrap().label().1, "status:completed");
-    let second = send(&a, "m2", "second task").rest();
+    let second = send(&a, "m2", "second task").rest(WAIT);
     assert_eq!(second.last().unwrap().label(), l(1, "status:completed"));
     stop(&a);
     let done = live.finish();
@@ -884,8 +748,8 @@ fn a_granted_reopen_runs_a_second_attempt_and_says_so_everywhere() {
     let live = cap.start(&[]);
     let a = live.address();
     let mut w = watch(&a);
-    let submitted = send(&a, "m1", "Name a city.").rest();
-    let watched = w.rest();
+    let submitted = send(&a, "m1", "Name a city.").rest(WAIT);
+    let watched = w.rest(WAIT);
     let done = live.finish();
     done.assert_ok();
 
@@ -1007,7 +871,7 @@ fn reopening_disabled_fails_the_task_when_a_hook_asks() {
     let cap = Cap::new("no-reopen", &yaml, "turns:\n  - text: only answer\n");
     cap.answers("gate", json!({"task-end": [{"reopen": "Try again."}]}));
     let live = cap.start(&[]);
-    let frames = send(&live.address(), "m1", "do it").rest();
+    let frames = send(&live.address(), "m1", "do it").rest(WAIT);
     let done = live.finish();
     done.assert_incomplete("reopen_budget_exhausted");
 
@@ -1139,11 +1003,11 @@ fn each_queued_task_starts_at_zero_reopens() {
     );
     let live = cap.start(QUEUE);
     let a = live.address();
-    send(&a, "m1", "first").rest();
+    send(&a, "m1", "first").rest(WAIT);
     live.wait_for("the first task's end", |t| {
         t.iter().any(|e| e["event_type"] == "task_end")
     });
-    send(&a, "m2", "second").rest();
+    send(&a, "m2", "second").rest(WAIT);
     live.wait_for("the second task's end", |t| {
         t.iter().filter(|e| e["event_type"] == "task_end").count() == 2
     });
@@ -1191,7 +1055,7 @@ turns:
         json!({"shell": [{"deny": "no echoing today"}, "none", {"deny": "too late"}]}),
     );
     let live = cap.start(&[]);
-    let frames = send(&live.address(), "m1", "echo things").rest();
+    let frames = send(&live.address(), "m1", "echo things").rest(WAIT);
     let done = live.finish();
     done.assert_ok();
 
@@ -1414,7 +1278,7 @@ fn a_hook_artifact_is_one_frame_before_completed() {
         json!({"inference": [{"artifact": {"reviewed": true}}]}),
     );
     let live = cap.start(&[]);
-    let frames = send(&live.address(), "m1", "greet").rest();
+    let frames = send(&live.address(), "m1", "greet").rest(WAIT);
     let done = live.finish();
     done.assert_ok();
     let t = frames[0].data["id"].as_str().unwrap();
@@ -1554,7 +1418,7 @@ fn seeding_follows_the_table_row_by_row() {
     let live = cap.start(QUEUE);
     let a = live.address();
     for i in 1..=7 {
-        let frames = send(&a, &format!("m{i}"), &format!("task {i}")).rest();
+        let frames = send(&a, &format!("m{i}"), &format!("task {i}")).rest(WAIT);
         assert_eq!(
             frames.last().unwrap().label().1,
             "status:completed",
@@ -1595,7 +1459,10 @@ fn seeding_follows_the_table_row_by_row() {
         assert_eq!(seed["task_id"], starts[i]["task_id"]);
         let ids = seed["message_ids"].as_array().unwrap();
         assert_eq!(ids.len(), committed[i], "{seed}");
-        assert!(ids.iter().all(|id| is_minted(id.as_str().unwrap(), "msg_")));
+        assert!(
+            ids.iter()
+                .all(|id| is_minted(id.as_str().unwrap(), "msg_", 32))
+        );
     }
     let log_lines = done
         .bootstrap()
@@ -1904,7 +1771,7 @@ turns:
         json!({"compaction": [{"error": "summarizer offline"}]}),
     );
     let live = cap.start(&[]);
-    let frames = send(&live.address(), "m1", "go").rest();
+    let frames = send(&live.address(), "m1", "go").rest(WAIT);
     let done = live.finish();
     done.assert_incomplete("failed");
     let t = frames[0].data["id"].as_str().unwrap();

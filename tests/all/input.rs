@@ -3,10 +3,9 @@
 //! (the streaming protocol's status frames and its input-wait counter).
 //! Frames are read as raw bytes off the socket, every read with a deadline.
 
-use std::io::{ErrorKind, Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use crate::common::sse_frames::{Frame, Sse, labels};
 use crate::common::*;
 use serde_json::{Value, json};
 
@@ -14,126 +13,11 @@ use serde_json::{Value, json};
 const WAIT_START: u64 = 9_223_372_036_854_775_807;
 const WAIT: Duration = Duration::from_secs(30);
 
-/// One frame: its id, event, data, and its bytes without the closing blank line.
-#[derive(Clone, Debug)]
-struct Frame {
-    id: Option<u64>,
-    event: String,
-    data: Value,
-    block: String,
-}
-
-impl Frame {
-    fn state(&self) -> &str {
-        self.data["status"]["state"].as_str().unwrap_or_default()
-    }
-
-    fn is_final(&self) -> bool {
-        self.event == "status" && self.data["final"] == true
-    }
-}
-
-/// An open event stream (`message/stream` or `stream/watch`), its head checked.
-struct Sse {
-    socket: TcpStream,
-    buf: Vec<u8>,
-    log: Vec<String>,
-}
-
-impl Sse {
-    fn open(address: &str, body: &str) -> Sse {
-        let mut socket = TcpStream::connect(address).unwrap();
-        socket.set_write_timeout(Some(WAIT)).unwrap();
-        let request = format!(
-            "POST / HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        socket.write_all(request.as_bytes()).unwrap();
-        let mut sse = Sse {
-            socket,
-            buf: Vec::new(),
-            log: Vec::new(),
-        };
-        let deadline = Instant::now() + WAIT;
-        while !sse.buf.windows(4).any(|w| w == b"\r\n\r\n") {
-            assert!(sse.fill(deadline), "closed before the head");
-        }
-        let head: Vec<u8> = sse.buf.drain(..SSE_HEAD.len()).collect();
-        assert_eq!(String::from_utf8_lossy(&head), SSE_HEAD);
-        sse
-    }
-
-    /// Reads more bytes; false at end of stream.
-    fn fill(&mut self, deadline: Instant) -> bool {
-        let left = deadline.saturating_duration_since(Instant::now());
-        assert!(!left.is_zero(), "timed out; read:\n{}", self.log.join("\n"));
-        self.socket.set_read_timeout(Some(left)).unwrap();
-        let mut chunk = [0u8; 16 * 1024];
-        match self.socket.read(&mut chunk) {
-            Ok(0) => false,
-            Ok(n) => {
-                self.buf.extend_from_slice(&chunk[..n]);
-                true
-            }
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                panic!("timed out; read:\n{}", self.log.join("\n"))
-            }
-            Err(e) => panic!("read failed: {e}"),
-        }
-    }
-
-    /// The next frame (heartbeats skipped); `None` once the server closed.
-    fn next(&mut self, deadline: Instant) -> Option<Frame> {
-        loop {
-            if let Some(at) = self.buf.windows(2).position(|w| w == b"\n\n") {
-                let block: Vec<u8> = self.buf.drain(..at + 2).collect();
-                let block = String::from_utf8(block[..at].to_vec()).unwrap();
-                if block.starts_with(':') {
-                    continue;
-                }
-                self.log.push(block.clone());
-                return Some(parse(block));
-            }
-            if !self.fill(deadline) {
-                assert!(self.buf.is_empty(), "the stream ended inside a frame");
-                return None;
-            }
-        }
-    }
-
-    /// Frames up to and including the first that `stop` accepts.
-    fn until(&mut self, stop: impl Fn(&Frame) -> bool) -> Vec<Frame> {
-        let deadline = Instant::now() + WAIT;
-        let mut out = Vec::new();
-        loop {
-            let frame = self.next(deadline).unwrap_or_else(|| {
-                panic!("closed before the frame; read:\n{}", self.log.join("\n"))
-            });
-            let done = stop(&frame);
-            out.push(frame);
-            if done {
-                return out;
-            }
-        }
-    }
-
-    /// Everything until the server closes the connection.
-    fn rest(&mut self) -> Vec<Frame> {
-        let deadline = Instant::now() + WAIT;
-        std::iter::from_fn(|| self.next(deadline)).collect()
-    }
-}
-
-fn parse(block: String) -> Frame {
-    let (id, event, data) = frames(&format!("{block}\n\n"))
-        .pop()
-        .unwrap_or_else(|| panic!("not a frame: {block:?}"));
-    Frame {
-        id,
-        event,
-        data,
-        block,
-    }
+/// A JSON `POST /` read as an event stream, its head checked.
+fn open(address: &str, body: &str) -> Sse {
+    let opened = Instant::now();
+    let socket = post(address, &[("content-type", "application/json")], body);
+    Sse::open(socket, opened, WAIT)
 }
 
 /// The exact bytes of a wait's status frame: no `context_id` key.
@@ -144,19 +28,6 @@ fn wait_block(id: u64, task: &str, state: &str, message: &str, fin: bool) -> Str
 
 fn is_wait_status(f: &Frame) -> bool {
     f.event == "status" && f.id.is_some_and(|id| id >= WAIT_START)
-}
-
-fn labels(frames: &[Frame]) -> Vec<(Option<u64>, String)> {
-    frames
-        .iter()
-        .map(|f| {
-            let what = match f.event.as_str() {
-                "status" => format!("status:{}", f.state()),
-                other => other.to_string(),
-            };
-            (f.id, what)
-        })
-        .collect()
 }
 
 fn capsule(name: &str, script: &str, lifecycle: &str) -> Capsule {
@@ -200,14 +71,14 @@ fn fenced(body: &str) -> String {
 
 fn watch(address: &str) -> Sse {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "stream/watch", "params": {}});
-    let mut sse = Sse::open(address, &body.to_string());
-    let ack = sse.until(|_| true);
+    let mut sse = open(address, &body.to_string());
+    let ack = sse.until(WAIT, |_| true);
     assert_eq!(ack[0].event, "connection-ack");
     sse
 }
 
 fn send(address: &str, text: &str, context_id: &str) -> Sse {
-    Sse::open(address, &message_stream_body_in(text, context_id))
+    open(address, &message_stream_body_in(text, context_id))
 }
 
 fn task_ids(session: &Session) -> Vec<String> {
@@ -225,7 +96,7 @@ pub(crate) fn an_answered_wait_resumes_the_task_with_the_reply() {
     let address = running.address.clone();
     let mut asker = send(&address, "summarise a file", "ctx_human");
 
-    let before = asker.until(|f| f.state() == "input-required");
+    let before = asker.until(WAIT, |f| f.state() == "input-required");
     let prompt = before.last().unwrap().clone();
     let task = prompt.data["id"].as_str().unwrap().to_string();
     assert_eq!(
@@ -234,7 +105,7 @@ pub(crate) fn an_answered_wait_resumes_the_task_with_the_reply() {
     );
 
     let mut replier = send(&address, "README.md", "ctx_human");
-    let after = replier.rest();
+    let after = replier.rest(WAIT);
     assert_eq!(
         after[0].block,
         wait_block(WAIT_START + 1, &task, "working", "resumed", false)
@@ -247,7 +118,7 @@ pub(crate) fn an_answered_wait_resumes_the_task_with_the_reply() {
             (Some(2), "status:working".to_string()),
             // The whole-reply text takes the chunk counter, which the final status
             // shares (the seed: ids are labels, not a sequence).
-            (Some(3), "text".to_string()),
+            (Some(3), "text:final".to_string()),
             (Some(3), "status:completed".to_string()),
         ]
     );
@@ -260,7 +131,7 @@ pub(crate) fn an_answered_wait_resumes_the_task_with_the_reply() {
     assert_eq!(after[1].data["artifact"]["is_error"], false);
 
     // The asking connection saw the same frames and ended at the same final status.
-    let rest = asker.rest();
+    let rest = asker.rest(WAIT);
     assert_eq!(
         rest.iter().map(|f| &f.block).collect::<Vec<_>>(),
         after.iter().map(|f| &f.block).collect::<Vec<_>>()
@@ -290,7 +161,7 @@ fn a_wait_that_times_out_fails_the_call_and_the_task_goes_on() {
     let mut asker = send(&address, "ask and wait", "ctx_alone");
 
     // The timeout's status is final: the submitting connection ends there.
-    let frames = asker.rest();
+    let frames = asker.rest(WAIT);
     let timed_out = frames.last().unwrap();
     let task = timed_out.data["id"].as_str().unwrap().to_string();
     assert_eq!(
@@ -304,7 +175,7 @@ fn a_wait_that_times_out_fails_the_call_and_the_task_goes_on() {
     );
 
     // The task itself goes on: the failure reaches the model, then its own final status.
-    let seen = watcher.until(|f| f.is_final() && f.state() == "completed");
+    let seen = watcher.until(WAIT, |f| f.is_final() && f.state() == "completed");
     let after: Vec<&Frame> = seen.iter().skip_while(|f| f.state() != "failed").collect();
     let artifact = &after[1].data["artifact"];
     assert_eq!(after[1].event, "artifact");
@@ -321,7 +192,7 @@ fn a_wait_that_times_out_fails_the_call_and_the_task_goes_on() {
 
     // A late reply is a new task in that context, not an answer.
     let mut late = send(&address, "too late", "ctx_alone");
-    let late_frames = late.rest();
+    let late_frames = late.rest(WAIT);
     let new_task = late_frames[0].data["id"].as_str().unwrap();
     assert_ne!(new_task, task);
 }
@@ -339,15 +210,15 @@ fn every_wait_of_a_task_numbers_from_the_counter_start() {
     let mut watcher = watch(&address);
     let _asker = send(&address, "ask twice", "ctx_twice");
 
-    let first = watcher.until(|f| f.state() == "input-required");
+    let first = watcher.until(WAIT, |f| f.state() == "input-required");
     let task = first.last().unwrap().data["id"]
         .as_str()
         .unwrap()
         .to_string();
     let mut one = send(&address, "one", "ctx_twice");
-    let second = watcher.until(|f| f.state() == "input-required");
+    let second = watcher.until(WAIT, |f| f.state() == "input-required");
     let mut two = send(&address, "two", "ctx_twice");
-    let rest = watcher.until(|f| f.is_final());
+    let rest = watcher.until(WAIT, |f| f.is_final());
 
     let waits: Vec<String> = first
         .iter()
@@ -369,7 +240,7 @@ fn every_wait_of_a_task_numbers_from_the_counter_start() {
     assert_eq!(completed.data["status"]["response"], fenced("two").as_str());
     // Both replying connections end at the task's final status.
     for sse in [&mut one, &mut two] {
-        let frames = sse.rest();
+        let frames = sse.rest(WAIT);
         assert_eq!(frames.last().unwrap().block, completed.block);
     }
     assert_eq!(task_ids(&running.session()), vec![task]);
@@ -405,7 +276,7 @@ fn cancel_ends_a_wait_and_the_context_takes_tasks_again() {
     let running = capsule.spawn(QUEUE);
     let address = running.address.clone();
     let mut asker = send(&address, "ask then be canceled", "ctx_cancel");
-    let frames = asker.until(|f| f.state() == "input-required");
+    let frames = asker.until(WAIT, |f| f.state() == "input-required");
     let task = frames.last().unwrap().data["id"]
         .as_str()
         .unwrap()
@@ -423,7 +294,7 @@ fn cancel_ends_a_wait_and_the_context_takes_tasks_again() {
         serde_json::from_str::<Value>(reply).unwrap(),
         json!({"jsonrpc": "2.0", "id": 9, "result": {"id": task, "status": {"state": "canceled"}}})
     );
-    let end = asker.rest();
+    let end = asker.rest(WAIT);
     let last = end.last().unwrap();
     assert_eq!(last.state(), "canceled");
     assert_eq!(last.data["id"], task.as_str());
@@ -431,7 +302,7 @@ fn cancel_ends_a_wait_and_the_context_takes_tasks_again() {
     // The wait is gone: a message in its context is a new task, not a reply, and it
     // runs to completion.
     let mut next = send(&address, "a new question", "ctx_cancel");
-    let next_frames = next.rest();
+    let next_frames = next.rest(WAIT);
     let done = next_frames.last().unwrap();
     assert!(done.is_final(), "{:?}", labels(&next_frames));
     assert_eq!(done.state(), "completed", "{:?}", labels(&next_frames));
@@ -459,7 +330,7 @@ fn while_a_wait_is_open_other_contexts_still_submit_tasks() {
     let address = running.address.clone();
     let mut watcher = watch(&address);
     let _asker = send(&address, "ask", "ctx_first");
-    let first = watcher.until(|f| f.state() == "input-required");
+    let first = watcher.until(WAIT, |f| f.state() == "input-required");
     let task = first.last().unwrap().data["id"]
         .as_str()
         .unwrap()
@@ -467,23 +338,25 @@ fn while_a_wait_is_open_other_contexts_still_submit_tasks() {
 
     // Neither a message without a context nor one in another context answers the
     // wait: the first is queued as a task, the second refused as one (queue depth 1).
-    let _queued = Sse::open(&address, &message_stream_body("a task of its own"));
+    let _queued = open(&address, &message_stream_body("a task of its own"));
     wait_for_tasks_received(&running.session(), 2);
     let mut refused = send(&address, "another task", "ctx_second");
-    let refusal = refused.rest();
+    let refusal = refused.rest(WAIT);
     assert_eq!(refusal.len(), 1);
     assert_eq!(refusal[0].state(), "rejected");
     assert_eq!(refusal[0].data["context_id"], "ctx_second");
 
     let mut reply = send(&address, "mine", "ctx_first");
-    let done = reply.rest();
+    let done = reply.rest(WAIT);
     assert_eq!(done.last().unwrap().data["id"], task.as_str());
     assert_eq!(
         done.last().unwrap().data["status"]["response"],
         fenced("mine").as_str()
     );
     // The queued task runs next.
-    let rest = watcher.until(|f| f.is_final() && f.data["status"]["response"] == "second");
+    let rest = watcher.until(WAIT, |f| {
+        f.is_final() && f.data["status"]["response"] == "second"
+    });
     assert_ne!(rest.last().unwrap().data["id"], task.as_str());
 }
 

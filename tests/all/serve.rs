@@ -3,16 +3,15 @@
 //! address with its token, signals, `mur watch` and `mur stop`), and checked on what
 //! they see: statuses, exact bodies and frames, files on disk, exit codes.
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Stdio};
-use std::sync::mpsc::{self, Receiver};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::mock_model::{MockModel, Reply as ModelReply, openai};
-use crate::common::served::{Create, Frame, Reply, Served, Sse, WATCH, scripted};
+use crate::common::mock_model::{
+    MockModel, Reply as ModelReply, assert_carried, openai, roles_texts,
+};
+use crate::common::served::{Create, Reply, Served, WATCH, scripted};
+use crate::common::sse_frames::{Frame, labels, one_call_task};
 use crate::common::*;
 
 /// The bound on any one wait here: what the capsules do takes seconds.
@@ -29,17 +28,6 @@ const UNAUTHORIZED: &str =
 /// The whole head of every refused token.
 const UNAUTHORIZED_HEAD: &str = "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\nwww-authenticate: Bearer\r\ncontent-length: 76\r\nconnection: close";
 
-fn bash_turn(command: &str) -> String {
-    format!(
-        "  - tool_calls: [{{id: t1, name: bash, input: {{command: {}}}}}]\n",
-        json!(command)
-    )
-}
-
-fn text_turn(text: &str) -> String {
-    format!("  - text: {}\n", json!(text))
-}
-
 /// A script of one bash call, then an answer.
 fn bash_then(command: &str, answer: &str) -> String {
     format!("turns:\n{}{}", bash_turn(command), text_turn(answer))
@@ -50,35 +38,6 @@ fn bash_result(command: &str, stdout: &str) -> String {
     format!(
         "<untrusted-content source=tool:bash>\n$ {command}\nExit code: 0\nStdout:\n{stdout}\n\nStderr:\n\n</untrusted-content>"
     )
-}
-
-/// `(id, what)` for each frame: the event, and a status frame's state.
-fn labels(frames: &[Frame]) -> Vec<(Option<u64>, String)> {
-    frames
-        .iter()
-        .map(|f| {
-            let what = match f.event.as_str() {
-                "status" => format!("status:{}", f.state()),
-                other => other.to_string(),
-            };
-            (f.id, what)
-        })
-        .collect()
-}
-
-fn l(id: u64, what: &str) -> (Option<u64>, String) {
-    (Some(id), what.to_string())
-}
-
-/// The labels of a task that made one tool call and then answered.
-fn one_call_task() -> Vec<(Option<u64>, String)> {
-    vec![
-        l(0, "status:working"),
-        l(1, "artifact"),
-        l(2, "status:working"),
-        l(3, "text"),
-        l(3, "status:completed"),
-    ]
 }
 
 /// The exact bytes of a final status frame.
@@ -109,19 +68,13 @@ fn last(frames: &[Frame]) -> &Frame {
     f
 }
 
-/// The JSON-RPC refusal a capsule's address answers with `status`.
-fn assert_refused(reply: &Reply, status: &str, message: &str) {
-    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": message}})
-        .to_string();
+/// The one refusal of a wrong or missing token, admin or capsule, to the byte.
+fn assert_unauthorized(reply: &Reply, what: &str) {
     assert_eq!(
-        reply.head,
-        format!(
-            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close",
-            body.len()
-        ),
-        "{reply:?}"
+        (reply.head.as_str(), reply.body.as_str()),
+        (UNAUTHORIZED_HEAD, UNAUTHORIZED),
+        "{what}"
     );
-    assert_eq!(reply.body, body);
 }
 
 /// An admin error: the status and `{"error": {"code", "message", "hint"}}`.
@@ -156,34 +109,11 @@ fn sorted(keys: &[&str]) -> Vec<String> {
     keys
 }
 
-fn is_minted(id: &str, prefix: &str, hex: usize) -> bool {
-    id.strip_prefix(prefix)
-        .is_some_and(|rest| rest.len() == hex && rest.bytes().all(|b| b.is_ascii_hexdigit()))
-}
-
 /// The capsule `id` in a list.
 fn listed<'a>(list: &'a [Value], id: &str) -> &'a Value {
     list.iter()
         .find(|c| c["id"] == id)
         .unwrap_or_else(|| panic!("{id} is not listed: {list:#?}"))
-}
-
-/// Polls `check` every 50 ms until it holds, for at most `within`.
-fn eventually(within: Duration, what: &str, mut check: impl FnMut() -> bool) {
-    let until = Instant::now() + within;
-    while !check() {
-        assert!(Instant::now() < until, "{what}: not within {within:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Kills what a test started under `marker` if it fails before that is gone.
-struct KillOnDrop(String);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        kill_running(&self.0);
-    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -312,7 +242,7 @@ fn an_operator_creates_talks_to_lists_stops_and_deletes_capsules() {
     // is closed, as a `mur run` capsule's is when its process exits (no
     // `capsule-closed`).
     let mut watch = beta.watch(None);
-    let stopped = served.admin("POST", &format!("/admin/capsules/{}/stop", beta.id), None);
+    let stopped = served.stop(&beta.id);
     assert_eq!(stopped.status, 200, "{stopped:?}");
     assert_eq!(stopped.json()["state"], "stopped");
     let watched = watch.rest(AT_ONCE);
@@ -321,7 +251,7 @@ fn an_operator_creates_talks_to_lists_stops_and_deletes_capsules() {
         watched.iter().all(|f| f.event != "capsule-closed"),
         "{watched:#?}"
     );
-    assert_refused(
+    Reply::assert_refused(
         &beta.call(&[], &message_stream_body("are you there?")),
         "503 Service Unavailable",
         &format!("capsule {} is stopped", beta.id),
@@ -329,7 +259,7 @@ fn an_operator_creates_talks_to_lists_stops_and_deletes_capsules() {
     assert_eq!(listed(&served.list(), &beta.id)["state"], "stopped");
 
     // Started again, it takes tasks again, in the same workdir.
-    let started = served.admin("POST", &format!("/admin/capsules/{}/start", beta.id), None);
+    let started = served.start_capsule(&beta.id);
     assert_eq!(started.status, 200, "{started:?}");
     assert_eq!(started.json()["state"], "idle");
     let again = beta.message("write your note again");
@@ -337,11 +267,7 @@ fn an_operator_creates_talks_to_lists_stops_and_deletes_capsules() {
     assert_eq!(listed(&served.list(), &beta.id)["tasks_run"], 2);
 
     // Deleted with ?workdir=remove: its folder is gone, its address and id unknown.
-    let deleted = served.admin(
-        "DELETE",
-        &format!("/admin/capsules/{}?workdir=remove", alpha.id),
-        None,
-    );
+    let deleted = served.delete(&alpha.id, "?workdir=remove");
     assert_eq!(deleted.status, 200, "{deleted:?}");
     assert_eq!(
         deleted.json(),
@@ -365,11 +291,7 @@ fn an_operator_creates_talks_to_lists_stops_and_deletes_capsules() {
 
     // Deleted with ?workdir=keep: the workdir stays, the capsule is gone from the list
     // and does not come back on a restart.
-    let kept = served.admin(
-        "DELETE",
-        &format!("/admin/capsules/{}?workdir=keep", beta.id),
-        None,
-    );
+    let kept = served.delete(&beta.id, "?workdir=keep");
     assert_eq!(kept.status, 200, "{kept:?}");
     assert_eq!(
         kept.json(),
@@ -402,16 +324,8 @@ fn an_operator_creates_talks_to_lists_stops_and_deletes_capsules() {
 #[test]
 fn a_token_opens_its_own_capsule_only_and_every_refusal_is_alike() {
     let served = Served::start("serve-tokens");
-    let a = served.create(&Create::yaml(&scripted(
-        "tenant-a",
-        "turns:\n  - text: a\n",
-        "",
-    )));
-    let b = served.create(&Create::yaml(&scripted(
-        "tenant-b",
-        "turns:\n  - text: b\n",
-        "",
-    )));
+    let a = served.create_scripted("tenant-a", "turns:\n  - text: a\n");
+    let b = served.create_scripted("tenant-b", "turns:\n  - text: b\n");
     let (a_token, b_token) = (a.token.clone().unwrap(), b.token.clone().unwrap());
     let body = message_stream_body("let me in");
     let wrong = [
@@ -426,8 +340,7 @@ fn a_token_opens_its_own_capsule_only_and_every_refusal_is_alike() {
     ];
     for authorization in &wrong {
         let reply = b.call_as(authorization.as_deref(), &body);
-        assert_eq!(reply.head, UNAUTHORIZED_HEAD, "{authorization:?}");
-        assert_eq!(reply.body, UNAUTHORIZED, "{authorization:?}");
+        assert_unauthorized(&reply, &format!("{authorization:?}"));
     }
     // The token check comes before anything else is read: a GET is refused alike;
     // with the token, it is the seed's 404, as is any other path under /c/.
@@ -446,10 +359,7 @@ fn a_token_opens_its_own_capsule_only_and_every_refusal_is_alike() {
             "{path}"
         );
     }
-    assert_eq!(
-        (get.head.as_str(), get.body.as_str()),
-        (UNAUTHORIZED_HEAD, UNAUTHORIZED)
-    );
+    assert_unauthorized(&get, "a GET without the token");
     // Its own token (the scheme in any case) gets in.
     let frames = b.message("hello");
     assert_eq!(last(&frames).data["status"]["response"], "b");
@@ -463,21 +373,13 @@ fn a_token_opens_its_own_capsule_only_and_every_refusal_is_alike() {
         ("DELETE", format!("/admin/capsules/{}", b.id)),
         ("GET", "/admin/nowhere".to_string()),
     ] {
-        for token in [&a_token, &b_token] {
-            let auth = format!("Bearer {token}");
-            let reply = served.request(method, &path, &[("authorization", &auth)], "");
-            assert_eq!(
-                (reply.head.as_str(), reply.body.as_str()),
-                (UNAUTHORIZED_HEAD, UNAUTHORIZED),
-                "{method} {path}"
-            );
+        let tokens = [&a_token, &b_token].map(|t| Some(format!("Bearer {t}")));
+        for auth in tokens.into_iter().chain([None]) {
+            let headers: Vec<(&str, &str)> =
+                auth.iter().map(|a| ("authorization", a.as_str())).collect();
+            let reply = served.request(method, &path, &headers, "");
+            assert_unauthorized(&reply, &format!("{method} {path} as {auth:?}"));
         }
-        let none = served.request(method, &path, &[], "");
-        assert_eq!(
-            (none.head.as_str(), none.body.as_str()),
-            (UNAUTHORIZED_HEAD, UNAUTHORIZED),
-            "{method} {path}"
-        );
     }
     let create = served.request(
         "POST",
@@ -488,10 +390,7 @@ fn a_token_opens_its_own_capsule_only_and_every_refusal_is_alike() {
         ],
         &json!({"path": "/"}).to_string(),
     );
-    assert_eq!(
-        (create.head.as_str(), create.body.as_str()),
-        (UNAUTHORIZED_HEAD, UNAUTHORIZED)
-    );
+    assert_unauthorized(&create, "a create with a capsule's token");
     // An open capsule (created from a folder on the server) needs no token at all.
     let folder = scratch("tenant-open-folder");
     let manifest = scripted("tenant-open", "turns:\n  - text: open\n", "");
@@ -515,14 +414,13 @@ fn a_token_opens_its_own_capsule_only_and_every_refusal_is_alike() {
 fn a_tenant_sees_neither_the_frames_nor_the_files_of_another() {
     let served = Served::start("serve-tenants");
     let secret = format!("B-SECRET-{}-{}", std::process::id(), 7919 * 7);
-    let b = served.create(&Create::yaml(&scripted(
+    let b = served.create_scripted(
         "tenant-b",
         &bash_then(
             &format!("echo {secret} > secret.txt; cat secret.txt"),
             "stored",
         ),
-        "",
-    )));
+    );
     let stored = b.message("store the secret");
     assert_eq!(
         stored[1].data["artifact"]["content"],
@@ -531,10 +429,7 @@ fn a_tenant_sees_neither_the_frames_nor_the_files_of_another() {
             &secret
         )
     );
-    let b_session = served.capsule(&b.id)["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let b_session = served.session_id(&b.id);
     let b_trace = served.records(&b.id).join(&b_session).join("trace.jsonl");
     assert!(b_trace.is_file());
     assert!(b.workdir.join("secret.txt").is_file());
@@ -559,10 +454,10 @@ fn a_tenant_sees_neither_the_frames_nor_the_files_of_another() {
         ));
     }
     script.push_str(&text_turn("tried"));
-    let a = served.create(&Create::yaml(&scripted("tenant-a", &script, "")));
+    let a = served.create_scripted("tenant-a", &script);
 
     let mut watch = b.watch(None);
-    let ack = watch.next_by(Instant::now() + WAIT).unwrap();
+    let ack = watch.frame(WAIT);
     assert_eq!(
         ack.block,
         "event: connection-ack\ndata: {\"role\":\"observer\",\"conversation_mode\":\"stateless\"}"
@@ -632,31 +527,18 @@ fn a_tenant_sees_neither_the_frames_nor_the_files_of_another() {
 /// second or so to finish well inside it on a loaded machine.
 const HOSTILE_SECS: u64 = 8;
 
+/// The `lifecycle` lines of a capsule that takes tasks and stays up after each.
+const TAKES_TASKS: &str = "  task_acceptance: queue\n  after_task: sleep\n";
+
 /// A manifest for the probe driver in `mode` (`spin`, `trap`), taking tasks.
 fn probe_driver_yaml(name: &str, mode: &str, deadline: u64) -> String {
-    format!(
-        r#"name: {name}
-version: "0.1.0"
-artifacts:
-  - name: probe-driver
-    runtime: driver
-    source: {driver}
-inference:
-  driver:
-    artifact: probe-driver
-    config: {{mode: {mode}}}
-  endpoint: https://models.invalid/v1
-  model: m
-capabilities:
-  network:
-    allow: [https://models.invalid]
-  limits:
-    deadline_seconds: {deadline}
-lifecycle:
-  task_acceptance: queue
-  after_task: sleep
-"#,
-        driver = guest(MUR_DRIVER_PROBE).display(),
+    driver_manifest(
+        name,
+        "probe-driver",
+        MUR_DRIVER_PROBE,
+        &format!("{{mode: {mode}}}"),
+        &format!("  limits:\n    deadline_seconds: {deadline}\n"),
+        TAKES_TASKS,
     )
 }
 
@@ -665,29 +547,13 @@ lifecycle:
 fn hostile_loop_yaml(deadline: u64) -> String {
     let script = scratch("hostile-loop-script").join("script.yaml");
     std::fs::write(&script, "turns: []\n").unwrap();
-    format!(
-        r#"name: hostile-loop
-version: "0.1.0"
-artifacts:
-  - name: hostile
-    runtime: loop
-    source: {wasm}
-inference:
-  driver: scripted
-  script: {script}
-  model: scripted-test
-capabilities:
-  env:
-    allow: [MUR_HOSTILE]
-  limits:
-    deadline_seconds: {deadline}
-lifecycle:
-  task_acceptance: queue
-  after_task: sleep
-"#,
-        wasm = guest(MUR_LOOP_HOSTILE).display(),
-        script = script.display(),
-    )
+    let artifacts = format!(
+        "artifacts:\n  - name: hostile\n    runtime: loop\n    source: {}\n",
+        guest(MUR_LOOP_HOSTILE).display()
+    );
+    let script = script.display().to_string();
+    let manifest = hostile_loop_manifest("hostile-loop", &artifacts, &script, deadline);
+    format!("{manifest}lifecycle:\n{TAKES_TASKS}")
 }
 
 /// A driver that spins, one that traps and a loop that sleeps in guest code each fail
@@ -695,11 +561,7 @@ lifecycle:
 /// server goes on serving all four.
 #[test]
 fn a_hostile_tenant_fails_its_own_task_and_its_neighbour_completes() {
-    let served = Served::start_with(
-        &scratch("serve-hostile").join("data"),
-        &[],
-        &[("MUR_HOSTILE", "sleep-in-run")],
-    );
+    let served = Served::start_with("serve-hostile", &[], &[("MUR_HOSTILE", "sleep-in-run")]);
     let spinner = served.create(&Create::yaml(&probe_driver_yaml(
         "spinner",
         "spin",
@@ -711,21 +573,18 @@ fn a_hostile_tenant_fails_its_own_task_and_its_neighbour_completes() {
         HOSTILE_SECS,
     )));
     let sleeper = served.create(&Create::yaml(&hostile_loop_yaml(HOSTILE_SECS)));
-    let neighbour = served.create(&Create::yaml(&scripted(
+    let neighbour = served.create_scripted(
         "neighbour",
         &bash_then("sleep 1; echo neighbour", "the neighbour is done"),
-        "",
-    )));
+    );
 
     let started = Instant::now();
-    let mut spin = Sse::open(spinner.post(&[], &message_stream_body("spin")));
-    let mut trap = Sse::open(trapper.post(&[], &message_stream_body("trap")));
-    let mut sleep = Sse::open(sleeper.post(&[], &message_stream_body("sleep")));
+    let mut spin = spinner.stream("spin");
+    let mut trap = trapper.stream("trap");
+    let mut sleep = sleeper.stream("sleep");
     // All three hostile tasks are under way before the neighbour's starts.
-    assert_eq!(
-        spin.next_by(Instant::now() + WAIT).unwrap().state(),
-        "working"
-    );
+    let first = spin.frame(WAIT);
+    assert_eq!(first.state(), "working");
     served.wait_for_event(&sleeper.id, "task_start", 0);
     assert_eq!(served.capsule(&spinner.id)["state"], "running");
     let frames = neighbour.message("work beside them");
@@ -745,12 +604,11 @@ fn a_hostile_tenant_fails_its_own_task_and_its_neighbour_completes() {
     assert_eq!(served.healthz().body, "ok\n");
 
     let spun = spin.rest(WAIT);
-    let first = &spin.seen[0];
     assert_eq!(
         last(&spun).block,
         final_block(
             1,
-            first,
+            &first,
             "failed",
             &format!(
                 "driver invocation failed: deadline exceeded: the component ran for more than {HOSTILE_SECS} s without returning"
@@ -788,11 +646,7 @@ fn a_hostile_tenant_fails_its_own_task_and_its_neighbour_completes() {
         );
     }
     // The sleeping loop's session ends at its deadline, as under `mur run`.
-    eventually(AT_ONCE, "the sleeping loop's session ends", || {
-        served.capsule(&sleeper.id)["state"] == "ended"
-    });
-    let ended = served.capsule(&sleeper.id);
-    assert_eq!(ended["state"], "ended", "{ended}");
+    let ended = served.until_state(&sleeper.id, AT_ONCE, |s| s == "ended");
     let reason = ended["reason"].as_str().unwrap_or_default();
     assert!(
         reason.starts_with("session ended: deadline_reached: ") && reason.contains("deadline"),
@@ -806,27 +660,13 @@ fn a_hostile_tenant_fails_its_own_task_and_its_neighbour_completes() {
 
 /// A manifest whose driver answers with `n` bytes of text.
 fn big_reply_yaml(n: u64) -> String {
-    format!(
-        r#"name: big-reply
-version: "0.1.0"
-artifacts:
-  - name: flood-driver
-    runtime: driver
-    source: {driver}
-inference:
-  driver:
-    artifact: flood-driver
-    config: {{mode: big, n: {n}}}
-  endpoint: https://models.invalid/v1
-  model: m
-capabilities:
-  network:
-    allow: [https://models.invalid]
-lifecycle:
-  task_acceptance: queue
-  after_task: sleep
-"#,
-        driver = guest(MUR_DRIVER_FLOOD).display(),
+    driver_manifest(
+        "big-reply",
+        "flood-driver",
+        MUR_DRIVER_FLOOD,
+        &format!("{{mode: big, n: {n}}}"),
+        "",
+        TAKES_TASKS,
     )
 }
 
@@ -853,10 +693,7 @@ fn a_memory_ceiling_fails_its_own_capsule_and_not_its_neighbour() {
         )
     );
     // Why is on record: the driver's allocator said so in its log.
-    let session = served.capsule(&small.id)["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let session = served.session_id(&small.id);
     let log = log_file(
         &served
             .records(&small.id)
@@ -893,10 +730,7 @@ fn a_memory_ceiling_too_small_to_start_says_so() {
     // The capsule is created (a task could be sent at once); its loop cannot start
     // under the ceiling, and its state and reason say so.
     let hosted = served.create(&create);
-    eventually(WAIT, "the capsule's start fails", || {
-        served.capsule(&hosted.id)["state"] == "ended"
-    });
-    let why = served.capsule(&hosted.id)["reason"].clone();
+    let why = served.until_state(&hosted.id, WAIT, |s| s == "ended")["reason"].clone();
     assert!(
         why.as_str()
             .is_some_and(|why| why.starts_with("session ended: failed: ")),
@@ -1028,10 +862,7 @@ fn admin_errors_name_what_was_wrong() {
         vec![("authorization", admin.trim_start_matches("Bearer "))],
     ] {
         let reply = served.request("GET", "/admin/capsules", &auth, "");
-        assert_eq!(
-            (reply.head.as_str(), reply.body.as_str()),
-            (UNAUTHORIZED_HEAD, UNAUTHORIZED)
-        );
+        assert_unauthorized(&reply, &format!("{auth:?}"));
     }
 
     // Nothing was created by any of it.
@@ -1046,21 +877,13 @@ fn admin_errors_name_what_was_wrong() {
     // A capsule that runs cannot be started again; a delete takes only its options.
     let hosted = served.create(&Create::yaml(&yaml));
     assert_admin_error(
-        &served.admin(
-            "POST",
-            &format!("/admin/capsules/{}/start", hosted.id),
-            None,
-        ),
+        &served.start_capsule(&hosted.id),
         409,
         "E-SERVE-016",
         &format!("capsule {} is already idle", hosted.id),
     );
     assert_admin_error(
-        &served.admin(
-            "DELETE",
-            &format!("/admin/capsules/{}?workdir=shred", hosted.id),
-            None,
-        ),
+        &served.delete(&hosted.id, "?workdir=shred"),
         400,
         "E-SERVE-010",
         "'?workdir=shred' is not a delete option",
@@ -1071,11 +894,7 @@ fn admin_errors_name_what_was_wrong() {
 /// `--max-capsules 1`: the second creation is refused until the first is deleted.
 #[test]
 fn the_capsule_ceiling_refuses_one_more() {
-    let served = Served::start_with(
-        &scratch("serve-ceiling").join("data"),
-        &["--max-capsules", "1"],
-        &[],
-    );
+    let served = Served::start_with("serve-ceiling", &["--max-capsules", "1"], &[]);
     let yaml = scripted("ceiling", "turns:\n  - text: ok\n", "");
     let first = served.create(&Create::yaml(&yaml));
     assert_admin_error(
@@ -1085,7 +904,7 @@ fn the_capsule_ceiling_refuses_one_more() {
         "the server hosts its ceiling of 1 capsules",
     );
     assert_eq!(served.list().len(), 1);
-    let deleted = served.admin("DELETE", &format!("/admin/capsules/{}", first.id), None);
+    let deleted = served.delete(&first.id, "");
     assert_eq!(deleted.status, 200);
     let second = served.create(&Create::yaml(&yaml));
     assert_eq!(last(&second.message("hi")).data["status"]["response"], "ok");
@@ -1095,19 +914,15 @@ fn the_capsule_ceiling_refuses_one_more() {
 /// neighbour without the ceiling takes two; once the first closes, a new one gets in.
 #[test]
 fn a_capsule_connection_ceiling_refuses_the_next_connection_with_429() {
-    let served = Served::start_with(
-        &scratch("serve-connections").join("data"),
-        &[],
-        &[("MUR_HEARTBEAT_MS", "100")],
-    );
+    let served = Served::start_with("serve-connections", &[], &[("MUR_HEARTBEAT_MS", "100")]);
     let yaml = scripted("connections", "turns:\n  - text: ok\n", "");
     let one = served.create(&Create::yaml(&yaml).limits(json!({"connections": 1})));
     let many = served.create(&Create::yaml(&yaml));
 
     let mut first = one.watch(None);
-    first.next_by(Instant::now() + WAIT).unwrap();
+    first.frame(WAIT);
     let second = one.call(&[], WATCH);
-    assert_refused(
+    Reply::assert_refused(
         &second,
         "429 Too Many Requests",
         &format!(
@@ -1118,14 +933,8 @@ fn a_capsule_connection_ceiling_refuses_the_next_connection_with_429() {
     // The ceiling is the capsule's own.
     let mut w1 = many.watch(None);
     let mut w2 = many.watch(None);
-    assert_eq!(
-        w1.next_by(Instant::now() + WAIT).unwrap().event,
-        "connection-ack"
-    );
-    assert_eq!(
-        w2.next_by(Instant::now() + WAIT).unwrap().event,
-        "connection-ack"
-    );
+    assert_eq!(w1.frame(WAIT).event, "connection-ack");
+    assert_eq!(w2.frame(WAIT).event, "connection-ack");
 
     drop(first);
     eventually(WAIT, "a watch after the first one closed", || {
@@ -1149,12 +958,9 @@ fn the_queued_tasks_ceiling_rejects_the_task_past_it() {
     assert_eq!(served.capsule(&capped.id)["limits"]["queued_tasks"], 1);
 
     for (hosted, rejects) in [(&capped, true), (&roomy, false)] {
-        let mut running = Sse::open(hosted.post(&[], &message_stream_body("first")));
-        assert_eq!(
-            running.next_by(Instant::now() + WAIT).unwrap().state(),
-            "working"
-        );
-        let mut waiting = Sse::open(hosted.post(&[], &message_stream_body("second")));
+        let mut running = hosted.stream("first");
+        assert_eq!(running.frame(WAIT).state(), "working");
+        let mut waiting = hosted.stream("second");
         served.wait_for_event(&hosted.id, "a2a_task_received", 1);
         // A `message/stream` closes at the first final status of any task.
         let third = hosted.message("third");
@@ -1211,23 +1017,6 @@ fn answer(text: &str) -> ModelReply {
     ModelReply::json(200, openai::completion(Some(text), &[], "stop", (10, 3)))
 }
 
-/// `(role, text)` of each message the model was sent.
-fn conversation(request: &Value) -> Vec<(String, String)> {
-    request["messages"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no messages: {request}"))
-        .iter()
-        .map(|m| {
-            let text = match &m["content"] {
-                Value::String(s) => s.clone(),
-                Value::Array(blocks) => blocks.iter().filter_map(|b| b["text"].as_str()).collect(),
-                _ => String::new(),
-            };
-            (m["role"].as_str().unwrap_or_default().to_string(), text)
-        })
-        .collect()
-}
-
 /// `kill -9` and a start on the same `--data`: the capsule is back at its address, its
 /// threaded conversation carried, its frames replayable, its new session resuming the
 /// old; a capsule stopped before stays stopped.
@@ -1236,11 +1025,7 @@ fn a_killed_server_brings_its_capsules_back_where_they_were() {
     let mock = MockModel::with(vec![answer("Noted: PELICAN."), answer("PELICAN.")]);
     let mut served = Served::start("serve-restart");
     let threaded = served.create(&Create::yaml(&openai_threaded_yaml(&mock)));
-    let keeper = served.create(&Create::yaml(&scripted(
-        "keeper",
-        "turns:\n  - text: kept\n",
-        "",
-    )));
+    let keeper = served.create_scripted("keeper", "turns:\n  - text: kept\n");
     let context = "ctx-serve-restart";
 
     let first = threaded.message_body(&message_stream_body_in(
@@ -1249,11 +1034,8 @@ fn a_killed_server_brings_its_capsules_back_where_they_were() {
     ));
     assert_eq!(last(&first).data["status"]["response"], "Noted: PELICAN.");
     assert_eq!(first[0].data["context_id"], context);
-    let old_session = served.capsule(&threaded.id)["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let stopped = served.admin("POST", &format!("/admin/capsules/{}/stop", keeper.id), None);
+    let old_session = served.session_id(&threaded.id);
+    let stopped = served.stop(&keeper.id);
     assert_eq!(stopped.status, 200);
 
     served.restart();
@@ -1266,17 +1048,14 @@ fn a_killed_server_brings_its_capsules_back_where_they_were() {
         (&json!(threaded.url), &json!("idle"))
     );
     assert_eq!(listed(&list, &keeper.id)["state"], "stopped");
-    assert_refused(
+    Reply::assert_refused(
         &keeper.call(&[], &message_stream_body("still there?")),
         "503 Service Unavailable",
         &format!("capsule {} is stopped", keeper.id),
     );
 
     // A new session, resuming the one that was killed.
-    let new_session = served.capsule(&threaded.id)["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let new_session = served.session_id(&threaded.id);
     assert_ne!(new_session, old_session);
     let start = served
         .trace(&threaded.id, &new_session)
@@ -1288,18 +1067,12 @@ fn a_killed_server_brings_its_capsules_back_where_they_were() {
     // The conversation goes on in the same context.
     let second = threaded.message_body(&message_stream_body_in("Which word?", context));
     assert_eq!(last(&second).data["status"]["response"], "PELICAN.");
-    let sent = conversation(&mock.request(1).json());
-    let at = |role: &str, text: &str| {
-        sent.iter()
-            .position(|(r, t)| r == role && t == text)
-            .unwrap_or_else(|| panic!("no {role} message {text:?} in {sent:?}"))
-    };
-    let (q1, a1, q2) = (
-        at("user", "Remember the word PELICAN."),
-        at("assistant", "Noted: PELICAN."),
-        at("user", "Which word?"),
+    assert_carried(
+        &roles_texts(&mock.request(1).json()),
+        "Remember the word PELICAN.",
+        "Noted: PELICAN.",
+        "Which word?",
     );
-    assert!(q1 < a1 && a1 < q2 && q2 == sent.len() - 1, "{sent:?}");
 
     // The frames the killed process wrote replay from the journal, byte for byte,
     // before those of the new session. The replay is written as the watch attaches.
@@ -1327,21 +1100,10 @@ fn a_killed_server_brings_its_capsules_back_where_they_were() {
 /// server exits 0, and the next start brings the capsule back.
 #[test]
 fn sigterm_drains_a_running_task_to_completion_and_exits_0() {
-    let mut served = Served::start_with(
-        &scratch("serve-drain").join("data"),
-        &["--drain-secs", "30"],
-        &[],
-    );
-    let hosted = served.create(&Create::yaml(&scripted(
-        "drain",
-        &bash_then("sleep 2; echo slept", "drained"),
-        "",
-    )));
-    let mut stream = Sse::open(hosted.post(&[], &message_stream_body("sleep")));
-    assert_eq!(
-        stream.next_by(Instant::now() + WAIT).unwrap().state(),
-        "working"
-    );
+    let mut served = Served::start_with("serve-drain", &["--drain-secs", "30"], &[]);
+    let hosted = served.create_scripted("drain", &bash_then("sleep 2; echo slept", "drained"));
+    let mut stream = hosted.stream("sleep");
+    assert_eq!(stream.frame(WAIT).state(), "working");
     served.signal(libc::SIGTERM);
     eventually(WAIT, "healthz says draining", || {
         served.healthz().status == 503
@@ -1351,7 +1113,7 @@ fn sigterm_drains_a_running_task_to_completion_and_exits_0() {
         (health.header("content-type"), health.body.as_str()),
         (Some("text/plain"), "draining\n")
     );
-    assert_refused(
+    Reply::assert_refused(
         &hosted.call(&[], &message_stream_body("one more")),
         "503 Service Unavailable",
         "the server is shutting down; retry at the same address once it is back",
@@ -1380,20 +1142,15 @@ fn sigterm_drains_a_running_task_to_completion_and_exits_0() {
 /// gets the `canceled` status, its command is killed, and the server exits 0.
 #[test]
 fn sigterm_cancels_a_task_longer_than_the_drain_and_exits_0() {
-    let mut served = Served::start_with(
-        &scratch("serve-drain-short").join("data"),
-        &["--drain-secs", "1"],
-        &[],
-    );
+    let mut served = Served::start_with("serve-drain-short", &["--drain-secs", "1"], &[]);
     let sleep = marker(30);
     let _cleanup = KillOnDrop(sleep.clone());
-    let hosted = served.create(&Create::yaml(&scripted(
+    let hosted = served.create_scripted(
         "drain-short",
         &bash_then(&format!("exec sleep {sleep}"), "never"),
-        "",
-    )));
-    let mut stream = Sse::open(hosted.post(&[], &message_stream_body("sleep")));
-    let working = stream.next_by(Instant::now() + WAIT).unwrap();
+    );
+    let mut stream = hosted.stream("sleep");
+    let working = stream.frame(WAIT);
     eventually(WAIT, "the command runs", || {
         !pids_running(&sleep).is_empty()
     });
@@ -1462,16 +1219,8 @@ fn assert_text_format(body: &str) {
 #[test]
 fn metrics_count_capsules_and_tasks_and_name_no_tenant() {
     let served = Served::start("serve-metrics");
-    let quick = served.create(&Create::yaml(&scripted(
-        "metrics-quick",
-        "turns:\n  - text: ok\n",
-        "",
-    )));
-    let slow = served.create(&Create::yaml(&scripted(
-        "metrics-slow",
-        &bash_then("sleep 2", "slept"),
-        "",
-    )));
+    let quick = served.create_scripted("metrics-quick", "turns:\n  - text: ok\n");
+    let slow = served.create_scripted("metrics-slow", &bash_then("sleep 2", "slept"));
     let reply = served.request("GET", "/metrics", &[], "");
     assert_eq!(
         reply.header("content-type"),
@@ -1484,8 +1233,8 @@ fn metrics_count_capsules_and_tasks_and_name_no_tenant() {
     assert_eq!(sample(&before, "mur_tasks_total"), 0.0);
 
     assert_eq!(last(&quick.message("hi")).state(), "completed");
-    let mut stream = Sse::open(slow.post(&[], &message_stream_body("sleep")));
-    stream.next_by(Instant::now() + WAIT).unwrap();
+    let mut stream = slow.stream("sleep");
+    stream.frame(WAIT);
     let during = served.metrics();
     assert_text_format(&during);
     assert_eq!(sample(&during, r#"mur_capsules{state="running"}"#), 1.0);
@@ -1544,120 +1293,14 @@ fn metrics_have_exactly_the_families_the_readme_lists() {
 // ---------------------------------------------------------------------------------
 // 8. `mur watch` and `mur stop` on a hosted capsule.
 
-/// `mur watch` in the background: stdout gathered as it comes.
-struct Watch {
-    child: Child,
-    stdout: Arc<Mutex<String>>,
-    stderr: Receiver<String>,
-}
-
-impl Watch {
-    fn start(args: &[&str]) -> Watch {
-        let mut child = mur()
-            .arg("watch")
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("mur watch starts");
-        let stdout = Arc::new(Mutex::new(String::new()));
-        let sink = stdout.clone();
-        let mut out = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            let mut chunk = [0u8; 4096];
-            while let Ok(n) = out.read(&mut chunk) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&chunk[..n]));
-            }
-        });
-        let (tx, stderr) = mpsc::channel();
-        let err = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Watch {
-            child,
-            stdout,
-            stderr,
-        }
-    }
-
-    /// Waits for the line that says the capsule answered the watch.
-    fn attached(&self) -> String {
-        self.stderr
-            .recv_timeout(WAIT)
-            .expect("mur watch printed its start line")
-    }
-
-    fn printed(&self, needle: &str) {
-        eventually(WAIT, &format!("mur watch prints {needle:?}"), || {
-            self.stdout.lock().unwrap().contains(needle)
-        });
-    }
-
-    /// Its exit code, stdout and the rest of stderr; it must exit within [`AT_ONCE`]
-    /// of the call (it is called once its capsule has gone).
-    fn finish(mut self) -> Run {
-        let until = Instant::now() + AT_ONCE;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status.code().unwrap_or(-1);
-            }
-            assert!(
-                Instant::now() < until,
-                "mur watch did not end within {AT_ONCE:?}; it printed:\n{}",
-                self.stdout.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let mut stderr = String::new();
-        while let Ok(line) = self.stderr.recv_timeout(Duration::from_secs(5)) {
-            stderr.push_str(&line);
-            stderr.push('\n');
-        }
-        std::thread::sleep(Duration::from_millis(100));
-        let stdout = self.stdout.lock().unwrap().clone();
-        Run {
-            status,
-            stdout,
-            stderr,
-        }
-    }
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// `mur watch URL --token T` prints the hosted capsule's frames; without the token, or
 /// with another, it fails with E-IO-005 and says what to pass; `mur stop URL --token T`
 /// ends the capsule's session, which the admin API then lists `ended`.
 #[test]
 fn mur_watch_and_mur_stop_reach_a_hosted_capsule_with_its_token() {
     let served = Served::start("serve-watch");
-    let hosted = served.create(&Create::yaml(&scripted(
-        "watched",
-        "turns:\n  - text: hosted hello\n",
-        "",
-    )));
-    let other = served.create(&Create::yaml(&scripted(
-        "other",
-        "turns:\n  - text: x\n",
-        "",
-    )));
+    let hosted = served.create_scripted("watched", "turns:\n  - text: hosted hello\n");
+    let other = served.create_scripted("other", "turns:\n  - text: x\n");
     let token = hosted.token.clone().unwrap();
     let url = hosted.url.as_str();
 
@@ -1687,7 +1330,7 @@ fn mur_watch_and_mur_stop_reach_a_hosted_capsule_with_its_token() {
     );
     assert_eq!(listed(&served.list(), &hosted.id)["state"], "idle");
 
-    let watch = Watch::start(&[url, "--token", &token]);
+    let mut watch = Watch::start(url, Some(&token), true);
     assert_eq!(
         watch.attached(),
         format!(
@@ -1698,10 +1341,7 @@ fn mur_watch_and_mur_stop_reach_a_hosted_capsule_with_its_token() {
     assert_eq!(last(&frames).data["status"]["response"], "hosted hello");
     watch.printed("[completed]\n  hosted hello\n\n");
 
-    let session = served.capsule(&hosted.id)["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let session = served.session_id(&hosted.id);
     let stopped = finish(mur().args(["stop", url, "--token", &token, "--timeout", "30"]));
     assert_eq!(stopped.status, 0, "{}", stopped.stderr);
     assert_eq!(
@@ -1711,7 +1351,7 @@ fn mur_watch_and_mur_stop_reach_a_hosted_capsule_with_its_token() {
     assert_eq!(stopped.stderr, "");
     let c = listed(&served.list(), &hosted.id).clone();
     assert_eq!(c["state"], "ended", "{c}");
-    assert_refused(
+    Reply::assert_refused(
         &hosted.call(&[], &message_stream_body("hello?")),
         "503 Service Unavailable",
         &format!("capsule {} has ended its session", hosted.id),
@@ -1721,7 +1361,8 @@ fn mur_watch_and_mur_stop_reach_a_hosted_capsule_with_its_token() {
 
     // The capsule's session ended: its watch is closed as a `mur run` capsule's is
     // when its process exits, and `mur watch` says where it was.
-    let run = watch.finish();
+    // It must end at once: its capsule has gone.
+    let run = watch.finish(AT_ONCE);
     assert_eq!(
         run.stdout,
         "[working]  inference turn 1\n[completed]\n  hosted hello\n\n"

@@ -7,11 +7,11 @@
 //! own, at `/`; as `stream_served`, each is created in a `mur serve` and reached at
 //! `/c/<id>/` with its token (see `common::host`). Every row holds at both addresses.
 
-use std::io::{ErrorKind, Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use crate::common::host::{At, Host, Live};
+use crate::common::sse_frames::*;
 use crate::common::*;
 use serde_json::{Value, json};
 
@@ -20,124 +20,6 @@ const QUEUED_CANCEL_START: u64 = 2_305_843_009_213_693_951;
 const CHUNK_START: u64 = 4_611_686_018_427_387_903;
 /// The bound on any one wait: what the capsule does here takes milliseconds to seconds.
 const WAIT: Duration = Duration::from_secs(30);
-
-// ---------------------------------------------------------------------------------
-// A strict event-stream reader over a plain socket.
-
-#[derive(Clone, Debug)]
-struct Frame {
-    id: Option<u64>,
-    event: String,
-    data: Value,
-    /// The frame's bytes, without the blank line that ends it.
-    block: String,
-    at: Instant,
-}
-
-impl Frame {
-    fn task(&self) -> &str {
-        self.data["id"].as_str().unwrap_or_default()
-    }
-
-    fn state(&self) -> &str {
-        self.data["status"]["state"].as_str().unwrap_or_default()
-    }
-
-    fn ends_stream(&self) -> bool {
-        self.event == "status" && self.data["final"] == true
-    }
-
-    /// `(id, what)`: the event, and a status frame's state or a text frame's finality.
-    fn label(&self) -> (Option<u64>, String) {
-        let what = match self.event.as_str() {
-            "status" => format!("status:{}", self.state()),
-            "text" if self.data["final"] == true => "text:final".to_string(),
-            other => other.to_string(),
-        };
-        (self.id, what)
-    }
-}
-
-#[derive(Clone, Debug)]
-enum Item {
-    Heartbeat(Instant),
-    Frame(Frame),
-}
-
-fn only_frames(items: &[Item]) -> Vec<Frame> {
-    items
-        .iter()
-        .filter_map(|i| match i {
-            Item::Frame(f) => Some(f.clone()),
-            Item::Heartbeat(_) => None,
-        })
-        .collect()
-}
-
-fn heartbeats(items: &[Item]) -> Vec<Instant> {
-    items
-        .iter()
-        .filter_map(|i| match i {
-            Item::Heartbeat(at) => Some(*at),
-            Item::Frame(_) => None,
-        })
-        .collect()
-}
-
-fn labels(frames: &[Frame]) -> Vec<(Option<u64>, String)> {
-    frames.iter().map(Frame::label).collect()
-}
-
-fn l(id: u64, what: &str) -> (Option<u64>, String) {
-    (Some(id), what.to_string())
-}
-
-/// One block of the stream (the bytes before a blank line), checked against the
-/// seed's frame format: `\n` only, `id` then `event` then exactly one `data` line,
-/// ids on exactly the frame types that carry them, `data` a JSON object.
-fn parse_block(block: &str) -> Item {
-    let at = Instant::now();
-    assert!(
-        !block.contains('\r'),
-        "lines end with \\n, never \\r\\n: {block:?}"
-    );
-    assert!(!block.is_empty(), "a blank line only ever ends a frame");
-    if block.starts_with(':') {
-        assert_eq!(block, ":heartbeat", "the only comment is the heartbeat");
-        return Item::Heartbeat(at);
-    }
-    let frames = mur::sse::FrameReader::default().feed(format!("{block}\n\n").as_bytes());
-    let [frame] = frames.as_slice() else {
-        panic!("not exactly one frame: {block:?}");
-    };
-    // Written back in the seed's one form, the frame must be the very bytes received:
-    // an unsigned id line (only where one belongs), the event, exactly one data line.
-    let id_line = frame.id.map(|id| format!("id: {id}\n")).unwrap_or_default();
-    assert_eq!(
-        block,
-        format!("{id_line}event: {}\ndata: {}", frame.event, frame.data),
-        "a frame is [id], event, then exactly one data line: {block:?}"
-    );
-    let data: Value = serde_json::from_str(&frame.data)
-        .unwrap_or_else(|e| panic!("data is not valid JSON ({e}): {block:?}"));
-    assert!(data.is_object(), "data is a JSON object: {block:?}");
-    let carries_id = matches!(
-        frame.event.as_str(),
-        "status" | "artifact" | "text" | "thinking"
-    );
-    assert_eq!(
-        frame.id.is_some(),
-        carries_id,
-        "only status, artifact, text and thinking carry an id: {block:?}"
-    );
-    Item::Frame(Frame {
-        id: frame.id,
-        event: frame.event.clone(),
-        data,
-        block: block.to_string(),
-        at,
-    })
-}
 
 /// Checks a run of ids from `first` in which `lagged` frames (no id, `{"missed":N}`)
 /// stand where N frames were dropped: the next id is N past the one before. Returns
@@ -161,17 +43,6 @@ fn run_with_lags(frames: &[Frame], first: u64) -> u64 {
     next - first
 }
 
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
-fn connect(address: &str) -> TcpStream {
-    let socket = TcpStream::connect(address).unwrap();
-    socket.set_write_timeout(Some(WAIT)).unwrap();
-    socket.set_read_timeout(Some(WAIT)).unwrap();
-    socket
-}
-
 /// Where this module's capsules run: the module's name says (see the module doc).
 fn host() -> Host {
     Host::of_module(module_path!())
@@ -182,16 +53,9 @@ fn post_request(a: &At, headers: &[(&str, &str)], body: &str) -> String {
     a.request("POST", "", headers, body)
 }
 
-/// Sends a request as written and reads the whole answer, to close (bounded).
-fn exchange(a: &At, request: &str) -> String {
-    let mut socket = connect(&a.address);
-    socket.write_all(request.as_bytes()).unwrap();
-    read_to_close(socket)
-}
-
 /// A JSON-RPC call answered with plain JSON: the head is checked, the body returned.
 fn rpc(a: &At, body: &str) -> Value {
-    let reply = exchange(a, &post_request(a, &[JSON], body));
+    let reply = a.exchange(&post_request(a, &[JSON], body));
     let (head, body) = reply
         .split_once("\r\n\r\n")
         .unwrap_or_else(|| panic!("no head: {reply:?}"));
@@ -205,153 +69,14 @@ fn rpc(a: &At, body: &str) -> Value {
     serde_json::from_str(body).unwrap()
 }
 
-struct Sse {
-    socket: TcpStream,
-    buf: Vec<u8>,
-    /// Taken before connecting, so nothing the server writes can be earlier.
-    opened: Instant,
-    /// Every block read so far, for failure messages.
-    log: Vec<String>,
-    closed: bool,
-}
-
-impl Sse {
-    fn open(a: &At, headers: &[(&str, &str)], body: &str) -> Sse {
-        let opened = Instant::now();
-        let mut socket = connect(&a.address);
-        socket
-            .write_all(post_request(a, headers, body).as_bytes())
-            .unwrap();
-        let mut sse = Sse {
-            socket,
-            buf: Vec::new(),
-            opened,
-            log: Vec::new(),
-            closed: false,
-        };
-        let deadline = Instant::now() + WAIT;
-        let end = loop {
-            if let Some(at) = find(&sse.buf, b"\r\n\r\n") {
-                break at + 4;
-            }
-            assert!(
-                sse.fill(deadline),
-                "closed before the head: {:?}",
-                String::from_utf8_lossy(&sse.buf)
-            );
-        };
-        let head: Vec<u8> = sse.buf.drain(..end).collect();
-        assert_eq!(
-            String::from_utf8_lossy(&head),
-            SSE_HEAD,
-            "the event stream's head, byte for byte"
-        );
-        sse
-    }
-
-    /// Reads more bytes; false at end of stream.
-    fn fill(&mut self, deadline: Instant) -> bool {
-        let left = deadline.saturating_duration_since(Instant::now());
-        assert!(
-            !left.is_zero(),
-            "timed out; read so far:\n{}",
-            self.log.join("\n")
-        );
-        self.socket.set_read_timeout(Some(left)).unwrap();
-        let mut chunk = vec![0u8; 256 * 1024];
-        match self.socket.read(&mut chunk) {
-            Ok(0) => false,
-            Ok(n) => {
-                self.buf.extend_from_slice(&chunk[..n]);
-                true
-            }
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                panic!("timed out; read so far:\n{}", self.log.join("\n"))
-            }
-            Err(e) => panic!("read failed: {e}"),
-        }
-    }
-
-    /// The next frame or heartbeat; `None` once the server closed the connection.
-    fn item_by(&mut self, deadline: Instant) -> Option<Item> {
-        loop {
-            if let Some(at) = find(&self.buf, b"\n\n") {
-                let block: Vec<u8> = self.buf.drain(..at + 2).collect();
-                let block = String::from_utf8(block[..at].to_vec()).expect("frames are UTF-8");
-                let item = parse_block(&block);
-                self.log.push(block.chars().take(300).collect());
-                return Some(item);
-            }
-            if self.closed || !self.fill(deadline) {
-                self.closed = true;
-                assert!(
-                    self.buf.is_empty(),
-                    "the stream ended inside a frame: {:?}",
-                    String::from_utf8_lossy(&self.buf)
-                );
-                return None;
-            }
-        }
-    }
-
-    /// Items up to and including the first frame `stop` accepts.
-    fn items_until(&mut self, within: Duration, mut stop: impl FnMut(&Frame) -> bool) -> Vec<Item> {
-        let deadline = Instant::now() + within;
-        let mut out = Vec::new();
-        loop {
-            let item = self.item_by(deadline).unwrap_or_else(|| {
-                panic!(
-                    "closed before the frame waited for; read:\n{}",
-                    self.log.join("\n")
-                )
-            });
-            let done = matches!(&item, Item::Frame(f) if stop(f));
-            out.push(item);
-            if done {
-                return out;
-            }
-        }
-    }
-
-    fn until(&mut self, within: Duration, stop: impl FnMut(&Frame) -> bool) -> Vec<Frame> {
-        only_frames(&self.items_until(within, stop))
-    }
-
-    /// The next `n` frames, heartbeats skipped.
-    fn frames(&mut self, n: usize, within: Duration) -> Vec<Frame> {
-        let deadline = Instant::now() + within;
-        let mut out = Vec::new();
-        while out.len() < n {
-            match self.item_by(deadline) {
-                Some(Item::Frame(f)) => out.push(f),
-                Some(Item::Heartbeat(_)) => {}
-                None => panic!(
-                    "closed after {} of {n} frames; read:\n{}",
-                    out.len(),
-                    self.log.join("\n")
-                ),
-            }
-        }
-        out
-    }
-
-    fn frame(&mut self, within: Duration) -> Frame {
-        self.frames(1, within).remove(0)
-    }
-
-    /// Everything until the server closes the connection.
-    fn rest(&mut self, within: Duration) -> Vec<Item> {
-        let deadline = Instant::now() + within;
-        let mut out = Vec::new();
-        while let Some(item) = self.item_by(deadline) {
-            out.push(item);
-        }
-        out
-    }
-
-    fn rest_frames(&mut self, within: Duration) -> Vec<Frame> {
-        only_frames(&self.rest(within))
-    }
+/// A `POST` to the capsule's address as an event stream, its head read and checked.
+fn open(a: &At, headers: &[(&str, &str)], body: &str) -> Sse {
+    let opened = Instant::now();
+    let mut socket = connect(&a.address);
+    socket
+        .write_all(post_request(a, headers, body).as_bytes())
+        .unwrap();
+    Sse::open(socket, opened, WAIT)
 }
 
 // ---------------------------------------------------------------------------------
@@ -382,17 +107,6 @@ fn queued(name: &str, script: &str) -> (Capsule, Live) {
     start(name, script, "", QUEUE, &[])
 }
 
-fn bash_turn(command: &str) -> String {
-    format!(
-        "  - tool_calls: [{{id: t1, name: bash, input: {{command: {}}}}}]\n",
-        json!(command)
-    )
-}
-
-fn text_turn(text: &str) -> String {
-    format!("  - text: {}\n", json!(text))
-}
-
 fn call(id: i64, method: &str, params: Value) -> String {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
 }
@@ -409,7 +123,7 @@ fn submit_with(address: &At, headers: &[(&str, &str)], message_id: &str) -> Sse 
         "message/stream",
         json!({"message": message(message_id, "do the task")}),
     );
-    Sse::open(address, &all, &body)
+    open(address, &all, &body)
 }
 
 /// Submits a task and waits until the capsule has received it, so the next request
@@ -432,7 +146,7 @@ fn submit(address: &At, message_id: &str) -> Sse {
 fn watch(address: &At, headers: &[(&str, &str)]) -> Sse {
     let mut all = vec![JSON];
     all.extend_from_slice(headers);
-    let mut sse = Sse::open(address, &all, &call(1, "stream/watch", json!({})));
+    let mut sse = open(address, &all, &call(1, "stream/watch", json!({})));
     let ack = sse.frame(WAIT);
     assert_eq!(
         ack.block,
@@ -443,15 +157,6 @@ fn watch(address: &At, headers: &[(&str, &str)]) -> Sse {
 
 fn cancel(address: &At, task_id: &str) -> Value {
     rpc(address, &call(9, "tasks/cancel", json!({"id": task_id})))
-}
-
-fn is_minted(id: &str, prefix: &str) -> bool {
-    id.strip_prefix(prefix).is_some_and(|hex| {
-        hex.len() == 32
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })
 }
 
 /// A trace line written while a request is served, waited for with a bound.
@@ -500,7 +205,7 @@ fn block(id: Option<u64>, event: &str, data: &Value) -> String {
 fn event_stream_head_is_exact_and_the_body_ends_at_close() {
     let (_capsule, running) = start("head", "turns:\n  - text: \"Hello there\"\n", "", &[], &[]);
     let mut stream = submit(&running.at, "msg-1");
-    let items = stream.rest(WAIT);
+    let items = stream.rest_items(WAIT);
     let frames = only_frames(&items);
     assert_eq!(items.len(), frames.len(), "nothing but frames: {items:?}");
     let (t, c) = (
@@ -547,7 +252,7 @@ fn requests_that_are_not_json_posts_to_root_are_not_found() {
         ("another path", a.request("POST", "rpc", &[JSON], &body)),
     ];
     for (what, request) in cases {
-        let reply = exchange(a, &request);
+        let reply = a.exchange(&request);
         assert!(
             reply.starts_with("HTTP/1.1 404 Not Found\r\n"),
             "{what}: {reply:?}"
@@ -555,7 +260,7 @@ fn requests_that_are_not_json_posts_to_root_are_not_found() {
         assert!(!reply.contains("event-stream"), "{what}: {reply:?}");
     }
     // A JSON content type with parameters is still JSON.
-    let mut w = Sse::open(
+    let mut w = open(
         a,
         &[("Content-Type", "application/json; charset=utf-8")],
         &body,
@@ -617,7 +322,7 @@ fn under_none_message_stream_is_method_not_found_and_watch_is_served() {
     let a = &running.at;
     let mut w = watch(a, &[]);
     let body = json!({"jsonrpc": "2.0", "id": 7, "method": "message/stream", "params": {"message": message("m", "hi")}}).to_string();
-    let reply = exchange(a, &post_request(a, &[JSON], &body));
+    let reply = a.exchange(&post_request(a, &[JSON], &body));
     let error = r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"Method not found"}}"#;
     assert_eq!(
         reply,
@@ -626,7 +331,7 @@ fn under_none_message_stream_is_method_not_found_and_watch_is_served() {
             error.len()
         )
     );
-    let frames = w.rest_frames(WAIT);
+    let frames = w.rest(WAIT);
     let last = frames.last().expect("the launch task's frames");
     assert_eq!(last.state(), "completed");
     assert_eq!(last.data["status"]["response"], "launch done");
@@ -649,10 +354,10 @@ fn params_as_message_or_as_params_itself_and_the_minted_ids() {
 
     let mut own = message("msg-own", "as params itself");
     own["contextId"] = json!("ctx-from-the-client");
-    let mut s = Sse::open(a, &[JSON], &call(1, "message/stream", own));
-    let frames = s.rest_frames(WAIT);
+    let mut s = open(a, &[JSON], &call(1, "message/stream", own));
+    let frames = s.rest(WAIT);
     let t1 = frames[0].task().to_string();
-    assert!(is_minted(&t1, "tsk_"), "{t1}");
+    assert!(is_minted(&t1, "tsk_", 32), "{t1}");
     for f in &frames {
         assert_eq!(f.task(), t1);
         if f.event == "status" {
@@ -662,11 +367,11 @@ fn params_as_message_or_as_params_itself_and_the_minted_ids() {
     assert_eq!(frames.last().unwrap().data["status"]["response"], "one");
 
     let mut s = submit(a, "msg-nested");
-    let frames = s.rest_frames(WAIT);
+    let frames = s.rest(WAIT);
     let t2 = frames[0].task().to_string();
-    assert!(is_minted(&t2, "tsk_") && t2 != t1, "{t2}");
+    assert!(is_minted(&t2, "tsk_", 32) && t2 != t1, "{t2}");
     let c2 = frames[0].data["context_id"].as_str().unwrap();
-    assert!(is_minted(c2, "ctx_"), "{c2}");
+    assert!(is_minted(c2, "ctx_", 32), "{c2}");
     assert_eq!(frames.last().unwrap().data["status"]["response"], "two");
 
     assert_eq!(task_of(&session, "msg-own"), t1);
@@ -702,8 +407,8 @@ fn params_that_are_not_a_message_get_an_error_frame_and_start_nothing() {
         ),
     ];
     for (params, want) in cases {
-        let mut s = Sse::open(a, &[JSON], &call(1, "message/stream", params.clone()));
-        let items = s.rest(WAIT);
+        let mut s = open(a, &[JSON], &call(1, "message/stream", params.clone()));
+        let items = s.rest_items(WAIT);
         let frames = only_frames(&items);
         assert_eq!(frames.len(), 1, "{params}: {items:?}");
         let f = &frames[0];
@@ -741,7 +446,7 @@ turns:
 "#;
     let (_capsule, running) = queued("artifact", script);
     let mut s = submit(&running.at, "msg-1");
-    let frames = s.rest_frames(WAIT);
+    let frames = s.rest(WAIT);
     assert_eq!(
         labels(&frames),
         [
@@ -843,7 +548,7 @@ turns:
     let (_capsule, running) = queued("chunks", script);
     let mut w = watch(&running.at, &[]);
     let mut s = submit(&running.at, "msg-1");
-    let frames = s.rest_frames(WAIT);
+    let frames = s.rest(WAIT);
     assert_eq!(
         labels(&frames),
         [
@@ -918,7 +623,7 @@ turns:
 "#;
     let (_capsule, running) = queued("wholereply", script);
     let mut s = submit(&running.at, "msg-1");
-    let frames = s.rest_frames(WAIT);
+    let frames = s.rest(WAIT);
     assert_eq!(
         labels(&frames),
         [
@@ -962,7 +667,7 @@ turns:
     let running = Live::start(host(), &capsule, QUEUE, &[]);
     let a = &running.at;
 
-    let frames = submit(a, "m1").rest_frames(WAIT);
+    let frames = submit(a, "m1").rest(WAIT);
     let (t, c) = (
         frames[0].task(),
         frames[0].data["context_id"].as_str().unwrap(),
@@ -980,7 +685,7 @@ turns:
         )
     );
 
-    let frames = submit(a, "m2").rest_frames(WAIT);
+    let frames = submit(a, "m2").rest(WAIT);
     assert_eq!(
         labels(&frames),
         [l(0, "status:working"), l(1, "status:failed")]
@@ -992,7 +697,7 @@ turns:
     );
     assert!(frames[1].data["status"].get("response").is_none());
 
-    let frames = submit(a, "m3").rest_frames(WAIT);
+    let frames = submit(a, "m3").rest(WAIT);
     assert_eq!(
         labels(&frames),
         [
@@ -1012,7 +717,7 @@ turns:
 #[test]
 fn connection_ack_names_the_conversation_mode() {
     let (_capsule, running) = queued("ack", "turns: []\n");
-    let mut w = Sse::open(
+    let mut w = open(
         &running.at,
         &[JSON],
         &call(1, "stream/watch", json!("not even an object")),
@@ -1028,7 +733,7 @@ fn connection_ack_names_the_conversation_mode() {
         QUEUE,
         &[],
     );
-    let mut w = Sse::open(&running.at, &[JSON], &call(1, "stream/watch", json!({})));
+    let mut w = open(&running.at, &[JSON], &call(1, "stream/watch", json!({})));
     assert_eq!(
         w.frame(WAIT).block,
         "event: connection-ack\ndata: {\"role\":\"observer\",\"conversation_mode\":\"threaded\"}"
@@ -1053,13 +758,7 @@ fn every_task_numbers_its_frames_from_zero() {
     submit(&running.at, "m1").rest(WAIT);
     submit(&running.at, "m2").rest(WAIT);
     let frames = w.frames(10, WAIT);
-    let run = [
-        l(0, "status:working"),
-        l(1, "artifact"),
-        l(2, "status:working"),
-        l(3, "text:final"),
-        l(3, "status:completed"),
-    ];
+    let run = one_call_task();
     assert_eq!(labels(&frames), [run.clone(), run].concat());
     assert_ne!(frames[0].task(), frames[5].task());
 }
@@ -1102,7 +801,7 @@ fn replay_follows_last_event_id() {
     // message/stream with Last-Event-ID: the replay (two final statuses among it), then
     // its own task, live, to its final status.
     let mut s = submit_with(a, &[("Last-Event-ID", "2")], "mc");
-    let frames = s.rest_frames(WAIT);
+    let frames = s.rest(WAIT);
     let replayed: Vec<String> = frames[..4].iter().map(|f| f.block.clone()).collect();
     assert_eq!(replayed, above(2));
     assert_eq!(
@@ -1120,16 +819,7 @@ fn replay_follows_last_event_id() {
     );
     let tc = frames[4].task().to_string();
     assert!(tc != ta && tc != tb);
-    assert_eq!(
-        labels(&frames[4..]),
-        [
-            l(0, "status:working"),
-            l(1, "artifact"),
-            l(2, "status:working"),
-            l(3, "text:final"),
-            l(3, "status:completed"),
-        ]
-    );
+    assert_eq!(labels(&frames[4..]), one_call_task());
 
     // Each watch: its replay, exactly, then the live frames of task c.
     for ((headers, want), w) in cases.iter().zip(watches.iter_mut()) {
@@ -1146,7 +836,7 @@ fn replay_follows_last_event_id() {
 
     // A Last-Event-ID that is not a number: no replay on message/stream.
     let mut s = submit_with(a, &[("Last-Event-ID", "not-a-number")], "md");
-    let frames = s.rest_frames(WAIT);
+    let frames = s.rest(WAIT);
     assert_eq!(frames[0].label(), l(0, "status:working"));
     assert!(frames.iter().all(|f| f.task() == frames[0].task()));
     assert_eq!(frames.len(), 5);
@@ -1179,7 +869,7 @@ fn replay_after_eviction_gap_and_what_never_enters_the_ring() {
     // Task A: 603 frames (working 0, chunks 1..=600, end of turn 601, completed 602),
     // written faster than any connection's queue of 128 can be drained, so even this
     // reader may be told it lagged.
-    let fa = submit(a, "ma").rest_frames(WAIT);
+    let fa = submit(a, "ma").rest(WAIT);
     assert_eq!(run_with_lags(&fa, 0), 603);
     let done = fa.last().unwrap();
     assert_eq!(done.label(), l(602, "status:completed"));
@@ -1215,27 +905,26 @@ fn replay_after_eviction_gap_and_what_never_enters_the_ring() {
     let (mut sc, tc) = submit_queued(a, &session, &[], "mc");
     let mut sd = submit(a, "md");
     let rejected = sd.rest(WAIT);
-    let rejected = only_frames(&rejected);
     assert_eq!(rejected.len(), 1);
     assert_eq!(rejected[0].state(), "rejected");
     assert!(cancel(a, &tc).get("result").is_some());
-    let fc = sc.rest_frames(WAIT);
+    let fc = sc.rest(WAIT);
     assert_eq!(
         fc.last().unwrap().label(),
         l(QUEUED_CANCEL_START, "status:canceled")
     );
     // A request that is not a message: an error frame on its own connection.
-    let mut bad = Sse::open(
+    let mut bad = open(
         a,
         &[JSON],
         &call(1, "message/stream", json!({"message": {}})),
     );
-    assert_eq!(bad.rest_frames(WAIT)[0].event, "error");
+    assert_eq!(bad.rest(WAIT)[0].event, "error");
     sb.rest(WAIT);
 
     // The live watch saw A, B up to now, C's cancel; never `rejected`, never `error`,
     // and heartbeats meanwhile.
-    let items = w1.items_until(WAIT, |f| f.task() == b0.task() && f.ends_stream());
+    let items = w1.items_until(WAIT, |f| f.task() == b0.task() && f.is_final());
     let live = only_frames(&items);
     assert!(!heartbeats(&items).is_empty());
     assert!(
@@ -1338,13 +1027,13 @@ fn a_stalled_reader_gets_lagged_and_does_not_slow_the_capsule() {
     // The submitting connection is read as fast as it comes and runs to the end while
     // the other one stalls: working 0, 400 chunks, end of turn 401, completed 402.
     let mut s = submit(a, "m1");
-    let frames = s.rest_frames(WAIT);
+    let frames = s.rest(WAIT);
     assert_eq!(run_with_lags(&frames, 0), 403);
     assert_eq!(frames.last().unwrap().label(), l(402, "status:completed"));
 
     // The stalled reader: what the socket held, then `lagged` where frames were
     // dropped, then the newest frames, ending with the final status.
-    let frames = stalled.until(WAIT, |f| f.ends_stream());
+    let frames = stalled.until(WAIT, |f| f.is_final());
     assert_eq!(run_with_lags(&frames, 0), 403);
     let missed: u64 = frames
         .iter()
@@ -1377,7 +1066,7 @@ fn frames_reach_every_connection_and_message_stream_closes_on_any_final() {
     assert_eq!(first.label(), l(0, "status:working"));
     let ta = first.task().to_string();
     let mut sb = submit(a, "mb");
-    let on_b = sb.rest_frames(WAIT);
+    let on_b = sb.rest(WAIT);
     assert!(on_b.iter().all(|f| f.task() == ta), "{:?}", labels(&on_b));
     assert_eq!(
         labels(&on_b),
@@ -1388,7 +1077,7 @@ fn frames_reach_every_connection_and_message_stream_closes_on_any_final() {
             l(3, "status:completed")
         ]
     );
-    let on_a = sa.rest_frames(WAIT);
+    let on_a = sa.rest(WAIT);
     let (x, y): (Vec<&str>, Vec<&str>) = (
         on_a.iter().map(|f| f.block.as_str()).collect(),
         on_b.iter().map(|f| f.block.as_str()).collect(),
@@ -1429,8 +1118,8 @@ fn heartbeats_come_on_time_whatever_the_capsule_does() {
     let a = &running.at;
     let mut w = watch(a, &[]);
     let mut s = submit(a, "m1");
-    let items = w.items_until(WAIT, |f| f.ends_stream());
-    let on_stream = s.rest(WAIT);
+    let items = w.items_until(WAIT, |f| f.is_final());
+    let on_stream = s.rest_items(WAIT);
     let beats = heartbeats(&items);
     let frames = only_frames(&items);
     let ms = |at: Instant| at.duration_since(w.opened).as_millis() as i64;
@@ -1488,11 +1177,11 @@ fn single_rejects_a_second_task_while_busy() {
     assert_eq!(s1.frame(WAIT).label(), l(0, "status:working"));
     let mut w = watch(a, &[]);
     let mut s2 = submit(a, "m2");
-    let items = s2.rest(WAIT);
+    let items = s2.rest_items(WAIT);
     assert_eq!(items.len(), 1, "{items:?}");
     let f = &only_frames(&items)[0];
     let (t, c) = (f.task(), f.data["context_id"].as_str().unwrap());
-    assert!(is_minted(t, "tsk_") && is_minted(c, "ctx_"));
+    assert!(is_minted(t, "tsk_", 32) && is_minted(c, "ctx_", 32));
     assert_eq!(
         f.block,
         block(
@@ -1501,10 +1190,10 @@ fn single_rejects_a_second_task_while_busy() {
             &status_data(t, c, "rejected", "task rejected: capsule is busy", true)
         )
     );
-    let s1_rest = s1.rest_frames(WAIT);
+    let s1_rest = s1.rest(WAIT);
     assert_eq!(s1_rest.last().unwrap().state(), "completed");
     // The watch (open before the rejection) never sees it; the capsule then exits.
-    let watched = w.rest_frames(WAIT);
+    let watched = w.rest(WAIT);
     assert!(watched.iter().all(|f| f.state() != "rejected"));
     assert_eq!(watched.last().unwrap().state(), "completed");
     let session = running.session();
@@ -1543,7 +1232,7 @@ fn queue_depth_one_rejects_a_third_task() {
     assert_eq!(s1.frame(WAIT).label(), l(0, "status:working"));
     let session = running.session();
     let (mut s2, _) = submit_queued(a, &session, &[], "m2");
-    let rejected = submit(a, "m3").rest_frames(WAIT);
+    let rejected = submit(a, "m3").rest(WAIT);
     assert_eq!(labels(&rejected), [l(0, "status:rejected")], "{rejected:?}");
     assert_eq!(
         rejected[0].data["status"]["message"],
@@ -1657,15 +1346,6 @@ fn lanes_run_peer_before_bg_in_arrival_order() {
     assert!(received < first_end, "the queued tasks arrived too late");
 }
 
-/// Kills a process we caused to start if the test fails before it is gone.
-struct KillOnDrop(String);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        kill_running(&self.0);
-    }
-}
-
 /// `tasks/cancel` on the running task: it ends `canceled` `task canceled` at once,
 /// and the command it was waiting on is killed.
 #[test]
@@ -1683,28 +1363,24 @@ fn cancel_ends_a_running_task_and_its_command() {
     let t = first.task().to_string();
     let c = first.data["context_id"].as_str().unwrap().to_string();
     let _guard = KillOnDrop(sleep.clone());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while pids_running(&sleep).is_empty() {
-        assert!(Instant::now() < deadline, "the command never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually(Duration::from_secs(10), "the command starts", || {
+        !pids_running(&sleep).is_empty()
+    });
     let asked = Instant::now();
     assert_eq!(
         cancel(a, &t),
         json!({"jsonrpc": "2.0", "id": 9, "result": {"id": t, "status": {"state": "canceled"}}})
     );
-    let frames = s.until(Duration::from_secs(5), |f| f.ends_stream());
+    let frames = s.until(Duration::from_secs(5), |f| f.is_final());
     let last = frames.last().unwrap();
     assert_eq!(
         last.data,
         status_data(&t, &c, "canceled", "task canceled", true)
     );
     assert!(asked.elapsed() < Duration::from_secs(5));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !pids_running(&sleep).is_empty() {
-        assert!(Instant::now() < deadline, "the canceled command still runs");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually(Duration::from_secs(5), "the canceled command ends", || {
+        pids_running(&sleep).is_empty()
+    });
 }
 
 /// `tasks/cancel` on queued tasks: each ends with its only frame, `canceled` `task
@@ -1733,7 +1409,7 @@ fn cancel_queued_tasks_uses_the_queued_cancel_counter() {
     let (mut s2, t2) = submit_queued(a, &session, &[], "m2");
     let (mut s3, t3) = submit_queued(a, &session, &[], "m3");
     assert!(cancel(a, &t2).get("result").is_some());
-    let f2 = s2.rest_frames(WAIT);
+    let f2 = s2.rest(WAIT);
     assert_eq!(f2.len(), 1, "{:?}", labels(&f2));
     let c2 = f2[0].data["context_id"].as_str().unwrap();
     assert_eq!(
@@ -1746,7 +1422,7 @@ fn cancel_queued_tasks_uses_the_queued_cancel_counter() {
     );
     // Every open message/stream closed on that final status, whatever its own task.
     for s in [&mut s1, &mut s3] {
-        let frames = s.rest_frames(WAIT);
+        let frames = s.rest(WAIT);
         assert_eq!(frames.last().unwrap().block, f2[0].block);
     }
     assert!(cancel(a, &t3).get("result").is_some());
@@ -1765,7 +1441,7 @@ fn cancel_queued_tasks_uses_the_queued_cancel_counter() {
         ]
     );
     // A later task runs as usual; the canceled ones never started.
-    let after = submit(a, "m4").rest_frames(WAIT);
+    let after = submit(a, "m4").rest(WAIT);
     assert_eq!(after.last().unwrap().data["status"]["response"], "after");
     let started: Vec<String> = session
         .events("task_start")
@@ -1783,7 +1459,7 @@ fn cancel_of_an_unknown_or_finished_task_is_an_error() {
     let script = format!("turns:\n{}", text_turn("done"));
     let (_capsule, running) = queued("cancelerr", &script);
     let a = &running.at;
-    let frames = submit(a, "m1").rest_frames(WAIT);
+    let frames = submit(a, "m1").rest(WAIT);
     let t = frames[0].task();
     assert_eq!(
         cancel(a, "tsk_0000000000000000000000000000000f"),
@@ -1810,7 +1486,7 @@ fn murmur_stop_ends_a_sleeping_capsule_with_status_zero() {
         reply,
         json!({"jsonrpc": "2.0", "id": 3, "result": {"stopped": session.id}})
     );
-    let rest = w.rest_frames(WAIT);
+    let rest = w.rest(WAIT);
     assert!(
         rest.iter().all(|f| f.event != "capsule-closed"),
         "{:?}",
@@ -1830,10 +1506,10 @@ fn a_parked_capsule_closes_its_frame_stream_with_capsule_closed() {
     let (_capsule, running) = start("parked", &script, lifecycle, &[], &[]);
     let a = &running.at;
     let mut w = watch(a, &[]);
-    let submitted = submit(a, "m1").rest_frames(WAIT);
+    let submitted = submit(a, "m1").rest(WAIT);
     assert_eq!(submitted.last().map(|f| f.state()), Some("completed"));
 
-    let seen = w.rest_frames(WAIT);
+    let seen = w.rest(WAIT);
     let last = seen.last().expect("frames before the close");
     assert_eq!(last.block, "event: capsule-closed\ndata: {}");
     assert_eq!(last.id, None);
@@ -1847,7 +1523,7 @@ fn a_parked_capsule_closes_its_frame_stream_with_capsule_closed() {
     );
 
     let mut late = watch(a, &[]);
-    let replayed = late.rest_frames(WAIT);
+    let replayed = late.rest(WAIT);
     assert_eq!(
         labels(&replayed),
         [
@@ -1857,7 +1533,7 @@ fn a_parked_capsule_closes_its_frame_stream_with_capsule_closed() {
         ]
     );
 
-    let rejected = submit(a, "m2").rest_frames(WAIT);
+    let rejected = submit(a, "m2").rest(WAIT);
     assert_eq!(rejected.len(), 1);
     assert_eq!((rejected[0].id, rejected[0].state()), (Some(0), "rejected"));
 
@@ -1920,7 +1596,7 @@ fn broken_requests_get_plain_http_errors_and_the_capsule_keeps_serving() {
         ),
     ];
     for (what, request, status) in cases {
-        let reply = exchange(a, &request);
+        let reply = a.exchange(&request);
         assert!(reply.starts_with(status), "{what}: {reply:?}");
     }
     // A client that sends half a request and vanishes costs nothing either.
@@ -1928,7 +1604,7 @@ fn broken_requests_get_plain_http_errors_and_the_capsule_keeps_serving() {
     gone.write_all(b"POST / HTTP/1.1\r\ncontent-le").unwrap();
     drop(gone);
     // And afterwards a task still makes the whole round trip.
-    let frames = submit(a, "m1").rest_frames(WAIT);
+    let frames = submit(a, "m1").rest(WAIT);
     let done = frames.last().expect("frames");
     assert_eq!(done.state(), "completed", "{:?}", labels(&frames));
     assert_eq!(done.data["status"]["response"], "still here");

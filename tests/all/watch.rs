@@ -7,9 +7,8 @@
 //! `mur stop` take its address `http://HOST:PORT/c/<id>/` with `--token` (see
 //! `common::host`). The fake servers' tests need no capsule and run the same in both.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
@@ -33,17 +32,7 @@ fn host() -> Host {
 /// A capsule that takes tasks over HTTP and stays up until it is stopped.
 fn serving(name: &str, extra: &str, script: &str) -> (Capsule, Live) {
     let capsule = Capsule::new(name, &manifest(extra), script);
-    let running = Live::start(
-        host(),
-        &capsule,
-        &[
-            "--lifecycle-task-acceptance",
-            "queue",
-            "--lifecycle-after-task",
-            "sleep",
-        ],
-        &[],
-    );
+    let running = Live::start(host(), &capsule, QUEUE, &[]);
     (capsule, running)
 }
 
@@ -56,138 +45,13 @@ fn typed(at: &At) -> String {
     }
 }
 
-/// A `mur watch` in the background; its stderr is read line by line as it comes.
-struct Watch {
-    child: Child,
-    stderr: Receiver<String>,
-    /// Pieces of stdout as they are read; `None` when the reader closed it.
-    stdout: Option<Receiver<String>>,
-    /// What stdout said so far.
-    seen: String,
-}
-
 fn watch(address: &str) -> Watch {
-    spawn_watch(address, None, true)
+    Watch::start(address, None, true)
 }
 
 /// `mur watch <address> [--token T]` on a capsule, its token passed when it has one.
 fn watch_capsule(address: &str, at: &At) -> Watch {
-    spawn_watch(address, at.token(), true)
-}
-
-fn spawn_watch(address: &str, token: Option<&str>, read_stdout: bool) -> Watch {
-    let mut child = mur()
-        .args(["watch", address])
-        .args(token.map(|t| ["--token", t]).into_iter().flatten())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("mur watch starts");
-    let (tx, stderr) = mpsc::channel();
-    let err = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(err).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let out = child.stdout.take().unwrap();
-    let stdout = if read_stdout {
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut out = out;
-            let mut chunk = [0u8; 4096];
-            while let Ok(n) = out.read(&mut chunk) {
-                if n == 0
-                    || tx
-                        .send(String::from_utf8_lossy(&chunk[..n]).into_owned())
-                        .is_err()
-                {
-                    break;
-                }
-            }
-        });
-        Some(rx)
-    } else {
-        // The reader closes stdout before anything is written to it.
-        drop(out);
-        None
-    };
-    Watch {
-        child,
-        stderr,
-        stdout,
-        seen: String::new(),
-    }
-}
-
-impl Watch {
-    /// Waits for the start line, printed once the capsule answered the watch: from
-    /// then on every frame the capsule writes reaches it.
-    fn attached(&self) -> String {
-        let line = self
-            .stderr
-            .recv_timeout(LIMIT)
-            .expect("mur watch printed its start line");
-        assert!(line.starts_with("[murmur] watching "), "{line}");
-        line
-    }
-
-    /// Waits until stdout holds `needle`, so the watch has printed that far.
-    fn printed(&mut self, needle: &str) {
-        let deadline = Instant::now() + LIMIT;
-        let rx = self.stdout.as_ref().expect("stdout is read");
-        while !self.seen.contains(needle) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(piece) => self.seen.push_str(&piece),
-                Err(_) => panic!(
-                    "mur watch never printed {needle:?}; it printed:\n{}",
-                    self.seen
-                ),
-            }
-        }
-    }
-
-    /// Waits for the watch to exit (bounded), then gathers what it printed.
-    fn finish(mut self) -> Run {
-        let deadline = Instant::now() + LIMIT;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("mur watch did not exit within {LIMIT:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        if let Some(rx) = &self.stdout {
-            while let Ok(piece) = rx.recv_timeout(LIMIT) {
-                self.seen.push_str(&piece);
-            }
-        }
-        let stdout = std::mem::take(&mut self.seen);
-        let mut stderr = String::new();
-        while let Ok(line) = self.stderr.recv_timeout(Duration::from_secs(5)) {
-            stderr.push_str(&line);
-            stderr.push('\n');
-        }
-        Run {
-            status: status.code().unwrap_or(-1),
-            stdout,
-            stderr,
-        }
-    }
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    Watch::start(address, at.token(), true)
 }
 
 /// `mur stop`, to completion (its own waits are bounded by its timeouts).
@@ -294,7 +158,7 @@ fn watch_prints_a_running_task_and_reports_the_stop_as_a_lost_connection() {
     );
     assert_eq!(stopped.stderr, "");
 
-    let run = w.finish();
+    let run = w.finish(LIMIT);
     assert_eq!(run.status, 1, "{}", run.stderr);
     assert_eq!(
         normalise_ms(&run.stdout),
@@ -338,7 +202,7 @@ fn watch_takes_the_address_with_a_scheme_and_a_trailing_slash() {
     submit(&running.at, &message_stream_body("hi"));
     w.printed("[completed]\n  ok\n\n");
     drop(running);
-    let run = w.finish();
+    let run = w.finish(LIMIT);
     assert_eq!(run.status, 1);
     assert_eq!(
         run.stdout,
@@ -462,7 +326,7 @@ fn watch_warns_about_a_gap_when_the_buffer_has_evicted_frames() {
     );
     w.printed("c599\n\n");
     drop(running);
-    let run = w.finish();
+    let run = w.finish(LIMIT);
     assert_eq!(run.status, 1, "{}", run.stderr);
     // The warning was the only other line: the rest is the lost connection.
     let address = &running_address;
@@ -502,7 +366,7 @@ fn threaded_capsules_label_statuses_with_context_and_turn() {
     w.printed("  elsewhere\n\n");
     let stopped = stop_capsule(&address, &running.at, "30");
     assert_eq!(stopped.status, 0, "{}", stopped.stderr);
-    let run = w.finish();
+    let run = w.finish(LIMIT);
     assert_eq!(run.status, 1, "{}", run.stderr);
     assert_eq!(
         run.stdout,
@@ -518,10 +382,10 @@ fn threaded_capsules_label_statuses_with_context_and_turn() {
 #[test]
 fn a_reader_that_closes_stdout_ends_the_watch_with_0() {
     let (_capsule, running) = serving("watch-epipe", "", "turns:\n  - text: \"ok\"\n");
-    let w = spawn_watch(&typed(&running.at), running.at.token(), false);
+    let w = Watch::start(&typed(&running.at), running.at.token(), false);
     w.attached();
     submit(&running.at, &message_stream_body("hi"));
-    let run = w.finish();
+    let run = w.finish(LIMIT);
     assert_eq!(run.status, 0, "{}", run.stderr);
     assert_eq!(run.stderr, "");
 }
@@ -602,7 +466,7 @@ fn watch_sends_a_stream_watch_from_0_and_ends_at_capsule_closed() {
     });
     let w = watch(&address);
     w.attached();
-    let run = w.finish();
+    let run = w.finish(LIMIT);
     assert_eq!(run.status, 0, "{}", run.stderr);
     assert_eq!(run.stdout, "[working]  inference turn 2\npar\n");
     assert_eq!(

@@ -5,20 +5,18 @@
 //! exit status, the admin API's state) is read through accessors that mean the same
 //! thing under both.
 //!
-//! The `mur serve` harness here is the minimum the seed tests need: one server per
-//! capsule (so the environment a test sets reaches only its capsule), created from a
-//! manifest on disk, its state read through the admin API.
+//! Under `mur serve` a seed test's capsule gets a server of its own (so the
+//! environment a test sets reaches only its capsule), started and driven through the
+//! `mur serve` harness (`common::served`): created from a manifest on disk, its state
+//! read through the admin API.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::{Capsule, LIMIT, Running, Session, mur, read_to_close, scratch, wait_bounded};
+use super::served::{Create, Hosted, Served, WATCH};
+use super::{Capsule, Running, Session, exchange, raw_request};
 
 /// Which host a test module's capsules run under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,19 +73,13 @@ impl At {
         headers: &[(&str, &str)],
         body: &str,
     ) -> String {
-        let mut request = format!(
-            "{method} {}{suffix} HTTP/1.1\r\nhost: {}\r\n",
-            self.path, self.address
-        );
-        if method != "GET" || !body.is_empty() {
-            request.push_str(&format!("content-length: {}\r\n", body.len()));
-        }
-        for (name, value) in self.headers(headers) {
-            request.push_str(&format!("{name}: {value}\r\n"));
-        }
-        request.push_str("\r\n");
-        request.push_str(body);
-        request
+        let target = format!("{}{suffix}", self.path);
+        raw_request(&self.address, method, &target, &self.headers(headers), body)
+    }
+
+    /// Sends `request` as written and reads the whole answer, to close (bounded).
+    pub fn exchange(&self, request: &str) -> String {
+        exchange(&self.address, request)
     }
 
     /// The address as `mur watch` and `mur stop` take it: `http://HOST:PORT` for a
@@ -113,11 +105,14 @@ pub struct Live {
 
 enum How {
     Run(Running),
-    Serve {
-        server: Server,
-        id: String,
-        session: Session,
-    },
+    Serve(Box<Hosting>),
+}
+
+/// A capsule in a `mur serve` of its own.
+struct Hosting {
+    served: Served,
+    hosted: Hosted,
+    session: Session,
 }
 
 impl Live {
@@ -140,23 +135,14 @@ impl Live {
                 }
             }
             Host::Serve => {
-                let server = Server::start(env);
-                let manifest = hosted_manifest(capsule, args);
-                let created = server.create(&json!({"path": manifest}));
-                let id = created["id"].as_str().expect("an id").to_string();
-                let described = server.capsule(&id);
-                let session_id = described["session_id"]
-                    .as_str()
-                    .unwrap_or_else(|| panic!("a running capsule has a session: {described}"));
+                let served = Served::start_with("serve", &[], env);
+                let hosted = served.create(&Create::path(&hosted_manifest(capsule, args)));
+                let described = served.capsule(&hosted.id);
+                let session_id = served.session_id(&hosted.id);
                 let session = Session {
-                    id: session_id.to_string(),
                     workdir: PathBuf::from(described["workdir"].as_str().expect("a workdir")),
-                    records: server
-                        .data
-                        .join("capsules")
-                        .join(&id)
-                        .join("records")
-                        .join(session_id),
+                    records: served.records(&hosted.id).join(&session_id),
+                    id: session_id,
                 };
                 // The layout the seed tests read the trace through: a wrong guess here
                 // would fail every trace read later, less clearly.
@@ -165,19 +151,19 @@ impl Live {
                     "no trace at {}",
                     session.records.display()
                 );
-                assert_eq!(created["workdir"], described["workdir"]);
+                assert_eq!(hosted.created["workdir"], described["workdir"]);
                 let at = At {
-                    address: server.address.clone(),
-                    path: format!("/c/{id}/"),
-                    authorization: created["token"].as_str().map(|t| format!("Bearer {t}")),
+                    address: served.address.clone(),
+                    path: format!("/c/{}/", hosted.id),
+                    authorization: hosted.bearer(),
                 };
                 Live {
                     at,
-                    how: How::Serve {
-                        server,
-                        id,
+                    how: How::Serve(Box::new(Hosting {
+                        served,
+                        hosted,
                         session,
-                    },
+                    })),
                 }
             }
         }
@@ -186,9 +172,9 @@ impl Live {
     /// What a `mur serve` answers when asked to host `capsule` (started with
     /// `args`) and it must refuse: the status and the error body.
     pub fn refused(capsule: &Capsule, args: &[&str]) -> (u16, Value) {
-        let server = Server::start(&[]);
-        let manifest = hosted_manifest(capsule, args);
-        server.admin("POST", "/admin/capsules", Some(&json!({"path": manifest})))
+        let served = Served::start("serve");
+        let reply = served.try_create(&Create::path(&hosted_manifest(capsule, args)));
+        (reply.status, reply.json())
     }
 
     /// The session's id, workdir and records: from the launch line of `mur run`, from
@@ -197,11 +183,7 @@ impl Live {
     pub fn session(&self) -> Session {
         match &self.how {
             How::Run(running) => running.session(),
-            How::Serve { session, .. } => Session {
-                id: session.id.clone(),
-                workdir: session.workdir.clone(),
-                records: session.records.clone(),
-            },
+            How::Serve(hosting) => hosting.session.clone(),
         }
     }
 
@@ -210,10 +192,10 @@ impl Live {
     pub fn serving(&mut self) -> bool {
         match &mut self.how {
             How::Run(running) => running.child.try_wait().unwrap().is_none(),
-            How::Serve { server, id, .. } => {
-                server.child.try_wait().unwrap().is_none()
+            How::Serve(hosting) => {
+                !hosting.served.exited()
                     && matches!(
-                        server.capsule(id)["state"].as_str(),
+                        hosting.served.capsule(&hosting.hosted.id)["state"].as_str(),
                         Some("running" | "idle")
                     )
             }
@@ -232,42 +214,30 @@ impl Live {
                 assert_eq!(run.status, 0, "{}", run.stderr);
                 run.stderr
             }
-            How::Serve { mut server, id, .. } => {
-                let ended = server.until_state(&id, within, |s| s != "running" && s != "idle");
+            How::Serve(hosting) => {
+                let Hosting {
+                    mut served, hosted, ..
+                } = *hosting;
+                let id = &hosted.id;
+                let ended = served.until_state(id, within, |s| s != "running" && s != "idle");
                 assert_eq!(
                     (ended["state"].as_str(), ended["reason"].as_str()),
                     (Some("ended"), Some("session ended: ok")),
                     "{ended}\nserver stderr:\n{}",
-                    server.stderr()
+                    served.stderr()
                 );
-                let reply = exchange(&self.at, &self.at.request("POST", "", &[JSON], WATCH));
-                let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": format!("capsule {id} has ended its session")}}).to_string();
-                assert_eq!(
-                    reply,
-                    format!(
-                        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    )
+                hosted.call(&[], WATCH).assert_refused(
+                    "503 Service Unavailable",
+                    &format!("capsule {id} has ended its session"),
                 );
                 assert!(
-                    server.child.try_wait().unwrap().is_none(),
+                    !served.exited(),
                     "the server outlives its capsule's session"
                 );
-                server.stderr()
+                served.stderr()
             }
         }
     }
-}
-
-const JSON: (&str, &str) = ("content-type", "application/json");
-const WATCH: &str = r#"{"jsonrpc":"2.0","id":1,"method":"stream/watch","params":{}}"#;
-
-/// Sends `request` as written and reads the whole answer, to close (bounded).
-fn exchange(at: &At, request: &str) -> String {
-    let mut socket = TcpStream::connect(&at.address).unwrap();
-    socket.set_write_timeout(Some(LIMIT)).unwrap();
-    socket.write_all(request.as_bytes()).unwrap();
-    read_to_close(socket)
 }
 
 /// The manifest a hosted capsule is created from: the capsule's own, with the lifecycle
@@ -336,184 +306,4 @@ fn with_lifecycle(manifest: &str, keys: &[(&str, String)]) -> String {
         out.extend(ours);
     }
     out.join("\n") + "\n"
-}
-
-/// A `mur serve` of its own, on a free port, with its data in a scratch folder. Killed
-/// when dropped, as a `mur run` is.
-pub struct Server {
-    child: Child,
-    /// `HOST:PORT`.
-    pub address: String,
-    pub data: PathBuf,
-    admin: String,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Server {
-    /// `mur serve --json --port 0 --data <scratch>`, with `env` set; returns once it
-    /// printed its start line (after restoring its registry, so it serves).
-    pub fn start(env: &[(&str, &str)]) -> Server {
-        let data = scratch("serve").join("data");
-        let mut child = mur()
-            .args(["serve", "--json", "--port", "0", "--data"])
-            .arg(&data)
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("mur serve starts");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        collect(child.stderr.take().unwrap(), stderr.clone());
-        let line = first_line(&mut child, &stderr);
-        let start: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("the start line is not JSON ({e}): {line:?}"));
-        let address = start["address"]
-            .as_str()
-            .and_then(|a| a.strip_prefix("http://"))
-            .unwrap_or_else(|| panic!("no address in {start}"))
-            .to_string();
-        let token_file = start["admin_token_file"]
-            .as_str()
-            .expect("admin_token_file");
-        let admin = std::fs::read_to_string(token_file)
-            .unwrap()
-            .trim()
-            .to_string();
-        Server {
-            child,
-            address,
-            data,
-            admin,
-            stderr,
-        }
-    }
-
-    /// What the server wrote to stderr so far.
-    pub fn stderr(&self) -> String {
-        self.stderr
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// An admin API call: the status code and the JSON body.
-    pub fn admin(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-        let body = body.map(Value::to_string).unwrap_or_default();
-        let mut request = format!(
-            "{method} {path} HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {}\r\ncontent-length: {}\r\n",
-            self.address,
-            self.admin,
-            body.len()
-        );
-        if !body.is_empty() {
-            request.push_str("content-type: application/json\r\n");
-        }
-        request.push_str("\r\n");
-        request.push_str(&body);
-        let mut socket = TcpStream::connect(&self.address).unwrap();
-        socket.write_all(request.as_bytes()).unwrap();
-        let reply = read_to_close(socket);
-        let (head, body) = reply
-            .split_once("\r\n\r\n")
-            .unwrap_or_else(|| panic!("no head: {reply:?}"));
-        let status = head
-            .strip_prefix("HTTP/1.1 ")
-            .and_then(|s| s.get(..3))
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("no status: {head:?}"));
-        let body = serde_json::from_str(body)
-            .unwrap_or_else(|e| panic!("{method} {path}: the body is not JSON ({e}): {reply:?}"));
-        (status, body)
-    }
-
-    /// `POST /admin/capsules` with `body`, which must create the capsule (201).
-    pub fn create(&self, body: &Value) -> Value {
-        let (status, created) = self.admin("POST", "/admin/capsules", Some(body));
-        assert_eq!(
-            status,
-            201,
-            "creating {body}: {created}\nserver stderr:\n{}",
-            self.stderr()
-        );
-        created
-    }
-
-    /// `GET /admin/capsules/<id>`, which must answer 200.
-    pub fn capsule(&self, id: &str) -> Value {
-        let (status, described) = self.admin("GET", &format!("/admin/capsules/{id}"), None);
-        assert_eq!(status, 200, "{described}");
-        described
-    }
-
-    /// The capsule's description once its state satisfies `done`, polled for at most
-    /// `within`.
-    pub fn until_state(
-        &mut self,
-        id: &str,
-        within: Duration,
-        done: impl Fn(&str) -> bool,
-    ) -> Value {
-        let deadline = Instant::now() + within;
-        loop {
-            let described = self.capsule(id);
-            if done(described["state"].as_str().unwrap_or_default()) {
-                return described;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "capsule {id} still {} after {within:?}\nserver stderr:\n{}",
-                described["state"],
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = wait_bounded(&mut self.child, LIMIT);
-    }
-}
-
-/// Appends what `pipe` says to `into`, on a thread of its own, so the pipe never fills.
-fn collect(pipe: impl Read + Send + 'static, into: Arc<Mutex<String>>) {
-    std::thread::spawn(move || {
-        let mut chunk = [0u8; 4096];
-        let mut pipe = pipe;
-        while let Ok(n) = pipe.read(&mut chunk) {
-            if n == 0 {
-                break;
-            }
-            into.lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push_str(&String::from_utf8_lossy(&chunk[..n]));
-        }
-    });
-}
-
-/// The server's start line, within [`LIMIT`]; what follows on stdout is read and
-/// dropped so it cannot fill the pipe.
-fn first_line(child: &mut Child, stderr: &Arc<Mutex<String>>) -> String {
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut reader = BufReader::new(stdout);
-        let mut line = String::new();
-        let _ = reader.read_line(&mut line);
-        let _ = tx.send(line);
-        let _ = std::io::copy(&mut reader, &mut std::io::sink());
-    });
-    let line = rx.recv_timeout(LIMIT).unwrap_or_default();
-    if line.is_empty() {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!(
-            "mur serve printed no start line; stderr:\n{}",
-            stderr.lock().unwrap_or_else(PoisonError::into_inner)
-        );
-    }
-    line
 }

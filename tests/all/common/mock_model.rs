@@ -736,3 +736,64 @@ pub mod anthropic {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------
+// Reading what the model was sent.
+
+/// The `messages` of a request body, which must have them.
+pub fn messages(body: &Value) -> Vec<Value> {
+    body["messages"]
+        .as_array()
+        .unwrap_or_else(|| panic!("the request has no messages list: {body}"))
+        .clone()
+}
+
+/// The text of a message's `content`: a string, or the `text` of its blocks.
+pub fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| match b {
+                Value::String(s) => Some(s.clone()),
+                _ if b["type"] == "text" || b.get("type").is_none() => {
+                    b["text"].as_str().map(str::to_string)
+                }
+                _ => None,
+            })
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+/// `(role, text)` of each message of a request body, in order.
+pub fn roles_texts(body: &Value) -> Vec<(String, String)> {
+    messages(body)
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap_or_default().to_string(),
+                text_of(&m["content"]),
+            )
+        })
+        .collect()
+}
+
+/// Where the message of `role` saying exactly `text` stands in `sent`; it must be there.
+fn position(sent: &[(String, String)], role: &str, text: &str) -> usize {
+    sent.iter()
+        .position(|(r, t)| r == role && t == text)
+        .unwrap_or_else(|| panic!("no {role} message {text:?} in {sent:?}"))
+}
+
+/// A threaded conversation carried: the messages `sent` hold an earlier task's
+/// `question` and `answer`, in that order, before `next`, which comes last.
+pub fn assert_carried(sent: &[(String, String)], question: &str, answer: &str, next: &str) {
+    let (q1, a1, q2) = (
+        position(sent, "user", question),
+        position(sent, "assistant", answer),
+        position(sent, "user", next),
+    );
+    assert!(q1 < a1 && a1 < q2, "{sent:?}");
+    assert_eq!(q2, sent.len() - 1, "the new task comes last: {sent:?}");
+}

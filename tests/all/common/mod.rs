@@ -4,13 +4,14 @@
 pub mod host;
 pub mod mock_model;
 pub mod served;
+pub mod sse_frames;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::RecvTimeoutError;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -110,32 +111,94 @@ impl Capsule {
 /// A capsule whose driver is the probe driver (`components/driver-probe`) in `mode`,
 /// with a 1 s deadline and the variable `MUR_TEST_GRANTED` granted.
 pub fn probe_driver(name: &str, mode: &str) -> Capsule {
-    let manifest = format!(
-        r#"name: probe-driver
+    let manifest = driver_manifest(
+        "probe-driver",
+        "probe-driver",
+        MUR_DRIVER_PROBE,
+        &format!("{{mode: {mode}}}"),
+        "  env:\n    allow: [MUR_TEST_GRANTED]\n  limits:\n    deadline_seconds: 1\n",
+        "  task_acceptance: none\n",
+    );
+    Capsule::new(name, &manifest, "")
+}
+
+/// A manifest whose driver is the guest `driver` (`MUR_DRIVER_PROBE`, ...) as the
+/// artifact `artifact`, with `config`, an endpoint that cannot resolve and the network
+/// grant to it; `capabilities` and `lifecycle` are the further lines of those blocks,
+/// as written.
+pub fn driver_manifest(
+    name: &str,
+    artifact: &str,
+    driver: &str,
+    config: &str,
+    capabilities: &str,
+    lifecycle: &str,
+) -> String {
+    format!(
+        r#"name: {name}
 version: "0.1.0"
 artifacts:
-  - name: probe-driver
+  - name: {artifact}
     runtime: driver
-    source: {driver}
+    source: {source}
 inference:
   driver:
-    artifact: probe-driver
-    config: {{mode: {mode}}}
+    artifact: {artifact}
+    config: {config}
   endpoint: https://models.invalid/v1
   model: m
 capabilities:
   network:
     allow: [https://models.invalid]
+{capabilities}lifecycle:
+{lifecycle}"#,
+        source = guest(driver).display(),
+    )
+}
+
+/// A manifest for the hostile session loop (`components/loop-hostile`) under the
+/// scripted driver, its mode read from `MUR_HOSTILE` (granted), under a deadline of
+/// `deadline` seconds; `artifacts` is its `artifacts:` block, if any (`mur run --loop`
+/// can name the loop instead).
+pub fn hostile_loop_manifest(name: &str, artifacts: &str, script: &str, deadline: u64) -> String {
+    format!(
+        r#"name: {name}
+version: "0.1.0"
+{artifacts}inference:
+  driver: scripted
+  script: {script}
+  model: scripted-test
+capabilities:
   env:
-    allow: [MUR_TEST_GRANTED]
+    allow: [MUR_HOSTILE]
   limits:
-    deadline_seconds: 1
-lifecycle:
-  task_acceptance: none
-"#,
-        driver = guest(MUR_DRIVER_PROBE).display(),
-    );
-    Capsule::new(name, &manifest, "")
+    deadline_seconds: {deadline}
+"#
+    )
+}
+
+/// A scripted turn that runs `command` with the bash tool.
+pub fn bash_turn(command: &str) -> String {
+    format!(
+        "  - tool_calls: [{{id: t1, name: bash, input: {{command: {}}}}}]\n",
+        serde_json::json!(command)
+    )
+}
+
+/// A scripted turn that answers `text`.
+pub fn text_turn(text: &str) -> String {
+    format!("  - text: {}\n", serde_json::json!(text))
+}
+
+/// Whether `id` is `prefix` and then `hex` lowercase hex digits, as mur mints ids and
+/// tokens.
+pub fn is_minted(id: &str, prefix: &str, hex: usize) -> bool {
+    id.strip_prefix(prefix).is_some_and(|rest| {
+        rest.len() == hex
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 /// The host pids of live processes with `marker` as one of their arguments. A confined
@@ -169,6 +232,15 @@ pub fn kill_running(marker: &str) {
     }
 }
 
+/// Kills what a test started under a marker if the test fails before it is gone.
+pub struct KillOnDrop(pub String);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        kill_running(&self.0);
+    }
+}
+
 /// A marker no other test's process carries: `<number>.<test pid><n>`.
 pub fn marker(seconds: u32) -> String {
     static N: AtomicUsize = AtomicUsize::new(0);
@@ -194,6 +266,16 @@ pub const SSE_HEAD: &str = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r
 /// far above what a test needs, so that only a hang reaches it, and then fails the
 /// test instead of hanging CI.
 pub const LIMIT: Duration = Duration::from_secs(180);
+
+/// Polls `check` until it holds, for at most `within`; the test fails naming `what`
+/// otherwise.
+pub fn eventually(within: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let until = Instant::now() + within;
+    while !check() {
+        assert!(Instant::now() < until, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
 
 /// Runs `cmd` to its exit, at most [`LIMIT`]: the bounded form of `Command::output`.
 pub fn finish(cmd: &mut Command) -> Run {
@@ -355,6 +437,7 @@ impl Run {
 }
 
 /// What a session left in its workdir.
+#[derive(Clone, Debug)]
 pub struct Session {
     pub id: String,
     /// What the capsule sees.
@@ -469,22 +552,188 @@ impl Drop for Running {
     }
 }
 
-/// A raw HTTP exchange: the request as written, the response bytes until close.
-pub fn post(address: &str, headers: &[(&str, &str)], body: &str) -> TcpStream {
-    let mut socket = TcpStream::connect(address).unwrap();
+/// A connection to `address` (`HOST:PORT`), its writes bounded.
+pub fn connect(address: &str) -> TcpStream {
+    let socket = TcpStream::connect(address).unwrap_or_else(|e| panic!("{address}: {e}"));
+    socket.set_write_timeout(Some(LIMIT)).unwrap();
     socket
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let mut request = format!(
-        "POST / HTTP/1.1\r\nhost: {address}\r\ncontent-length: {}\r\n",
-        body.len()
-    );
+}
+
+/// The bytes of a request as a client writes them: the request line, `host`,
+/// `content-length` (left out of a `GET` without a body, as clients do), `headers` in
+/// their order, the blank line and `body`.
+pub fn raw_request(
+    address: &str,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> String {
+    let mut request = format!("{method} {target} HTTP/1.1\r\nhost: {address}\r\n");
+    if method != "GET" || !body.is_empty() {
+        request.push_str(&format!("content-length: {}\r\n", body.len()));
+    }
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }
     request.push_str("\r\n");
     request.push_str(body);
+    request
+}
+
+/// Sends `request` as written to `address` and reads the whole answer, to close.
+pub fn exchange(address: &str, request: &str) -> String {
+    let mut socket = connect(address);
     socket.write_all(request.as_bytes()).unwrap();
+    read_to_close(socket)
+}
+
+/// How long a background `mur watch` may take to attach, and to print what a test
+/// waits for.
+const WATCH_WAIT: Duration = Duration::from_secs(60);
+
+/// A `mur watch` in the background: its stderr read line by line and its stdout piece
+/// by piece, as they come. Killed when dropped.
+pub struct Watch {
+    child: Child,
+    /// Its stderr, a line at a time.
+    pub stderr: Receiver<String>,
+    /// Pieces of stdout as they are read; `None` when the reader closed it.
+    stdout: Option<Receiver<String>>,
+    /// What stdout said so far.
+    seen: String,
+}
+
+impl Watch {
+    /// `mur watch <address> [--token T]`. With `read_stdout` false its stdout is closed
+    /// before anything is written to it, as by a reader that went away.
+    pub fn start(address: &str, token: Option<&str>, read_stdout: bool) -> Watch {
+        let mut child = mur()
+            .args(["watch", address])
+            .args(token.map(|t| ["--token", t]).into_iter().flatten())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("mur watch starts");
+        let (tx, stderr) = mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let out = child.stdout.take().unwrap();
+        let stdout = if read_stdout {
+            let (tx, rx) = mpsc::channel();
+            std::thread::spawn(move || {
+                let mut out = out;
+                let mut chunk = [0u8; 4096];
+                while let Ok(n) = out.read(&mut chunk) {
+                    if n == 0
+                        || tx
+                            .send(String::from_utf8_lossy(&chunk[..n]).into_owned())
+                            .is_err()
+                    {
+                        break;
+                    }
+                }
+            });
+            Some(rx)
+        } else {
+            drop(out);
+            None
+        };
+        Watch {
+            child,
+            stderr,
+            stdout,
+            seen: String::new(),
+        }
+    }
+
+    /// Waits for the start line, printed once the capsule answered the watch: from
+    /// then on every frame the capsule writes reaches it.
+    pub fn attached(&self) -> String {
+        let line = self
+            .stderr
+            .recv_timeout(WATCH_WAIT)
+            .expect("mur watch printed its start line");
+        assert!(line.starts_with("[murmur] watching "), "{line}");
+        line
+    }
+
+    /// Waits until stdout holds `needle`, so the watch has printed that far.
+    pub fn printed(&mut self, needle: &str) {
+        let deadline = Instant::now() + WATCH_WAIT;
+        let rx = self.stdout.as_ref().expect("stdout is read");
+        while !self.seen.contains(needle) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(piece) => self.seen.push_str(&piece),
+                Err(_) => panic!(
+                    "mur watch never printed {needle:?}; it printed:\n{}",
+                    self.seen
+                ),
+            }
+        }
+    }
+
+    /// Its exit code, all it printed and the rest of its stderr; it must exit within
+    /// `within` of the call (else it is killed and the test fails).
+    pub fn finish(mut self, within: Duration) -> Run {
+        let deadline = Instant::now() + within;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!(
+                    "mur watch did not exit within {within:?}; it printed:\n{}",
+                    self.seen
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        if let Some(rx) = &self.stdout {
+            // The reader ends at the pipe's end, which the exit has closed.
+            while let Ok(piece) = rx.recv_timeout(WATCH_WAIT) {
+                self.seen.push_str(&piece);
+            }
+        }
+        let stdout = std::mem::take(&mut self.seen);
+        let mut stderr = String::new();
+        while let Ok(line) = self.stderr.recv_timeout(Duration::from_secs(5)) {
+            stderr.push_str(&line);
+            stderr.push('\n');
+        }
+        Run {
+            status: status.code().unwrap_or(-1),
+            stdout,
+            stderr,
+        }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A raw HTTP exchange: a `POST /` as written; the socket to read the answer from.
+pub fn post(address: &str, headers: &[(&str, &str)], body: &str) -> TcpStream {
+    let mut socket = connect(address);
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    socket
+        .write_all(raw_request(address, "POST", "/", headers, body).as_bytes())
+        .unwrap();
     socket
 }
 

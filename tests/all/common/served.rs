@@ -7,7 +7,8 @@
 //! let served = Served::start("name");
 //! let hosted = served.create(&Create::path(&capsule.dir).limits(json!({"connections": 1})));
 //! let frames = hosted.message("do the task");          // message/stream, to close
-//! let mut watch = hosted.watch(Some("0"));               // stream/watch, read as it comes
+//! let mut stream = hosted.stream("do the task");        // message/stream, as it comes
+//! let mut watch = hosted.watch(Some("0"));               // stream/watch, as it comes
 //! let raw = hosted.post(&[], &body);                     // any JSON POST to its address
 //! ```
 
@@ -20,7 +21,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{LIMIT, SSE_HEAD, json_lines_so_far, mur, read_to_close, scratch, wait_bounded};
+use super::sse_frames::{Frame, Sse, items_of, only_frames};
+use super::{
+    LIMIT, SSE_HEAD, connect, exchange, json_lines_so_far, mur, raw_request, read_to_close,
+    scratch, wait_bounded,
+};
 
 /// `mur serve --json` on 127.0.0.1, in the background.
 pub struct Served {
@@ -41,19 +46,19 @@ pub struct Served {
 }
 
 impl Served {
-    /// A server on a fresh data folder and any free port.
+    /// A server on a fresh data folder (in the scratch folder `name`) and any free port.
     pub fn start(name: &str) -> Served {
-        Served::start_with(&scratch(name).join("data"), &[], &[])
+        Served::start_with(name, &[], &[])
     }
 
-    /// A server on `data` with extra flags (`--max-capsules 1`, ...) and environment.
-    pub fn start_with(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Served {
+    /// [`Served::start`] with extra flags (`--max-capsules 1`, ...) and environment.
+    pub fn start_with(name: &str, args: &[&str], env: &[(&str, &str)]) -> Served {
         let args = args.iter().map(|a| a.to_string()).collect();
         let env = env
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        Served::spawn(data.to_path_buf(), "0", args, env)
+        Served::spawn(scratch(name).join("data"), "0", args, env)
     }
 
     fn spawn(data: PathBuf, port: &str, args: Vec<String>, env: Vec<(String, String)>) -> Served {
@@ -111,6 +116,7 @@ impl Served {
             .as_str()
             .expect("the start line names an address")
             .trim_start_matches("http://")
+            .trim_end_matches('/')
             .to_string();
         let token_file = launch["admin_token_file"]
             .as_str()
@@ -176,6 +182,11 @@ impl Served {
         }
     }
 
+    /// Whether the server process has exited.
+    pub fn exited(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_some()
+    }
+
     /// Waits for the server to exit, within `limit`; its exit code.
     pub fn wait(&mut self, limit: Duration) -> i32 {
         wait_bounded(&mut self.child, limit)
@@ -184,13 +195,10 @@ impl Served {
     // ------------------------------------------------------------------------------
     // Plain HTTP.
 
-    /// One request as written (`content-length` always set), answered and closed.
+    /// One request as written (see [`raw_request`]), answered and closed.
     pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
-        let mut socket = connect(&self.address);
-        socket
-            .write_all(raw_request(&self.address, method, path, headers, body).as_bytes())
-            .unwrap();
-        Reply::parse(&read_to_close(socket))
+        let request = raw_request(&self.address, method, path, headers, body);
+        Reply::parse(&exchange(&self.address, &request))
     }
 
     /// An admin call with the admin token; a JSON body when given.
@@ -216,8 +224,19 @@ impl Served {
     /// Creates a capsule; anything but `201 Created` fails the test.
     pub fn create(&self, create: &Create) -> Hosted {
         let reply = self.try_create(create);
-        assert_eq!(reply.status, 201, "create {}: {reply:?}", create.body);
+        assert_eq!(
+            reply.status,
+            201,
+            "create {}: {reply:?}\nserver stderr:\n{}",
+            create.body,
+            self.stderr()
+        );
         self.hosted(&reply)
+    }
+
+    /// Creates a capsule from [`scripted`]`(name, script, "")`, sent as text.
+    pub fn create_scripted(&self, name: &str, script: &str) -> Hosted {
+        self.create(&Create::yaml(&scripted(name, script, "")))
     }
 
     /// The capsule a `201 Created` answer describes.
@@ -258,6 +277,50 @@ impl Served {
         reply.json()
     }
 
+    /// `POST /admin/capsules/<id>/stop`, whatever it answers.
+    pub fn stop(&self, id: &str) -> Reply {
+        self.admin("POST", &format!("/admin/capsules/{id}/stop"), None)
+    }
+
+    /// `POST /admin/capsules/<id>/start`, whatever it answers.
+    pub fn start_capsule(&self, id: &str) -> Reply {
+        self.admin("POST", &format!("/admin/capsules/{id}/start"), None)
+    }
+
+    /// `DELETE /admin/capsules/<id><query>` (`""`, `"?workdir=remove"`, ...), whatever
+    /// it answers.
+    pub fn delete(&self, id: &str, query: &str) -> Reply {
+        self.admin("DELETE", &format!("/admin/capsules/{id}{query}"), None)
+    }
+
+    /// The id of the capsule's current session, which it must have.
+    pub fn session_id(&self, id: &str) -> String {
+        let described = self.capsule(id);
+        described["session_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a running capsule has a session: {described}"))
+            .to_string()
+    }
+
+    /// The capsule's description once its state satisfies `done`, polled for at most
+    /// `within`.
+    pub fn until_state(&self, id: &str, within: Duration, done: impl Fn(&str) -> bool) -> Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let described = self.capsule(id);
+            if done(described["state"].as_str().unwrap_or_default()) {
+                return described;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "capsule {id} still {} after {within:?}\nserver stderr:\n{}",
+                described["state"],
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn healthz(&self) -> Reply {
         self.request("GET", "/healthz", &[], "")
     }
@@ -291,10 +354,7 @@ impl Served {
     /// Waits until the trace of the capsule's current session has an event of `kind`
     /// after the first `skip` of them; returns it.
     pub fn wait_for_event(&self, id: &str, kind: &str, skip: usize) -> Value {
-        let session = self.capsule(id)["session_id"]
-            .as_str()
-            .expect("a running capsule has a session")
-            .to_string();
+        let session = self.session_id(id);
         let until = Instant::now() + LIMIT;
         loop {
             let found = self
@@ -406,11 +466,8 @@ impl Hosted {
     pub fn call_as(&self, authorization: Option<&str>, body: &str) -> Reply {
         let mut headers = vec![("content-type", "application/json")];
         headers.extend(authorization.map(|a| ("authorization", a)));
-        let mut socket = connect(&self.socket);
-        socket
-            .write_all(raw_request(&self.socket, "POST", &self.path, &headers, body).as_bytes())
-            .unwrap();
-        Reply::parse(&read_to_close(socket))
+        let request = raw_request(&self.socket, "POST", &self.path, &headers, body);
+        Reply::parse(&exchange(&self.socket, &request))
     }
 
     /// `message/stream` with `text`, read to its close: the frames, after checking the
@@ -421,8 +478,18 @@ impl Hosted {
 
     /// A `message/stream` with this exact body, read to its close.
     pub fn message_body(&self, body: &str) -> Vec<Frame> {
-        let mut stream = Sse::open(self.post(&[], body));
-        stream.rest(LIMIT)
+        self.stream_body(body).rest(LIMIT)
+    }
+
+    /// `message/stream` with `text`, read as frames come.
+    pub fn stream(&self, text: &str) -> Sse {
+        self.stream_body(&super::message_stream_body(text))
+    }
+
+    /// An event stream answering a JSON `POST` of `body`, its head read and checked.
+    fn stream_body(&self, body: &str) -> Sse {
+        let opened = Instant::now();
+        Sse::open(self.post(&[], body), opened, LIMIT)
     }
 
     /// `stream/watch`, with `Last-Event-ID` when given, read as frames come.
@@ -431,7 +498,8 @@ impl Hosted {
             .map(|id| ("last-event-id", id))
             .into_iter()
             .collect();
-        Sse::open(self.post(&headers, WATCH))
+        let opened = Instant::now();
+        Sse::open(self.post(&headers, WATCH), opened, LIMIT)
     }
 }
 
@@ -471,6 +539,23 @@ impl Reply {
         })
     }
 
+    /// The JSON-RPC refusal a capsule's address answers with `status`
+    /// (`503 Service Unavailable`, ...) and `message`, to the byte.
+    pub fn assert_refused(&self, status: &str, message: &str) {
+        let body =
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": message}})
+                .to_string();
+        assert_eq!(
+            self.head,
+            format!(
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close",
+                body.len()
+            ),
+            "{self:?}"
+        );
+        assert_eq!(self.body, body);
+    }
+
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.body)
             .unwrap_or_else(|e| panic!("the body is not JSON ({e}): {self:?}"))
@@ -479,197 +564,8 @@ impl Reply {
     /// The frames of a whole event stream, after checking its head byte for byte.
     pub fn frames(&self) -> Vec<Frame> {
         assert_eq!(format!("{}\r\n\r\n", self.head), SSE_HEAD, "{self:?}");
-        let body = self.body.strip_suffix("\n\n").unwrap_or(&self.body);
-        body.split("\n\n")
-            .filter(|block| !block.is_empty() && *block != ":heartbeat")
-            .map(parse_block)
-            .collect()
+        only_frames(&items_of(&self.body))
     }
-}
-
-/// One frame of an event stream.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Frame {
-    pub id: Option<u64>,
-    pub event: String,
-    pub data: Value,
-    /// The frame's exact bytes, without the blank line that ends it.
-    pub block: String,
-}
-
-impl Frame {
-    /// The task id in its data.
-    pub fn task(&self) -> &str {
-        self.data["id"].as_str().unwrap_or_default()
-    }
-
-    /// A status frame's state.
-    pub fn state(&self) -> &str {
-        self.data["status"]["state"].as_str().unwrap_or_default()
-    }
-
-    pub fn is_final(&self) -> bool {
-        self.event == "status" && self.data["final"] == true
-    }
-}
-
-/// An event stream read as it comes: the head is checked, heartbeats skipped, every
-/// read bounded.
-pub struct Sse {
-    socket: TcpStream,
-    buf: Vec<u8>,
-    closed: bool,
-    /// The frames read so far, for failure messages.
-    pub seen: Vec<Frame>,
-}
-
-impl Sse {
-    /// Reads the head off `socket`, which must be the event stream's, byte for byte.
-    pub fn open(socket: TcpStream) -> Sse {
-        let mut sse = Sse {
-            socket,
-            buf: Vec::new(),
-            closed: false,
-            seen: Vec::new(),
-        };
-        let deadline = Instant::now() + LIMIT;
-        let end = loop {
-            if let Some(at) = find(&sse.buf, b"\r\n\r\n") {
-                break at + 4;
-            }
-            assert!(
-                sse.fill(deadline),
-                "closed before the head: {:?}",
-                String::from_utf8_lossy(&sse.buf)
-            );
-        };
-        let head: Vec<u8> = sse.buf.drain(..end).collect();
-        assert_eq!(
-            String::from_utf8_lossy(&head),
-            SSE_HEAD,
-            "the event stream's head, byte for byte"
-        );
-        sse
-    }
-
-    /// Reads more bytes; false at the end of the stream.
-    fn fill(&mut self, deadline: Instant) -> bool {
-        let left = deadline.saturating_duration_since(Instant::now());
-        assert!(
-            !left.is_zero(),
-            "timed out; frames so far: {:#?}",
-            self.seen
-        );
-        self.socket.set_read_timeout(Some(left)).unwrap();
-        let mut chunk = vec![0u8; 64 * 1024];
-        match self.socket.read(&mut chunk) {
-            Ok(0) => false,
-            Ok(n) => {
-                self.buf.extend_from_slice(&chunk[..n]);
-                true
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => true,
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => false,
-            Err(e) => panic!("reading the stream: {e}; frames so far: {:#?}", self.seen),
-        }
-    }
-
-    /// The next frame, heartbeats skipped; `None` once the server closed.
-    pub fn next_by(&mut self, deadline: Instant) -> Option<Frame> {
-        loop {
-            if let Some(at) = find(&self.buf, b"\n\n") {
-                let block: Vec<u8> = self.buf.drain(..at + 2).collect();
-                let block = String::from_utf8(block[..at].to_vec()).expect("frames are UTF-8");
-                if block.starts_with(':') {
-                    assert_eq!(block, ":heartbeat", "the only comment is the heartbeat");
-                    continue;
-                }
-                let frame = parse_block(&block);
-                self.seen.push(frame.clone());
-                return Some(frame);
-            }
-            if self.closed || !self.fill(deadline) {
-                self.closed = true;
-                assert!(
-                    self.buf.is_empty(),
-                    "the stream ended inside a frame: {:?}",
-                    String::from_utf8_lossy(&self.buf)
-                );
-                return None;
-            }
-        }
-    }
-
-    /// Frames up to and including the first `stop` accepts.
-    pub fn until(&mut self, within: Duration, mut stop: impl FnMut(&Frame) -> bool) -> Vec<Frame> {
-        let deadline = Instant::now() + within;
-        let mut out = Vec::new();
-        loop {
-            let frame = self
-                .next_by(deadline)
-                .unwrap_or_else(|| panic!("closed before the frame waited for; read: {out:#?}"));
-            let done = stop(&frame);
-            out.push(frame);
-            if done {
-                return out;
-            }
-        }
-    }
-
-    /// Every frame until the server closes the connection.
-    pub fn rest(&mut self, within: Duration) -> Vec<Frame> {
-        let deadline = Instant::now() + within;
-        let mut out = Vec::new();
-        while let Some(frame) = self.next_by(deadline) {
-            out.push(frame);
-        }
-        out
-    }
-}
-
-/// A frame's bytes as a [`Frame`]: `[id], event, data` with `data` one JSON line.
-fn parse_block(block: &str) -> Frame {
-    let events = mur::sse::FrameReader::default().feed(format!("{block}\n\n").as_bytes());
-    let [event] = events.as_slice() else {
-        panic!("not exactly one frame: {block:?}");
-    };
-    let data = serde_json::from_str(&event.data)
-        .unwrap_or_else(|e| panic!("frame data is not JSON ({e}): {block:?}"));
-    Frame {
-        id: event.id,
-        event: event.event.clone(),
-        data,
-        block: block.to_string(),
-    }
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
-fn connect(address: &str) -> TcpStream {
-    let socket = TcpStream::connect(address).unwrap_or_else(|e| panic!("{address}: {e}"));
-    socket.set_write_timeout(Some(LIMIT)).unwrap();
-    socket
-}
-
-fn raw_request(
-    address: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> String {
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nhost: {address}\r\ncontent-length: {}\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    request
 }
 
 /// A capsule manifest for the scripted driver, `queue` + `sleep`, with `bash` allowed:
