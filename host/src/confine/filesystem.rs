@@ -7,6 +7,8 @@ use std::collections::BTreeSet;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
@@ -102,7 +104,7 @@ fn build(abi: ABI, rules: &Rules<'_>) -> Result<RulesetCreated, String> {
             )?)
             .map_err(|e| e.to_string())?;
     }
-    for path in readable_config(Path::new(CONFIG_DIR)) {
+    for path in config_rules() {
         let access = if path.is_dir() {
             read
         } else {
@@ -152,6 +154,25 @@ pub fn executable_dir(dir: &Path) -> bool {
 /// system directories is readable through them, and one to a secret is not. Only a
 /// link to a readable file outside every allowed place (`resolv.conf -> /run/...`) adds
 /// that file.
+/// [`readable_config`] of `/etc`, walked at most once per [`CONFIG_FRESH`]: a server
+/// that starts a hundred sessions a second walks it once, and a change to `/etc` reaches
+/// the sessions started after that long.
+fn config_rules() -> Vec<PathBuf> {
+    static WALKED: Mutex<Option<(Instant, Vec<PathBuf>)>> = Mutex::new(None);
+    let mut walked = WALKED.lock().unwrap_or_else(PoisonError::into_inner);
+    match &*walked {
+        Some((at, rules)) if at.elapsed() < CONFIG_FRESH => rules.clone(),
+        _ => {
+            let rules = readable_config(Path::new(CONFIG_DIR));
+            *walked = Some((Instant::now(), rules.clone()));
+            rules
+        }
+    }
+}
+
+/// How long a walk of `/etc` stands for the sessions that start after it.
+const CONFIG_FRESH: Duration = Duration::from_secs(30);
+
 pub fn readable_config(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     collect_readable(dir, 0, &mut found);

@@ -12,7 +12,7 @@ pub const MIN_LANDLOCK_ABI: i32 = 6;
 /// refused outright, since a command could reach any socket on the machine by name.
 const RESOLVE_UNIX_ABI: i32 = 9;
 
-/// The mechanisms found, probed once per launch.
+/// The mechanisms found, probed once per process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Kernel {
     /// 0 when Landlock is not enabled; otherwise its ABI version.
@@ -39,7 +39,14 @@ impl Kernel {
         }
     }
 
+    /// What this kernel offers. Probing forks throwaway processes, so it is done once
+    /// per process: `mur serve` starts every capsule's shell on the same answer.
     pub fn probe() -> Kernel {
+        static PROBED: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
+        *PROBED.get_or_init(Kernel::probe_now)
+    }
+
+    fn probe_now() -> Kernel {
         Kernel {
             landlock_abi: landlock_abi(),
             seccomp: seccomp_available(),
