@@ -66,7 +66,11 @@ pub fn parse_address(typed: &str) -> Result<Address, String> {
         host: host.to_string(),
         port,
         authority: url.authority.to_string(),
-        path: if url.path.is_empty() { "/".into() } else { url.path.to_string() },
+        path: if url.path.is_empty() {
+            "/".into()
+        } else {
+            url.path.to_string()
+        },
     })
 }
 

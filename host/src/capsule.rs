@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::builtin;
 use crate::bus::Bus;
 use crate::confine::{Class, Jail};
 use crate::control::Finished;
-use crate::builtin;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::exit_status::ExitStatus;
@@ -99,12 +99,10 @@ pub async fn stage(engine: &Engine, m: Arc<Manifest>, opts: Options<'_>) -> Resu
     let (bus, journal_note) = match &opts.journal {
         // Without its journal the capsule still serves; its replay just starts empty
         // and lasts only as long as this process.
-        Some(path) => Bus::journaled(path).unwrap_or_else(|e| (Bus::new(), Some(e.to_string()))),
+        Some(path) => journaled(path),
         None => (Bus::new(), None),
     };
-    let wire = Arc::new(
-        Wire::new(bus).with_max_chunk_bytes(m.capabilities.limits.max_chunk_bytes),
-    );
+    let wire = Arc::new(Wire::new(bus).with_max_chunk_bytes(m.capabilities.limits.max_chunk_bytes));
     let memory = opts.memory.clone();
     let (loop_component, staged) =
         stage::stage(engine, &m, opts.loop_path, &workdir, &wire, memory).await?;
@@ -276,9 +274,7 @@ impl Opened {
         }
         let last = launched.control.finished.last();
         let exit_status = match (&ran, &last) {
-            (Err(e), _) if e.code == crate::session::DEADLINE_CODE => {
-                ExitStatus::DeadlineReached
-            }
+            (Err(e), _) if e.code == crate::session::DEADLINE_CODE => ExitStatus::DeadlineReached,
             (Err(_), _) => ExitStatus::Failed,
             (Ok(()), Some(task)) if !task.completed => task.exit_status.for_session(),
             _ => ExitStatus::Ok,
@@ -298,7 +294,10 @@ impl Opened {
         wind_down(&m, &launched, outcome.ran.is_ok()).await;
         let closed = end_session(&launched.trace, totals, exit_status, started);
         match (outcome.ran, closed) {
-            (Ok(()), Err(e)) => Ended { ran: Err(e), ..outcome },
+            (Ok(()), Err(e)) => Ended {
+                ran: Err(e),
+                ..outcome
+            },
             (ran, _) => Ended { ran, ..outcome },
         }
     }
@@ -325,6 +324,21 @@ pub fn unreachable_endpoint(m: &Manifest) -> Option<String> {
          capabilities.network.allow in {}",
         m.path.display()
     ))
+}
+
+/// The bus whose replay ring is kept in `path` (its folder made if need be). Without
+/// its journal the capsule still serves; its replay then starts empty and lasts only
+/// as long as this process.
+fn journaled(path: &Path) -> (Arc<Bus>, Option<String>) {
+    if let Some(dir) = path.parent()
+        && let Err(e) = std::fs::create_dir_all(dir)
+    {
+        return (
+            Bus::new(),
+            Some(format!("could not create {}: {e}", dir.display())),
+        );
+    }
+    Bus::journaled(path).unwrap_or_else(|e| (Bus::new(), Some(e.to_string())))
 }
 
 /// The launch task: `--task` (a file to copy, else the text), else the workdir's

@@ -109,9 +109,26 @@ pub struct ServeArgs {
     /// Connections open at once at most; one more is refused with 503.
     #[arg(long, value_name = "N", default_value_t = 10000, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_connections: u64,
+    /// Connections one capsule may hold open at once, when its creation set no
+    /// `limits.connections`: no tenant can take every connection the server has.
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+    pub capsule_connections: u64,
+    /// Linear memory, in MiB, all of one capsule's instances may hold together, when
+    /// its creation set no `limits.memory_bytes`.
+    #[arg(long, value_name = "MIB", default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..))]
+    pub capsule_memory_mib: u64,
     /// On SIGTERM, seconds running tasks get to finish before they are canceled.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub drain_secs: u64,
+    /// Take instances from a pool of this many component instances (a parked loop, a
+    /// running driver or tool each hold one) instead of allocating each on demand;
+    /// 0 allocates on demand.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub pool_slots: u32,
+    /// With --pool-slots: the largest linear memory one pooled instance may have, in
+    /// MiB. A capsule whose capabilities.limits.memory_bytes is larger is refused.
+    #[arg(long, value_name = "MIB", default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub pool_memory_mib: u64,
     /// Print one JSON line at start and nothing else on stdout.
     #[arg(long)]
     pub json: bool,

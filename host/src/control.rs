@@ -88,28 +88,41 @@ pub struct Finished {
     pub result: String,
 }
 
-/// Every task that ended, in the order they ended.
+/// The tasks that ended: every id (for `tasks/cancel`), and the last one whole. A
+/// capsule that serves for months keeps an id per task, never every answer.
 #[derive(Default)]
 pub struct FinishedTasks {
-    tasks: Mutex<Vec<Finished>>,
+    state: Mutex<Ended>,
+}
+
+#[derive(Default)]
+struct Ended {
+    ids: std::collections::HashSet<String>,
+    last: Option<Finished>,
 }
 
 impl FinishedTasks {
-    fn tasks(&self) -> MutexGuard<'_, Vec<Finished>> {
-        self.tasks.lock().unwrap_or_else(|p| p.into_inner())
+    fn state(&self) -> MutexGuard<'_, Ended> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn push(&self, task: Finished) {
-        self.tasks().push(task);
+        let mut state = self.state();
+        state.ids.insert(task.task_id.clone());
+        state.last = Some(task);
     }
 
     pub fn last(&self) -> Option<Finished> {
-        self.tasks().last().cloned()
+        self.state().last.clone()
     }
 
     /// How many tasks have ended.
     pub fn count(&self) -> usize {
-        self.tasks().len()
+        self.state().ids.len()
+    }
+
+    fn contains(&self, task_id: &str) -> bool {
+        self.state().ids.contains(task_id)
     }
 }
 
@@ -147,8 +160,7 @@ impl Control {
         if self.running.cancel(Some(task_id)) {
             return Ok(());
         }
-        let finished = self.finished.tasks();
-        if finished.iter().any(|f| f.task_id == task_id) || self.running.is(task_id) {
+        if self.finished.contains(task_id) || self.running.is(task_id) {
             return Err(CancelError::NotCancelable);
         }
         Err(CancelError::NotFound)

@@ -88,19 +88,7 @@ impl DriverComponent {
         settings: Settings,
         limits: DriverLimits,
     ) -> Result<Self, Error> {
-        engine::check_world(engine, component, &engine::DRIVER, &label)?;
-        let mut linker = Linker::<DriverState>::new(engine.wasmtime());
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link_error(&label))?;
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
-            .map_err(link_error(&label))?;
-        message::add_to_linker::<_, HasSelf<DriverState>>(&mut linker, |s| s)
-            .map_err(link_error(&label))?;
-        chunks::add_to_linker::<_, HasSelf<Arc<Wire>>>(&mut linker, |s| &mut s.wire)
-            .map_err(link_error(&label))?;
-        let pre = linker
-            .instantiate_pre(component)
-            .and_then(DriverPre::new)
-            .map_err(link_error(&label))?;
+        let pre = engine.linked(component, || link(engine, component, &label))?;
         Ok(DriverComponent {
             pre,
             settings,
@@ -221,6 +209,27 @@ fn response_bytes(response: &Response) -> u64 {
             Block::ToolResult(r) => r.call_id.len() + r.content.len(),
         } as u64)
         .sum()
+}
+
+/// Checks a driver component against its world and links it.
+fn link(
+    engine: &Engine,
+    component: &Component,
+    label: &str,
+) -> Result<DriverPre<DriverState>, Error> {
+    engine::check_world(engine, component, &engine::DRIVER, label)?;
+    let mut linker = Linker::<DriverState>::new(engine.wasmtime());
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link_error(label))?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+        .map_err(link_error(label))?;
+    message::add_to_linker::<_, HasSelf<DriverState>>(&mut linker, |s| s)
+        .map_err(link_error(label))?;
+    chunks::add_to_linker::<_, HasSelf<Arc<Wire>>>(&mut linker, |s| &mut s.wire)
+        .map_err(link_error(label))?;
+    linker
+        .instantiate_pre(component)
+        .and_then(DriverPre::new)
+        .map_err(link_error(label))
 }
 
 fn link_error(label: &str) -> impl Fn(wasmtime::Error) -> Error + '_ {

@@ -1,6 +1,7 @@
 //! One wasmtime Engine per process, components compiled once and cached on disk, and
 //! the check that a component targets a world (and version) this host serves.
 
+use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -18,17 +19,36 @@ pub const TICKS_PER_SECOND: u64 = 20;
 
 pub struct Engine {
     engine: wasmtime::Engine,
+    /// The largest linear memory an instance may have, when instances come from a pool.
+    pooled_memory: Option<u64>,
     cache_dir: Option<PathBuf>,
     /// Components compiled or loaded by this process, by cache key: every capsule
     /// `mur serve` hosts with the same component shares one compiled copy.
     loaded: Mutex<HashMap<String, Component>>,
+    /// Components linked against a world (their `InstancePre`), by component and world
+    /// type: every capsule with the same component shares one.
+    linked: Mutex<HashMap<(usize, TypeId), Box<dyn Any + Send + Sync>>>,
 }
 
 impl Engine {
     /// The engine, and a thread that advances its epoch so deadlines can fire while a
-    /// guest spins without calling the host.
+    /// guest spins without calling the host. Instances are allocated on demand.
     pub fn new() -> Result<Self, Error> {
+        Self::with(None)
+    }
+
+    /// An engine whose instances come from a pool sized up front (`mur serve
+    /// --pool-slots`): no mmap per instantiation, and a ceiling the server reaches
+    /// with a clear error rather than by exhausting the machine.
+    pub fn with(pool: Option<Pool>) -> Result<Self, Error> {
         let mut config = Config::new();
+        if let Some(pool) = pool {
+            config.allocation_strategy(pool.config());
+            // Each slot reserves only what its largest memory may need, so thousands
+            // of slots fit the address space.
+            config.memory_reservation(pool.memory_bytes);
+            config.memory_guard_size(64 * 1024);
+        }
         config.wasm_component_model(true);
         config.epoch_interruption(true);
         config.cranelift_opt_level(OptLevel::Speed);
@@ -57,13 +77,29 @@ impl Engine {
             })?;
         Ok(Engine {
             engine,
+            pooled_memory: pool.map(|p| p.memory_bytes),
             cache_dir: cache_dir(),
             loaded: Mutex::new(HashMap::new()),
+            linked: Mutex::new(HashMap::new()),
         })
     }
 
     pub fn wasmtime(&self) -> &wasmtime::Engine {
         &self.engine
+    }
+
+    /// Refuses a capsule whose memory cap a pool slot cannot hold.
+    pub fn check_memory(&self, memory_bytes: u64) -> Result<(), Error> {
+        match self.pooled_memory {
+            Some(slot) if memory_bytes > slot => Err(Error::new(
+                "E-RUN-060",
+                format!(
+                    "capabilities.limits.memory_bytes ({memory_bytes}) is over what a pool slot holds ({slot})"
+                ),
+            )
+            .hint("lower the capsule's memory_bytes, or start mur serve with a larger --pool-memory-mib")),
+            _ => Ok(()),
+        }
     }
 
     /// Compiles `bytes`, or loads the compiled form cached by an earlier run. A cache
@@ -78,8 +114,39 @@ impl Engine {
         Ok(component)
     }
 
+    /// `component` linked by `link` (checked against its world, its imports resolved),
+    /// done once per component and world for the whole process.
+    pub fn linked<P: Clone + Send + Sync + 'static>(
+        &self,
+        component: &Component,
+        link: impl FnOnce() -> Result<P, Error>,
+    ) -> Result<P, Error> {
+        // A loaded component lives as long as the engine, so where its code sits names it.
+        let key = (component.image_range().start as usize, TypeId::of::<P>());
+        let cached = self
+            .linked_map()
+            .get(&key)
+            .and_then(|p| p.downcast_ref::<P>().cloned());
+        if let Some(pre) = cached {
+            return Ok(pre);
+        }
+        let pre = link()?;
+        self.linked_map().insert(key, Box::new(pre.clone()));
+        Ok(pre)
+    }
+
+    fn linked_map(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<(usize, TypeId), Box<dyn Any + Send + Sync>>> {
+        self.linked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn in_memory(&self) -> std::sync::MutexGuard<'_, HashMap<String, Component>> {
-        self.loaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.loaded
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn load_uncached(&self, bytes: &[u8], label: &str, key: &str) -> Result<Component, Error> {
@@ -130,6 +197,30 @@ impl Engine {
             .precompile_compatibility_hash()
             .hash(&mut hasher);
         format!("{}-{:016x}.cwasm", hex(&digest[..16]), hasher.finish())
+    }
+}
+
+/// The instance pool: how many of everything, and the largest memory one may have.
+#[derive(Clone, Copy, Debug)]
+pub struct Pool {
+    /// Component instances alive at once (a parked loop holds one).
+    pub slots: u32,
+    pub memory_bytes: u64,
+}
+
+impl Pool {
+    fn config(&self) -> wasmtime::PoolingAllocationConfig {
+        let mut pool = wasmtime::PoolingAllocationConfig::default();
+        let per = |n: u32| self.slots.saturating_mul(n);
+        // A component built by wit-component holds a few core instances and tables
+        // (its shims) besides its one memory.
+        pool.total_component_instances(self.slots)
+            .total_core_instances(per(8))
+            .total_memories(per(2))
+            .total_tables(per(8))
+            .total_stacks(self.slots)
+            .max_memory_size(usize::try_from(self.memory_bytes).unwrap_or(usize::MAX));
+        pool
     }
 }
 

@@ -121,25 +121,30 @@ pub struct Hooks {
     faults: Arc<Mutex<Vec<Fault>>>,
 }
 
+/// Checks a hook component against its world and links it.
+fn link(engine: &Engine, component: &Component, label: &str) -> Result<HookPre<HookState>, Error> {
+    engine::check_world(engine, component, &engine::HOOK, label)?;
+    let mut linker = Linker::<HookState>::new(engine.wasmtime());
+    let link = |e: wasmtime::Error| {
+        Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}"))
+            .hint("a hook may import only WASI 0.2 and murmur:message/types@0.2.0")
+    };
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
+    crate::bindings::message::add_to_linker::<_, HasSelf<HookState>>(&mut linker, |s| s)
+        .map_err(link)?;
+    linker
+        .instantiate_pre(component)
+        .and_then(HookPre::new)
+        .map_err(link)
+}
+
 impl Hooks {
     /// Links every hook; instances are made on first use.
     pub fn link(engine: &Engine, staged: Vec<StagedHook>, places: &Places) -> Result<Self, Error> {
         let mut hooks = Hooks::default();
         for hook in staged {
             let label = format!("hook artifact '{}'", hook.name);
-            engine::check_world(engine, &hook.component, &engine::HOOK, &label)?;
-            let mut linker = Linker::<HookState>::new(engine.wasmtime());
-            let link = |e: wasmtime::Error| {
-                Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}"))
-                    .hint("a hook may import only WASI 0.2 and murmur:message/types@0.2.0")
-            };
-            wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
-            crate::bindings::message::add_to_linker::<_, HasSelf<HookState>>(&mut linker, |s| s)
-                .map_err(link)?;
-            let pre = linker
-                .instantiate_pre(&hook.component)
-                .and_then(HookPre::new)
-                .map_err(link)?;
+            let pre = engine.linked(&hook.component, || link(engine, &hook.component, &label))?;
             let loaded = Arc::new(Loaded {
                 scope: hook.contract.scope.clone(),
                 hooks_dir: places.hooks_dir.clone(),

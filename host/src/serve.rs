@@ -19,7 +19,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 
 use crate::cli::ServeArgs;
-use crate::engine::Engine;
+use crate::engine::{Engine, Pool};
 use crate::error::Error;
 use crate::server::{self, BoxFuture, Mount, Reply, Request, Route, Router, Slot};
 use fleet::{Ceilings, Fleet};
@@ -30,8 +30,15 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Error> {
     let admin_file = data.join("admin-token");
     let admin = token::admin(&admin_file)?;
     let registry = Registry::open(&data)?;
-    raise_open_files();
-    let engine = Engine::new()?;
+    let open_files = raise_open_files();
+    if let Some(warning) = files_warning(open_files, &args) {
+        eprintln!("{warning}");
+    }
+    let pool = (args.pool_slots > 0).then_some(Pool {
+        slots: args.pool_slots,
+        memory_bytes: args.pool_memory_mib << 20,
+    });
+    let engine = Engine::with(pool)?;
     let listener = TcpListener::bind((args.bind, args.port))
         .await
         .map_err(|e| {
@@ -41,9 +48,12 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Error> {
             )
             .hint("pick another --port (0 takes any free port) or stop what holds it")
         })?;
-    let address = listener
-        .local_addr()
-        .map_err(|e| Error::new("E-SERVE-004", format!("could not read the bound address: {e}")))?;
+    let address = listener.local_addr().map_err(|e| {
+        Error::new(
+            "E-SERVE-004",
+            format!("could not read the bound address: {e}"),
+        )
+    })?;
     let base_url = args
         .public_url
         .clone()
@@ -51,19 +61,39 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Error> {
     let ceilings = Ceilings {
         capsules: usize::try_from(args.max_capsules).unwrap_or(usize::MAX),
         connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+        capsule_connections: usize::try_from(args.capsule_connections).unwrap_or(usize::MAX),
+        capsule_memory_bytes: args.capsule_memory_mib.saturating_mul(1 << 20),
+        open_files,
     };
-    let fleet = Arc::new(Fleet::new(engine, registry, base_url.clone(), admin, ceilings));
+    let fleet = Arc::new(Fleet::new(
+        engine,
+        registry,
+        base_url.clone(),
+        admin,
+        ceilings,
+    ));
     let server = tokio::spawn(server::serve(listener, Mount::Many(fleet.clone())));
     let problems = fleet.restore().await;
-    announce(&args, &format!("http://{address}"), &data, &admin_file, fleet.all().len());
+    announce(
+        &args,
+        &format!("http://{address}"),
+        &data,
+        &admin_file,
+        fleet.all().len(),
+    );
     for problem in problems {
         eprintln!("warning[W-SERVE-001]: a capsule was not brought back: {problem}");
     }
     wait_for_signal().await;
     eprintln!(
-        "[murmur] draining: new requests are refused; running tasks have {}s to finish",
+        "[murmur] draining: new requests are refused; running tasks have {}s to finish; a second signal exits at once",
         args.drain_secs
     );
+    tokio::spawn(async {
+        wait_for_signal().await;
+        eprintln!("[murmur] exiting without draining");
+        std::process::exit(143);
+    });
     drain(&fleet, Duration::from_secs(args.drain_secs)).await;
     server.abort();
     Ok(ExitCode::SUCCESS)
@@ -89,23 +119,76 @@ fn data_dir(args: &ServeArgs) -> Result<PathBuf, Error> {
     Ok(dir)
 }
 
-/// Thousands of capsules hold thousands of files open (traces, logs, journals).
-fn raise_open_files() {
+/// A new file only the server's user may read, never created through a link.
+fn create_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    file.write_all(bytes)
+}
+
+/// Files a hosted capsule holds open while it idles: its workdir (the host's handle
+/// and its loop's), its shell's Landlock rules, its trace and its replay journal.
+pub const FILES_PER_CAPSULE: u64 = 5;
+
+/// Thousands of capsules hold thousands of files open: the soft limit goes as high as
+/// the process may take it (the kernel's ceiling, where the process may raise its hard
+/// limit, else the hard limit). Returns the limit it ends with.
+fn raise_open_files() -> u64 {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
-    // SAFETY: getrlimit and setrlimit only read and write the struct given.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+    // SAFETY: getrlimit only writes the struct given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return 1024;
+    }
+    let kernel = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok());
+    for ceiling in [kernel, Some(limit.rlim_max)].into_iter().flatten() {
+        let wanted = libc::rlimit {
+            rlim_cur: ceiling,
+            rlim_max: ceiling.max(limit.rlim_max),
+        };
+        // SAFETY: setrlimit only reads the struct given; raising the hard limit fails
+        // without the privilege, and then the hard limit is the ceiling.
+        if ceiling > limit.rlim_cur && unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) } == 0
         {
-            limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+            return ceiling;
         }
     }
+    limit.rlim_cur
 }
 
-fn announce(args: &ServeArgs, url: &str, data: &std::path::Path, admin: &std::path::Path, n: usize) {
+/// The files the capsule and connection ceilings may need at once, when more than the
+/// process may open: the server would fail creations and connections with EMFILE.
+fn files_warning(limit: u64, args: &ServeArgs) -> Option<String> {
+    let needed = args
+        .max_capsules
+        .saturating_mul(FILES_PER_CAPSULE)
+        .saturating_add(args.max_connections)
+        .saturating_add(64);
+    (needed > limit).then(|| {
+        format!(
+            "warning[W-SERVE-002]: --max-capsules {} and --max-connections {} may need {needed} open files, over this process's limit of {limit}\n  hint: raise the limit (ulimit -n, or LimitNOFILE in a unit file), or lower the ceilings; a creation past the limit is refused",
+            args.max_capsules, args.max_connections
+        )
+    })
+}
+
+fn announce(
+    args: &ServeArgs,
+    url: &str,
+    data: &std::path::Path,
+    admin: &std::path::Path,
+    n: usize,
+) {
     if args.json {
         let line = json!({
             "address": url,
@@ -202,7 +285,9 @@ impl Router for Fleet {
             return self.capsule_route(request, rest);
         }
         let bare = path.split('?').next().unwrap_or_default();
-        if matches!(bare, "/healthz" | "/metrics") || bare == "/admin" || bare.starts_with("/admin/")
+        if matches!(bare, "/healthz" | "/metrics")
+            || bare == "/admin"
+            || bare.starts_with("/admin/")
         {
             return Route::Answer;
         }
@@ -246,7 +331,7 @@ impl Fleet {
                 "the server is shutting down; retry at the same address once it is back".into(),
             ));
         }
-        let served = match hosted.served() {
+        let (served, over) = match hosted.served() {
             Ok(served) => served,
             Err(why) => {
                 return Route::Refuse(refused(
@@ -255,9 +340,9 @@ impl Fleet {
                 ));
             }
         };
-        let limit = hosted.entry().limits.connections.unwrap_or(usize::MAX);
+        let limit = hosted.connection_limit(self.ceilings.capsule_connections);
         match Slot::take(&hosted.connections, limit) {
-            Some(slot) => Route::Capsule(served, slot),
+            Some(slot) => Route::Capsule(served, slot, over),
             None => Route::Refuse(refused(
                 "429 Too Many Requests",
                 format!("capsule {id} holds its ceiling of {limit} connections; retry later"),

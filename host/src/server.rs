@@ -73,12 +73,17 @@ pub trait Router: Send + Sync + 'static {
     fn answer(self: Arc<Self>, request: Request) -> BoxFuture<Reply>;
 }
 
+/// Becomes true once a hosted capsule's session has ended and wound down.
+pub type SessionOver = tokio::sync::watch::Receiver<bool>;
+
 pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
 
 /// Where a request goes.
 pub enum Route {
-    /// A capsule's address, with the slot its connection holds.
-    Capsule(Arc<Served>, Slot),
+    /// A capsule's address, with the slot its connection holds and what says when its
+    /// session is over (then the connection closes, as a `mur run` process's do when
+    /// it exits).
+    Capsule(Arc<Served>, Slot, SessionOver),
     /// The router answers it (`Router::answer`).
     Answer,
     /// Refused as it stands.
@@ -202,9 +207,12 @@ async fn dispatch(mut socket: TcpStream, mount: Mount) {
         Mount::One(served) if request.path == "/" => handle(socket, request, &served).await,
         Mount::One(_) => reply_status(&mut socket, "404 Not Found").await,
         Mount::Many(router) => match router.route(&request) {
-            Route::Capsule(served, capsule_slot) => {
+            Route::Capsule(served, capsule_slot, mut over) => {
                 let _held = (slot, capsule_slot);
-                handle(socket, request, &served).await
+                tokio::select! {
+                    () = handle(socket, request, &served) => {}
+                    _ = over.wait_for(|over| *over) => {}
+                }
             }
             Route::Answer => router.answer(request).await.write(&mut socket).await,
             Route::Refuse(reply) => reply.write(&mut socket).await,

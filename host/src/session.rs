@@ -390,17 +390,19 @@ pub struct LoopComponent {
 
 impl LoopComponent {
     pub fn new(engine: &Engine, component: &Component, label: String) -> Result<Self, Error> {
-        engine::check_world(engine, component, &engine::SESSION_LOOP, &label)?;
-        let mut linker = Linker::<LoopState>::new(engine.wasmtime());
-        let link = |e: wasmtime::Error| {
-            Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}"))
-        };
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
-        SessionLoop::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(link)?;
-        let pre = linker
-            .instantiate_pre(component)
-            .and_then(SessionLoopPre::new)
-            .map_err(link)?;
+        let pre = engine.linked(component, || {
+            engine::check_world(engine, component, &engine::SESSION_LOOP, &label)?;
+            let mut linker = Linker::<LoopState>::new(engine.wasmtime());
+            let link = |e: wasmtime::Error| {
+                Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}"))
+            };
+            wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
+            SessionLoop::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(link)?;
+            linker
+                .instantiate_pre(component)
+                .and_then(SessionLoopPre::new)
+                .map_err(link)
+        })?;
         Ok(LoopComponent { pre, label })
     }
 

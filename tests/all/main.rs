@@ -19,8 +19,24 @@ mod loop_artifact;
 mod loops;
 mod run;
 mod scripted;
+mod serve;
 mod stream;
+// The seed's stream tests again, against a capsule hosted by `mur serve` (the module
+// name picks the host, see `common::host`).
+#[path = "stream.rs"]
+#[expect(
+    clippy::duplicate_mod,
+    reason = "the same tests, compiled for the other host"
+)]
+mod stream_served;
 mod watch;
+// `mur watch` and `mur stop` again, against capsules hosted by `mur serve`.
+#[path = "watch.rs"]
+#[expect(
+    clippy::duplicate_mod,
+    reason = "the same tests, compiled for the other host"
+)]
+mod watch_served;
 
 /// The test that exercises each guest component of the workspace. `for_each_guest!`
 /// names every guest `host/build.rs` found among the members, so a guest added without

@@ -1,12 +1,17 @@
-//! The streaming protocol against a real `mur run` on 127.0.0.1: one test per
+//! The streaming protocol against a real capsule on 127.0.0.1: one test per
 //! observable row of the streaming protocol's tables (frames, ids, replay), read as
 //! raw bytes off the socket. Every read has a deadline; where the test needs the
 //! capsule to be somewhere, it waits for the frame that says so.
+//!
+//! This file is compiled twice: as `stream`, each capsule runs in a `mur run` of its
+//! own, at `/`; as `stream_served`, each is created in a `mur serve` and reached at
+//! `/c/<id>/` with its token (see `common::host`). Every row holds at both addresses.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use crate::common::host::{At, Host, Live};
 use crate::common::*;
 use serde_json::{Value, json};
 
@@ -167,29 +172,26 @@ fn connect(address: &str) -> TcpStream {
     socket
 }
 
-fn post_request(address: &str, path: &str, headers: &[(&str, &str)], body: &str) -> String {
-    let mut request = format!(
-        "POST {path} HTTP/1.1\r\nhost: {address}\r\ncontent-length: {}\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    request
+/// Where this module's capsules run: the module's name says (see the module doc).
+fn host() -> Host {
+    Host::of_module(module_path!())
+}
+
+/// A `POST` to the capsule's address, with its token when it has one.
+fn post_request(a: &At, headers: &[(&str, &str)], body: &str) -> String {
+    a.request("POST", "", headers, body)
 }
 
 /// Sends a request as written and reads the whole answer, to close (bounded).
-fn exchange(address: &str, request: &str) -> String {
-    let mut socket = connect(address);
+fn exchange(a: &At, request: &str) -> String {
+    let mut socket = connect(&a.address);
     socket.write_all(request.as_bytes()).unwrap();
     read_to_close(socket)
 }
 
 /// A JSON-RPC call answered with plain JSON: the head is checked, the body returned.
-fn rpc(address: &str, body: &str) -> Value {
-    let reply = exchange(address, &post_request(address, "/", &[JSON], body));
+fn rpc(a: &At, body: &str) -> Value {
+    let reply = exchange(a, &post_request(a, &[JSON], body));
     let (head, body) = reply
         .split_once("\r\n\r\n")
         .unwrap_or_else(|| panic!("no head: {reply:?}"));
@@ -214,11 +216,11 @@ struct Sse {
 }
 
 impl Sse {
-    fn open(address: &str, headers: &[(&str, &str)], body: &str) -> Sse {
+    fn open(a: &At, headers: &[(&str, &str)], body: &str) -> Sse {
         let opened = Instant::now();
-        let mut socket = connect(address);
+        let mut socket = connect(&a.address);
         socket
-            .write_all(post_request(address, "/", headers, body).as_bytes())
+            .write_all(post_request(a, headers, body).as_bytes())
             .unwrap();
         let mut sse = Sse {
             socket,
@@ -361,21 +363,22 @@ fn manifest(lifecycle: &str) -> String {
     )
 }
 
-/// A capsule running in the background; the returned `Capsule` keeps its directory.
+/// A capsule running in the background, under this module's host; the returned
+/// `Capsule` keeps its directory.
 fn start(
     name: &str,
     script: &str,
     lifecycle: &str,
     args: &[&str],
     env: &[(&str, &str)],
-) -> (Capsule, Running) {
+) -> (Capsule, Live) {
     let capsule = Capsule::new(name, &manifest(lifecycle), script);
-    let running = capsule.spawn_env(args, env);
+    let running = Live::start(host(), &capsule, args, env);
     (capsule, running)
 }
 
 /// A `queue` + `sleep` capsule: it takes tasks until it is stopped.
-fn queued(name: &str, script: &str) -> (Capsule, Running) {
+fn queued(name: &str, script: &str) -> (Capsule, Live) {
     start(name, script, "", QUEUE, &[])
 }
 
@@ -398,7 +401,7 @@ fn message(message_id: &str, text: &str) -> Value {
     json!({"messageId": message_id, "role": "user", "parts": [{"text": text}]})
 }
 
-fn submit_with(address: &str, headers: &[(&str, &str)], message_id: &str) -> Sse {
+fn submit_with(address: &At, headers: &[(&str, &str)], message_id: &str) -> Sse {
     let mut all = vec![JSON];
     all.extend_from_slice(headers);
     let body = call(
@@ -412,7 +415,7 @@ fn submit_with(address: &str, headers: &[(&str, &str)], message_id: &str) -> Sse
 /// Submits a task and waits until the capsule has received it, so the next request
 /// is sure to arrive after it.
 fn submit_queued(
-    address: &str,
+    address: &At,
     session: &Session,
     headers: &[(&str, &str)],
     message_id: &str,
@@ -421,12 +424,12 @@ fn submit_queued(
     (sse, task_of(session, message_id))
 }
 
-fn submit(address: &str, message_id: &str) -> Sse {
+fn submit(address: &At, message_id: &str) -> Sse {
     submit_with(address, &[], message_id)
 }
 
 /// A `stream/watch` connection, its `connection-ack` already read and checked.
-fn watch(address: &str, headers: &[(&str, &str)]) -> Sse {
+fn watch(address: &At, headers: &[(&str, &str)]) -> Sse {
     let mut all = vec![JSON];
     all.extend_from_slice(headers);
     let mut sse = Sse::open(address, &all, &call(1, "stream/watch", json!({})));
@@ -438,7 +441,7 @@ fn watch(address: &str, headers: &[(&str, &str)]) -> Sse {
     sse
 }
 
-fn cancel(address: &str, task_id: &str) -> Value {
+fn cancel(address: &At, task_id: &str) -> Value {
     rpc(address, &call(9, "tasks/cancel", json!({"id": task_id})))
 }
 
@@ -496,7 +499,7 @@ fn block(id: Option<u64>, event: &str, data: &Value) -> String {
 #[test]
 fn event_stream_head_is_exact_and_the_body_ends_at_close() {
     let (_capsule, running) = start("head", "turns:\n  - text: \"Hello there\"\n", "", &[], &[]);
-    let mut stream = submit(&running.address, "msg-1");
+    let mut stream = submit(&running.at, "msg-1");
     let items = stream.rest(WAIT);
     let frames = only_frames(&items);
     assert_eq!(items.len(), frames.len(), "nothing but frames: {items:?}");
@@ -522,25 +525,26 @@ fn event_stream_head_is_exact_and_the_body_ends_at_close() {
             block(Some(1), "status", &completed),
         ]
     );
-    let run = running.wait(WAIT);
-    assert_eq!(run.status, 0, "{}", run.stderr);
+    running.ends_cleanly(WAIT);
 }
 
-/// Endpoints: a `POST /` without a JSON content type or without a body is 404.
+/// Endpoints: a `POST /` without a JSON content type or without a body is 404, and so
+/// is any other method or path (under `mur serve`: anything but the capsule's exact
+/// path, with its token sent, so the seed's rule is what refuses).
 #[test]
 fn requests_that_are_not_json_posts_to_root_are_not_found() {
     let (_capsule, running) = queued("notfound", "turns: []\n");
-    let a = running.address.as_str();
+    let a = &running.at;
     let body = call(1, "stream/watch", json!({}));
     let cases = [
-        ("no content type", post_request(a, "/", &[], &body)),
+        ("no content type", post_request(a, &[], &body)),
         (
             "text/plain",
-            post_request(a, "/", &[("content-type", "text/plain")], &body),
+            post_request(a, &[("content-type", "text/plain")], &body),
         ),
-        ("empty body", post_request(a, "/", &[JSON], "")),
-        ("GET", format!("GET / HTTP/1.1\r\nhost: {a}\r\n\r\n")),
-        ("another path", post_request(a, "/rpc", &[JSON], &body)),
+        ("empty body", post_request(a, &[JSON], "")),
+        ("GET", a.request("GET", "", &[], "")),
+        ("another path", a.request("POST", "rpc", &[JSON], &body)),
     ];
     for (what, request) in cases {
         let reply = exchange(a, &request);
@@ -563,7 +567,7 @@ fn requests_that_are_not_json_posts_to_root_are_not_found() {
 #[test]
 fn parse_error_and_unknown_method_are_json_rpc_errors() {
     let (_capsule, running) = queued("rpcerr", "turns: []\n");
-    let a = running.address.as_str();
+    let a = &running.at;
     assert_eq!(
         rpc(a, "{\"jsonrpc\": \"2.0\", not json"),
         json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}})
@@ -584,17 +588,36 @@ fn under_none_message_stream_is_method_not_found_and_watch_is_served() {
         bash_turn("sleep 2"),
         text_turn("launch done")
     );
+    let lifecycle = "lifecycle:\n  task_acceptance: none\n";
+    if host() == Host::Serve {
+        // A hosted capsule has no launch task: under `none` it could run nothing, so
+        // `mur serve` refuses to host it, naming the key.
+        let capsule = Capsule::new("none", &manifest(lifecycle), &script);
+        let (status, refusal) = Live::refused(&capsule, &[]);
+        assert_eq!(
+            (status, refusal),
+            (
+                400,
+                json!({"error": {
+                    "code": "E-SERVE-017",
+                    "message": "lifecycle.task_acceptance is none, so the capsule could take no task at its address",
+                    "hint": "set lifecycle.task_acceptance to single or queue (with after_task: sleep to keep it serving between tasks)",
+                }})
+            )
+        );
+        return;
+    }
     let (_capsule, running) = start(
         "none",
         &script,
-        "lifecycle:\n  task_acceptance: none\n",
+        lifecycle,
         &["--task", "the launch task"],
         &[],
     );
-    let a = running.address.as_str();
+    let a = &running.at;
     let mut w = watch(a, &[]);
     let body = json!({"jsonrpc": "2.0", "id": 7, "method": "message/stream", "params": {"message": message("m", "hi")}}).to_string();
-    let reply = exchange(a, &post_request(a, "/", &[JSON], &body));
+    let reply = exchange(a, &post_request(a, &[JSON], &body));
     let error = r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"Method not found"}}"#;
     assert_eq!(
         reply,
@@ -612,7 +635,7 @@ fn under_none_message_stream_is_method_not_found_and_watch_is_served() {
         "an exiting capsule writes no capsule-closed: {:?}",
         labels(&frames)
     );
-    assert_eq!(running.wait(WAIT).status, 0);
+    running.ends_cleanly(WAIT);
 }
 
 /// `message/stream` params: under `params.message` or as `params` itself; ids minted
@@ -621,7 +644,7 @@ fn under_none_message_stream_is_method_not_found_and_watch_is_served() {
 fn params_as_message_or_as_params_itself_and_the_minted_ids() {
     let script = format!("turns:\n{}{}", text_turn("one"), text_turn("two"));
     let (_capsule, running) = queued("params", &script);
-    let a = running.address.as_str();
+    let a = &running.at;
     let session = running.session();
 
     let mut own = message("msg-own", "as params itself");
@@ -657,7 +680,7 @@ fn params_as_message_or_as_params_itself_and_the_minted_ids() {
 fn params_that_are_not_a_message_get_an_error_frame_and_start_nothing() {
     let script = format!("turns:\n{}", text_turn("the good one"));
     let (_capsule, running) = queued("badparams", &script);
-    let a = running.address.as_str();
+    let a = &running.at;
     let mut w = watch(a, &[]);
     let cases = [
         (
@@ -717,7 +740,7 @@ turns:
   - text: done
 "#;
     let (_capsule, running) = queued("artifact", script);
-    let mut s = submit(&running.address, "msg-1");
+    let mut s = submit(&running.at, "msg-1");
     let frames = s.rest_frames(WAIT);
     assert_eq!(
         labels(&frames),
@@ -818,8 +841,8 @@ turns:
   - chunks: [" wor", "ld"]
 "#;
     let (_capsule, running) = queued("chunks", script);
-    let mut w = watch(&running.address, &[]);
-    let mut s = submit(&running.address, "msg-1");
+    let mut w = watch(&running.at, &[]);
+    let mut s = submit(&running.at, "msg-1");
     let frames = s.rest_frames(WAIT);
     assert_eq!(
         labels(&frames),
@@ -894,7 +917,7 @@ turns:
   - text: "final answer"
 "#;
     let (_capsule, running) = queued("wholereply", script);
-    let mut s = submit(&running.address, "msg-1");
+    let mut s = submit(&running.at, "msg-1");
     let frames = s.rest_frames(WAIT);
     assert_eq!(
         labels(&frames),
@@ -936,8 +959,8 @@ turns:
         "model: scripted-test\n  max_turns: 1",
     );
     let capsule = Capsule::new("failed", &manifest, script);
-    let running = capsule.spawn_env(QUEUE, &[]);
-    let a = running.address.as_str();
+    let running = Live::start(host(), &capsule, QUEUE, &[]);
+    let a = &running.at;
 
     let frames = submit(a, "m1").rest_frames(WAIT);
     let (t, c) = (
@@ -990,7 +1013,7 @@ turns:
 fn connection_ack_names_the_conversation_mode() {
     let (_capsule, running) = queued("ack", "turns: []\n");
     let mut w = Sse::open(
-        &running.address,
+        &running.at,
         &[JSON],
         &call(1, "stream/watch", json!("not even an object")),
     );
@@ -1005,11 +1028,7 @@ fn connection_ack_names_the_conversation_mode() {
         QUEUE,
         &[],
     );
-    let mut w = Sse::open(
-        &running.address,
-        &[JSON],
-        &call(1, "stream/watch", json!({})),
-    );
+    let mut w = Sse::open(&running.at, &[JSON], &call(1, "stream/watch", json!({})));
     assert_eq!(
         w.frame(WAIT).block,
         "event: connection-ack\ndata: {\"role\":\"observer\",\"conversation_mode\":\"threaded\"}"
@@ -1030,9 +1049,9 @@ fn every_task_numbers_its_frames_from_zero() {
         text_turn("b")
     );
     let (_capsule, running) = queued("ids", &script);
-    let mut w = watch(&running.address, &[]);
-    submit(&running.address, "m1").rest(WAIT);
-    submit(&running.address, "m2").rest(WAIT);
+    let mut w = watch(&running.at, &[]);
+    submit(&running.at, "m1").rest(WAIT);
+    submit(&running.at, "m2").rest(WAIT);
     let frames = w.frames(10, WAIT);
     let run = [
         l(0, "status:working"),
@@ -1056,7 +1075,7 @@ fn replay_follows_last_event_id() {
         .map(|x| format!("{}{}", bash_turn(&format!("echo {x}")), text_turn(x)))
         .collect();
     let (_capsule, running) = queued("replay", &format!("turns:\n{turns}"));
-    let a = running.address.as_str();
+    let a = &running.at;
     let mut w0 = watch(a, &[]);
     submit(a, "ma").rest(WAIT);
     submit(a, "mb").rest(WAIT);
@@ -1153,7 +1172,7 @@ fn replay_after_eviction_gap_and_what_never_enters_the_ring() {
         QUEUE,
         &[("MUR_HEARTBEAT_MS", "100")],
     );
-    let a = running.address.as_str();
+    let a = &running.at;
     let session = running.session();
     let mut w1 = watch(a, &[]);
 
@@ -1314,7 +1333,7 @@ fn a_stalled_reader_gets_lagged_and_does_not_slow_the_capsule() {
     let chunks = vec![piece.as_str(); 400];
     let script = format!("turns:\n  - chunks: {}\n", json!(chunks));
     let (_capsule, running) = queued("lagged", &script);
-    let a = running.address.as_str();
+    let a = &running.at;
     let mut stalled = watch(a, &[]);
     // The submitting connection is read as fast as it comes and runs to the end while
     // the other one stalls: working 0, 400 chunks, end of turn 401, completed 402.
@@ -1351,7 +1370,7 @@ fn frames_reach_every_connection_and_message_stream_closes_on_any_final() {
         text_turn("b done")
     );
     let (_capsule, running) = queued("broadcast", &script);
-    let a = running.address.as_str();
+    let a = &running.at;
     let mut w = watch(a, &[]);
     let mut sa = submit(a, "ma");
     let first = sa.frame(WAIT);
@@ -1407,7 +1426,7 @@ fn heartbeats_come_on_time_whatever_the_capsule_does() {
         QUEUE,
         &[("MUR_HEARTBEAT_MS", "200")],
     );
-    let a = running.address.as_str();
+    let a = &running.at;
     let mut w = watch(a, &[]);
     let mut s = submit(a, "m1");
     let items = w.items_until(WAIT, |f| f.ends_stream());
@@ -1464,7 +1483,7 @@ fn heartbeats_come_on_time_whatever_the_capsule_does() {
 fn single_rejects_a_second_task_while_busy() {
     let script = format!("turns:\n{}{}", bash_turn("sleep 2"), text_turn("done"));
     let (_capsule, running) = start("single", &script, "", &[], &[]);
-    let a = running.address.as_str();
+    let a = &running.at;
     let mut s1 = submit(a, "m1");
     assert_eq!(s1.frame(WAIT).label(), l(0, "status:working"));
     let mut w = watch(a, &[]);
@@ -1489,7 +1508,7 @@ fn single_rejects_a_second_task_while_busy() {
     assert!(watched.iter().all(|f| f.state() != "rejected"));
     assert_eq!(watched.last().unwrap().state(), "completed");
     let session = running.session();
-    assert_eq!(running.wait(WAIT).status, 0);
+    running.ends_cleanly(WAIT);
     let rejected = session.events("task_rejected");
     assert_eq!(rejected.len(), 1);
     assert_eq!(
@@ -1518,7 +1537,7 @@ fn queue_depth_one_rejects_a_third_task() {
         QUEUE,
         &[],
     );
-    let a = running.address.as_str();
+    let a = &running.at;
     let mut w = watch(a, &[]);
     let mut s1 = submit(a, "m1");
     assert_eq!(s1.frame(WAIT).label(), l(0, "status:working"));
@@ -1556,7 +1575,7 @@ fn lanes_run_peer_before_bg_in_arrival_order() {
         QUEUE,
         &[],
     );
-    let a = running.address.as_str();
+    let a = &running.at;
     let session = running.session();
     let mut w = watch(a, &[]);
     let mut first = submit(a, "m-first");
@@ -1658,7 +1677,7 @@ fn cancel_ends_a_running_task_and_its_command() {
         text_turn("should not matter")
     );
     let (_capsule, running) = queued("cancelrun", &script);
-    let a = running.address.as_str();
+    let a = &running.at;
     let mut s = submit(a, "m1");
     let first = s.frame(WAIT);
     let t = first.task().to_string();
@@ -1706,7 +1725,7 @@ fn cancel_queued_tasks_uses_the_queued_cancel_counter() {
         QUEUE,
         &[],
     );
-    let a = running.address.as_str();
+    let a = &running.at;
     let session = running.session();
     let mut w = watch(a, &[]);
     let mut s1 = submit(a, "m1");
@@ -1763,7 +1782,7 @@ fn cancel_queued_tasks_uses_the_queued_cancel_counter() {
 fn cancel_of_an_unknown_or_finished_task_is_an_error() {
     let script = format!("turns:\n{}", text_turn("done"));
     let (_capsule, running) = queued("cancelerr", &script);
-    let a = running.address.as_str();
+    let a = &running.at;
     let frames = submit(a, "m1").rest_frames(WAIT);
     let t = frames[0].task();
     assert_eq!(
@@ -1782,7 +1801,7 @@ fn cancel_of_an_unknown_or_finished_task_is_an_error() {
 fn murmur_stop_ends_a_sleeping_capsule_with_status_zero() {
     let script = format!("turns:\n{}", text_turn("done"));
     let (_capsule, running) = queued("stop", &script);
-    let a = running.address.as_str();
+    let a = &running.at;
     submit(a, "m1").rest(WAIT);
     let mut w = watch(a, &[]);
     let session = running.session();
@@ -1797,8 +1816,7 @@ fn murmur_stop_ends_a_sleeping_capsule_with_status_zero() {
         "{:?}",
         labels(&rest)
     );
-    let run = running.wait(WAIT);
-    assert_eq!(run.status, 0, "{}", run.stderr);
+    running.ends_cleanly(WAIT);
 }
 
 /// `single` (or `none`) with `after_task: sleep`: after its task the capsule closes its
@@ -1810,7 +1828,7 @@ fn a_parked_capsule_closes_its_frame_stream_with_capsule_closed() {
     let script = format!("turns:\n{}", text_turn("done"));
     let lifecycle = "lifecycle:\n  task_acceptance: single\n  after_task: sleep\n";
     let (_capsule, running) = start("parked", &script, lifecycle, &[], &[]);
-    let a = running.address.as_str();
+    let a = &running.at;
     let mut w = watch(a, &[]);
     let submitted = submit(a, "m1").rest_frames(WAIT);
     assert_eq!(submitted.last().map(|f| f.state()), Some("completed"));
@@ -1844,8 +1862,7 @@ fn a_parked_capsule_closes_its_frame_stream_with_capsule_closed() {
     assert_eq!((rejected[0].id, rejected[0].state()), (Some(0), "rejected"));
 
     rpc(a, &call(3, "murmur/stop", json!({})));
-    let run = running.wait(WAIT);
-    assert_eq!(run.status, 0, "{}", run.stderr);
+    running.ends_cleanly(WAIT);
 }
 
 /// Hostile or broken requests get a plain HTTP error, never a panic, and the capsule
@@ -1854,18 +1871,26 @@ fn a_parked_capsule_closes_its_frame_stream_with_capsule_closed() {
 fn broken_requests_get_plain_http_errors_and_the_capsule_keeps_serving() {
     let script = format!("turns:\n{}", text_turn("still here"));
     let (_capsule, mut running) = queued("hostile", &script);
-    let address = running.address.clone();
-    let a = address.as_str();
+    let at = running.at.clone();
+    let a = &at;
+    // Each request goes to the capsule's own path with its token: only what is broken
+    // about it is refused.
+    let (path, host) = (&a.path, &a.address);
+    let auth = a
+        .authorization
+        .as_ref()
+        .map(|token| format!("authorization: {token}\r\n"))
+        .unwrap_or_default();
     let huge = format!(
-        "POST / HTTP/1.1\r\nhost: {a}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        "POST {path} HTTP/1.1\r\nhost: {host}\r\n{auth}content-type: application/json\r\ncontent-length: {}\r\n\r\n",
         64 * 1024 * 1024
     );
     let chunked = format!(
-        "POST / HTTP/1.1\r\nhost: {a}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{{}}\r\n0\r\n\r\n"
+        "POST {path} HTTP/1.1\r\nhost: {host}\r\n{auth}content-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{{}}\r\n0\r\n\r\n"
     );
     // Exactly 64 KiB with no end of head: the server reads all of it before it answers,
     // so no unread bytes turn its close into a reset.
-    let mut long_header = format!("POST / HTTP/1.1\r\nhost: {a}\r\nx-filler: ");
+    let mut long_header = format!("POST {path} HTTP/1.1\r\nhost: {host}\r\n{auth}x-filler: ");
     long_header.push_str(&"a".repeat(64 * 1024 - long_header.len()));
     let cases = [
         (
@@ -1890,7 +1915,7 @@ fn broken_requests_get_plain_http_errors_and_the_capsule_keeps_serving() {
         ),
         (
             "a bad content-length",
-            format!("POST / HTTP/1.1\r\nhost: {a}\r\ncontent-length: lots\r\n\r\n"),
+            format!("POST {path} HTTP/1.1\r\nhost: {host}\r\n{auth}content-length: lots\r\n\r\n"),
             "HTTP/1.1 400 Bad Request\r\n",
         ),
     ];
@@ -1899,7 +1924,7 @@ fn broken_requests_get_plain_http_errors_and_the_capsule_keeps_serving() {
         assert!(reply.starts_with(status), "{what}: {reply:?}");
     }
     // A client that sends half a request and vanishes costs nothing either.
-    let mut gone = connect(a);
+    let mut gone = connect(&a.address);
     gone.write_all(b"POST / HTTP/1.1\r\ncontent-le").unwrap();
     drop(gone);
     // And afterwards a task still makes the whole round trip.
@@ -1907,12 +1932,8 @@ fn broken_requests_get_plain_http_errors_and_the_capsule_keeps_serving() {
     let done = frames.last().expect("frames");
     assert_eq!(done.state(), "completed", "{:?}", labels(&frames));
     assert_eq!(done.data["status"]["response"], "still here");
-    assert!(
-        running.child.try_wait().unwrap().is_none(),
-        "the capsule is still running"
-    );
+    assert!(running.serving(), "the capsule is still running");
     rpc(a, &call(3, "murmur/stop", json!({})));
-    let run = running.wait(WAIT);
-    assert_eq!(run.status, 0, "{}", run.stderr);
-    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    let stderr = running.ends_cleanly(WAIT);
+    assert!(!stderr.contains("panicked"), "{stderr}");
 }

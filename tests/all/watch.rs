@@ -1,6 +1,11 @@
-//! `mur watch` and `mur stop` end to end: the real binary against real `mur run`
-//! capsules (scripted driver), and against small fake servers for what no capsule
-//! writes yet (`capsule-closed`, `lagged`, non-200 answers).
+//! `mur watch` and `mur stop` end to end: the real binary against real capsules
+//! (scripted driver), and against small fake servers for what no capsule writes yet
+//! (`capsule-closed`, `lagged`, non-200 answers).
+//!
+//! This file is compiled twice: as `watch`, each capsule runs in a `mur run` of its
+//! own; as `watch_served`, each is created in a `mur serve`, and `mur watch` and
+//! `mur stop` take its address `http://HOST:PORT/c/<id>/` with `--token` (see
+//! `common::host`). The fake servers' tests need no capsule and run the same in both.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -8,6 +13,7 @@ use std::process::{Child, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
+use crate::common::host::{At, Host, Live};
 use crate::common::*;
 
 /// How long any one wait in these tests may take before it fails the test.
@@ -19,16 +25,35 @@ fn manifest(extra: &str) -> String {
     )
 }
 
+/// Where this module's capsules run: the module's name says (see the module doc).
+fn host() -> Host {
+    Host::of_module(module_path!())
+}
+
 /// A capsule that takes tasks over HTTP and stays up until it is stopped.
-fn serving(name: &str, extra: &str, script: &str) -> (Capsule, Running) {
+fn serving(name: &str, extra: &str, script: &str) -> (Capsule, Live) {
     let capsule = Capsule::new(name, &manifest(extra), script);
-    let running = capsule.spawn(&[
-        "--lifecycle-task-acceptance",
-        "queue",
-        "--lifecycle-after-task",
-        "sleep",
-    ]);
+    let running = Live::start(
+        host(),
+        &capsule,
+        &[
+            "--lifecycle-task-acceptance",
+            "queue",
+            "--lifecycle-after-task",
+            "sleep",
+        ],
+        &[],
+    );
     (capsule, running)
+}
+
+/// The capsule's address as a user types it for `mur watch` and `mur stop`: the bare
+/// `HOST:PORT` of a `mur run`, the whole URL of a hosted capsule.
+fn typed(at: &At) -> String {
+    match at.path.as_str() {
+        "/" => at.address.clone(),
+        _ => at.url(),
+    }
 }
 
 /// A `mur watch` in the background; its stderr is read line by line as it comes.
@@ -42,12 +67,18 @@ struct Watch {
 }
 
 fn watch(address: &str) -> Watch {
-    spawn_watch(address, true)
+    spawn_watch(address, None, true)
 }
 
-fn spawn_watch(address: &str, read_stdout: bool) -> Watch {
+/// `mur watch <address> [--token T]` on a capsule, its token passed when it has one.
+fn watch_capsule(address: &str, at: &At) -> Watch {
+    spawn_watch(address, at.token(), true)
+}
+
+fn spawn_watch(address: &str, token: Option<&str>, read_stdout: bool) -> Watch {
     let mut child = mur()
         .args(["watch", address])
+        .args(token.map(|t| ["--token", t]).into_iter().flatten())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -164,10 +195,30 @@ fn stop(address: &str, timeout: &str) -> Run {
     finish(mur().args(["stop", address, "--timeout", timeout]))
 }
 
+/// `mur stop <address> [--token T]` on a capsule, its token passed when it has one.
+fn stop_capsule(address: &str, at: &At, timeout: &str) -> Run {
+    let token = at.token().map(|t| ["--token", t]);
+    finish(
+        mur()
+            .args(["stop", address, "--timeout", timeout])
+            .args(token.into_iter().flatten()),
+    )
+}
+
+/// A raw `POST` to the capsule's address, with its token: the open socket.
+fn post_to(at: &At, headers: &[(&str, &str)], body: &str) -> TcpStream {
+    let mut socket = TcpStream::connect(&at.address).unwrap();
+    socket.set_read_timeout(Some(LIMIT)).unwrap();
+    socket
+        .write_all(at.request("POST", "", headers, body).as_bytes())
+        .unwrap();
+    socket
+}
+
 /// Submits a task with a raw `message/stream` and reads its frames until the
 /// connection closes (at the first final status).
-fn submit(address: &str, body: &str) -> Vec<(Option<u64>, String, serde_json::Value)> {
-    let socket = post(address, &[("content-type", "application/json")], body);
+fn submit(at: &At, body: &str) -> Vec<(Option<u64>, String, serde_json::Value)> {
+    let socket = post_to(at, &[("content-type", "application/json")], body);
     let response = read_to_close(socket);
     let (head, body) = response.split_once("\r\n\r\n").unwrap();
     assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
@@ -216,9 +267,9 @@ turns:
 #[test]
 fn watch_prints_a_running_task_and_reports_the_stop_as_a_lost_connection() {
     let (_capsule, running) = serving("watch-task", "", TASK_SCRIPT);
-    let address = running.launch["url"].as_str().unwrap().to_string();
+    let address = running.at.url();
     let session = running.session();
-    let mut w = watch(&address);
+    let mut w = watch_capsule(&address, &running.at);
     assert_eq!(
         w.attached(),
         format!(
@@ -226,13 +277,13 @@ fn watch_prints_a_running_task_and_reports_the_stop_as_a_lost_connection() {
         )
     );
 
-    let frames = submit(&running.address, &message_stream_body("say hello"));
+    let frames = submit(&running.at, &message_stream_body("say hello"));
     let last = frames.last().unwrap();
     assert_eq!(last.2["status"]["state"], "completed", "{frames:?}");
     let last_id = last.0.unwrap();
     w.printed("[completed]\n  It said hello.\n\n");
 
-    let stopped = stop(&address, "30");
+    let stopped = stop_capsule(&address, &running.at, "30");
     assert_eq!(stopped.status, 0, "{}", stopped.stderr);
     assert_eq!(
         stopped.stdout,
@@ -268,26 +319,23 @@ fn watch_prints_a_running_task_and_reports_the_stop_as_a_lost_connection() {
             "error[E-IO-003]: connection to {address} lost after event id {last_id} — the capsule may still be running; run mur watch again to reattach\n  hint: a capsule that exits (after its task, or through mur stop) closes the watch this way too\n"
         )
     );
-    // The capsule itself has exited, cleanly: a stop is not a failure.
-    let ended = running.wait(LIMIT);
-    assert_eq!(ended.status, 0, "{}", ended.stderr);
+    // The capsule itself has ended, cleanly: a stop is not a failure.
+    running.ends_cleanly(LIMIT);
     assert_eq!(session.events("session_end").len(), 1);
 }
 
 #[test]
 fn watch_takes_the_address_with_a_scheme_and_a_trailing_slash() {
     let (_capsule, running) = serving("watch-scheme", "", "turns:\n  - text: \"ok\"\n");
-    let typed = format!(
-        "{}/",
-        running.address.replace("127.0.0.1", "http://127.0.0.1")
-    );
+    // `http://HOST:PORT/` for a `mur run`; a hosted capsule's URL ends in `/` already.
+    let typed = format!("http://{}{}", running.at.address, running.at.path);
     assert!(typed.starts_with("http://127.0.0.1:") && typed.ends_with('/'));
-    let mut w = watch(&typed);
+    let mut w = watch_capsule(&typed, &running.at);
     assert!(
         w.attached()
             .starts_with(&format!("[murmur] watching {typed} — "))
     );
-    submit(&running.address, &message_stream_body("hi"));
+    submit(&running.at, &message_stream_body("hi"));
     w.printed("[completed]\n  ok\n\n");
     drop(running);
     let run = w.finish();
@@ -378,7 +426,7 @@ fn watch_warns_about_a_gap_when_the_buffer_has_evicted_frames() {
     let chunks: Vec<String> = (0..600).map(|i| format!("\"c{i} \"")).collect();
     let script = format!("turns:\n  - chunks: [{}]\n", chunks.join(", "));
     let (_capsule, running) = serving("watch-gap", "", &script);
-    let frames = submit(&running.address, &message_stream_body("stream a lot"));
+    let frames = submit(&running.at, &message_stream_body("stream a lot"));
     let done = frames.last().unwrap();
     assert_eq!(done.2["status"]["state"], "completed");
     // The task's frames carry the ids 0 to 602 in turn (the 600 chunks among them),
@@ -388,8 +436,8 @@ fn watch_warns_about_a_gap_when_the_buffer_has_evicted_frames() {
     let last_id = done.0.unwrap();
 
     // What the capsule's own replay says is the oldest frame it still has.
-    let raw = post(
-        &running.address,
+    let raw = post_to(
+        &running.at,
         &[("content-type", "application/json"), ("last-event-id", "0")],
         r#"{"jsonrpc":"2.0","id":1,"method":"stream/watch","params":{}}"#,
     );
@@ -402,7 +450,8 @@ fn watch_warns_about_a_gap_when_the_buffer_has_evicted_frames() {
     assert_eq!(first, last_id - 511);
     assert_eq!(first, 91);
 
-    let mut w = watch(&running.address);
+    let running_address = typed(&running.at);
+    let mut w = watch_capsule(&running_address, &running.at);
     w.attached();
     let warning = w.stderr.recv_timeout(LIMIT).expect("a gap warning");
     assert_eq!(
@@ -412,7 +461,6 @@ fn watch_warns_about_a_gap_when_the_buffer_has_evicted_frames() {
         )
     );
     w.printed("c599\n\n");
-    let running_address = running.address.clone();
     drop(running);
     let run = w.finish();
     assert_eq!(run.status, 1, "{}", run.stderr);
@@ -441,17 +489,18 @@ fn threaded_capsules_label_statuses_with_context_and_turn() {
         "lifecycle:\n  conversation: threaded\n",
         "turns:\n  - text: \"first answer\"\n  - text: \"second answer\"\n  - text: \"elsewhere\"\n",
     );
-    let mut w = watch(&running.address);
+    let address = typed(&running.at);
+    let mut w = watch_capsule(&address, &running.at);
     w.attached();
     let ctx = "ctx_0199c4e2f1b7712a9d3e4f50617283a1";
-    submit(&running.address, &message_stream_body_in("one", ctx));
-    submit(&running.address, &message_stream_body_in("two", ctx));
+    submit(&running.at, &message_stream_body_in("one", ctx));
+    submit(&running.at, &message_stream_body_in("two", ctx));
     submit(
-        &running.address,
+        &running.at,
         &message_stream_body_in("three", "ctx_0aaabbbbccccdddd0000111122223333"),
     );
     w.printed("  elsewhere\n\n");
-    let stopped = stop(&running.address, "30");
+    let stopped = stop_capsule(&address, &running.at, "30");
     assert_eq!(stopped.status, 0, "{}", stopped.stderr);
     let run = w.finish();
     assert_eq!(run.status, 1, "{}", run.stderr);
@@ -469,9 +518,9 @@ fn threaded_capsules_label_statuses_with_context_and_turn() {
 #[test]
 fn a_reader_that_closes_stdout_ends_the_watch_with_0() {
     let (_capsule, running) = serving("watch-epipe", "", "turns:\n  - text: \"ok\"\n");
-    let w = spawn_watch(&running.address, false);
+    let w = spawn_watch(&typed(&running.at), running.at.token(), false);
     w.attached();
-    submit(&running.address, &message_stream_body("hi"));
+    submit(&running.at, &message_stream_body("hi"));
     let run = w.finish();
     assert_eq!(run.status, 0, "{}", run.stderr);
     assert_eq!(run.stderr, "");

@@ -56,6 +56,11 @@ pub(super) fn bearer(token: Option<&str>) -> Option<String> {
     token.map(|t| format!("Bearer {}", t.trim()))
 }
 
+/// The `authorization` header of [`bearer`], as extra request headers.
+pub(super) fn auth_header(bearer: Option<&str>) -> Vec<(&str, &str)> {
+    bearer.map(|a| ("authorization", a)).into_iter().collect()
+}
+
 /// What a 401 means to the user of a client command.
 pub(super) fn unauthorized(label: &str, token: Option<&str>) -> crate::error::Error {
     let (what, hint) = match token {

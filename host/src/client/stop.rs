@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep, timeout};
 
-use super::http::{HeadError, bearer, connect, read_head, request, unauthorized};
+use super::http::{HeadError, auth_header, bearer, connect, read_head, request, unauthorized};
 use crate::address::Address;
 use crate::cli::StopArgs;
 use crate::error::Error;
@@ -59,7 +59,7 @@ fn not_ended(address: &Address, why: &str) -> Error {
 /// Sends `murmur/stop` and returns the session id the capsule says it stopped.
 async fn ask_to_stop(address: &Address, token: Option<&str>) -> Result<String, Error> {
     let auth = bearer(token);
-    let headers: Vec<(&str, &str)> = auth.as_deref().map(|a| ("authorization", a)).into_iter().collect();
+    let headers = auth_header(auth.as_deref());
     let mut socket = connect(address)
         .await
         .map_err(|e| no_capsule(address, &e))?;
@@ -137,8 +137,10 @@ async fn still_serves(address: &Address, token: Option<&str>) -> bool {
             return Ok(true);
         }
         let auth = bearer(token);
-        let headers: Vec<(&str, &str)> = auth.as_deref().map(|a| ("authorization", a)).into_iter().collect();
-        socket.write_all(&request(address, &headers, PROBE_BODY)).await?;
+        let headers = auth_header(auth.as_deref());
+        socket
+            .write_all(&request(address, &headers, PROBE_BODY))
+            .await?;
         match read_head(&mut socket).await {
             Ok((head, _)) => Ok(head.code == 200),
             Err(_) => Ok(false),

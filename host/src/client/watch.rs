@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::http::{HeadError, connect, read_head, request, bearer, unauthorized};
+use super::http::{HeadError, auth_header, bearer, connect, read_head, request, unauthorized};
 use super::printer::{Flow, Printer};
 use crate::cli::WatchArgs;
 use crate::error::Error;
@@ -44,7 +44,7 @@ pub async fn watch(args: WatchArgs) -> Result<ExitCode, Error> {
         .map_err(|e| connect_failed(label, &e))?;
     let auth = bearer(args.token.as_deref());
     let mut headers = vec![("last-event-id", "0")];
-    headers.extend(auth.as_deref().map(|a| ("authorization", a)));
+    headers.extend(auth_header(auth.as_deref()));
     let sent = socket
         .write_all(&request(&address, &headers, WATCH_BODY))
         .await;

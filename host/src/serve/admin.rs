@@ -95,6 +95,17 @@ async fn create(fleet: &Arc<Fleet>, request: &Request) -> Reply {
         .hint("delete a capsule, or start mur serve with a higher --max-capsules");
         return error("503 Service Unavailable", &e);
     };
+    if !fleet.files_left() {
+        let e = Error::new(
+            "E-SERVE-018",
+            format!(
+                "one more capsule would take this server past its limit of {} open files",
+                fleet.ceilings.open_files
+            ),
+        )
+        .hint("raise the process's open-file limit (ulimit -n, LimitNOFILE) or delete a capsule");
+        return error("503 Service Unavailable", &e);
+    }
     if let Err(e) = check_limits(&body.limits) {
         return error("400 Bad Request", &e);
     }
@@ -106,7 +117,9 @@ async fn create(fleet: &Arc<Fleet>, request: &Request) -> Reply {
             "E-SERVE-010",
             "the body names no manifest, or two: give exactly one of \"manifest\" and \"path\"",
         )
-        .hint("{\"manifest\": \"<murmur.yaml text>\"} or {\"path\": \"/folder/with/murmur.yaml\"}")),
+        .hint(
+            "{\"manifest\": \"<murmur.yaml text>\"} or {\"path\": \"/folder/with/murmur.yaml\"}",
+        )),
     };
     let manifest = match manifest {
         Ok(path) => path,
@@ -121,7 +134,9 @@ async fn create(fleet: &Arc<Fleet>, request: &Request) -> Reply {
         created_at: now_ms(),
         manifest,
         from_body: body.manifest.is_some(),
-        token_sha256: capsule_token.as_deref().map(|t| token::Hash::of(t).to_hex()),
+        token_sha256: capsule_token
+            .as_deref()
+            .map(|t| token::Hash::of(t).to_hex()),
         limits: body.limits,
         stopped: false,
     };
@@ -261,8 +276,11 @@ async fn start(fleet: &Arc<Fleet>, id: &str) -> Reply {
         return unknown(id);
     };
     if matches!(hosted.state(), "running" | "idle" | "starting") {
-        let e = Error::new("E-SERVE-016", format!("capsule {id} is already {}", hosted.state()))
-            .hint("stop it first to start it afresh");
+        let e = Error::new(
+            "E-SERVE-016",
+            format!("capsule {id} is already {}", hosted.state()),
+        )
+        .hint("stop it first to start it afresh");
         return error("409 Conflict", &e);
     }
     let mut entry = hosted.entry();

@@ -20,14 +20,18 @@ use crate::engine::Engine;
 use crate::error::Error;
 use crate::manifest::{self, Manifest};
 use crate::memory::Budget;
-use crate::server::Served;
+use crate::server::{Served, SessionOver};
 use crate::workdir::RecordsChoice;
 
-/// Server-wide ceilings, from the command line.
+/// Server-wide ceilings, and each capsule's where its creation set none.
 #[derive(Clone, Copy)]
 pub struct Ceilings {
     pub capsules: usize,
     pub connections: usize,
+    pub capsule_connections: usize,
+    pub capsule_memory_bytes: u64,
+    /// The files the process may open.
+    pub open_files: u64,
 }
 
 pub struct Fleet {
@@ -138,14 +142,26 @@ impl Fleet {
 
     /// A place for one more capsule under the ceiling, held until `Reserved` drops.
     pub fn reserve(&self) -> Option<Reserved<'_>> {
-        let hosted = self
-            .capsules
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len();
         let creating = self.creating.fetch_add(1, Ordering::AcqRel);
         let reserved = Reserved(&self.creating);
-        (hosted + creating < self.ceilings.capsules).then_some(reserved)
+        (self.count() + creating < self.ceilings.capsules).then_some(reserved)
+    }
+
+    fn count(&self) -> usize {
+        self.capsules
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Whether one more capsule's files fit under the process's limit, with what the
+    /// open connections and the server itself hold.
+    pub fn files_left(&self) -> bool {
+        let held = (self.count() as u64 + 1)
+            .saturating_mul(super::FILES_PER_CAPSULE)
+            .saturating_add(self.connections.load(Ordering::Relaxed) as u64)
+            .saturating_add(64);
+        held <= self.ceilings.open_files
     }
 
     /// Registers and starts a new capsule. On failure nothing of it is left on disk.
@@ -155,8 +171,8 @@ impl Fleet {
         token: Option<&str>,
     ) -> Result<Arc<Hosted>, Error> {
         let hosted = Arc::new(Hosted::new(entry, token.map(token::Hash::of)));
-        let started = self.registry.save(&hosted.entry()).and(Ok(()));
-        let started = match started {
+        let saved = self.registry.save(&hosted.entry());
+        let started = match saved {
             Ok(()) => self.start(&hosted).await,
             Err(e) => Err(e),
         };
@@ -201,7 +217,6 @@ impl Fleet {
             }
             if let Err(e) = self.start(&hosted).await {
                 problems.push(format!("{}: {e}", hosted.id));
-                hosted.set(Phase::Failed(e.to_string()));
             }
         }
         self.restored.store(true, Ordering::Release);
@@ -209,12 +224,27 @@ impl Fleet {
     }
 
     /// Stages, opens and runs the capsule's session; returns once it can take tasks.
+    /// A capsule that cannot start is `failed`, with the reason.
     pub async fn start(self: &Arc<Self>, hosted: &Arc<Hosted>) -> Result<(), Error> {
         hosted.set(Phase::Starting);
+        let started = self.launch(hosted).await;
+        if let Err(e) = &started {
+            hosted.set(Phase::Failed(crate::secret::scrub(&e.to_string()).into_owned()));
+        }
+        started
+    }
+
+    async fn launch(self: &Arc<Self>, hosted: &Arc<Hosted>) -> Result<(), Error> {
         let begun = Instant::now();
         let entry = hosted.entry();
         let m = Arc::new(load(&entry)?);
-        let memory = Budget::new(entry.limits.memory_bytes.unwrap_or(u64::MAX));
+        self.engine.check_memory(m.capabilities.memory_bytes)?;
+        let memory = Budget::new(
+            entry
+                .limits
+                .memory_bytes
+                .unwrap_or(self.ceilings.capsule_memory_bytes),
+        );
         let (work, records) = (
             self.registry.workdir(&entry.id),
             self.registry.records(&entry.id),
@@ -253,9 +283,17 @@ impl Fleet {
         hosted.set(Phase::Running(live));
         self.stats.started(begun.elapsed());
         let hosted = hosted.clone();
+        let workdir = launched.workdir.clone();
         tokio::spawn(async move {
             let ended = opened.run(Instant::now(), |_| {}).await;
-            hosted.ended(ended.exit_status.to_string());
+            let mut reason = format!("session ended: {}", ended.exit_status);
+            if let Err(e) = &ended.ran {
+                // No terminal hears a hosted capsule: its failure goes where the
+                // operator looks, its state and its log.
+                workdir.log(&format!("the session failed: {e}"));
+                reason = format!("{reason}: {}", crate::secret::scrub(&e.message));
+            }
+            hosted.ended(reason);
             let _ = tell_done.send(true);
         });
         Ok(())
@@ -332,6 +370,11 @@ impl Hosted {
         lock(&self.entry).created_at
     }
 
+    /// The connections its address may hold at once.
+    pub fn connection_limit(&self, default: usize) -> usize {
+        lock(&self.entry).limits.connections.unwrap_or(default)
+    }
+
     fn phase(&self) -> MutexGuard<'_, Phase> {
         lock(&self.phase)
     }
@@ -341,14 +384,14 @@ impl Hosted {
     }
 
     /// The session ended by itself; a stop already under way keeps its `stopped`.
-    fn ended(&self, exit_status: String) {
+    fn ended(&self, reason: String) {
         let mut phase = self.phase();
         if matches!(*phase, Phase::Running(_)) {
             if let Phase::Running(live) = &*phase {
                 let ran = live.finished.count() as u64;
                 self.tasks_before.fetch_add(ran, Ordering::Relaxed);
             }
-            *phase = Phase::Ended(exit_status);
+            *phase = Phase::Ended(reason);
         }
     }
 
@@ -367,10 +410,10 @@ impl Hosted {
         }
     }
 
-    /// What its address serves, while it runs.
-    pub fn served(&self) -> Result<Arc<Served>, &'static str> {
+    /// What its address serves while it runs, and what says when it no longer does.
+    pub fn served(&self) -> Result<(Arc<Served>, SessionOver), &'static str> {
         match &*self.phase() {
-            Phase::Running(live) => Ok(live.served.clone()),
+            Phase::Running(live) => Ok((live.served.clone(), live.done.clone())),
             Phase::Starting => Err("is starting"),
             Phase::Ended(_) => Err("has ended its session"),
             Phase::Stopped => Err("is stopped"),
@@ -392,9 +435,7 @@ impl Hosted {
     /// Whether it runs a task or has one waiting.
     pub fn busy(&self) -> bool {
         match &*self.phase() {
-            Phase::Running(live) => {
-                live.control.running.busy() || live.control.queue.waiting() > 0
-            }
+            Phase::Running(live) => live.control.running.busy() || live.control.queue.waiting() > 0,
             _ => false,
         }
     }
@@ -419,7 +460,7 @@ impl Hosted {
         let entry = self.entry();
         let (name, session_id, why) = match &*self.phase() {
             Phase::Running(live) => (Some(live.name.clone()), Some(live.session_id.clone()), None),
-            Phase::Ended(status) => (None, None, Some(format!("session ended: {status}"))),
+            Phase::Ended(reason) => (None, None, Some(reason.clone())),
             Phase::Failed(why) => (None, None, Some(why.clone())),
             _ => (None, None, None),
         };

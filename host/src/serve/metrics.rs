@@ -38,10 +38,11 @@ impl Stats {
 pub fn render(fleet: &Fleet) -> String {
     let mut out = String::new();
     let capsules = fleet.all();
-    let mut by_state: Vec<(&str, u64)> = ["starting", "running", "idle", "ended", "stopped", "failed"]
-        .into_iter()
-        .map(|s| (s, 0))
-        .collect();
+    let mut by_state: Vec<(&str, u64)> =
+        ["starting", "running", "idle", "ended", "stopped", "failed"]
+            .into_iter()
+            .map(|s| (s, 0))
+            .collect();
     let (mut tasks, mut memory) = (0u64, 0u64);
     for hosted in &capsules {
         let state = hosted.state();
@@ -51,33 +52,79 @@ pub fn render(fleet: &Fleet) -> String {
         tasks += hosted.tasks_run();
         memory += hosted.memory_bytes();
     }
-    header(&mut out, "mur_capsules", "gauge", "Capsules hosted, by state.");
+    header(
+        &mut out,
+        "mur_capsules",
+        "gauge",
+        "Capsules hosted, by state.",
+    );
     for (state, n) in by_state {
         let _ = writeln!(out, "mur_capsules{{state=\"{state}\"}} {n}");
     }
     let bus = crate::bus::totals();
     let frames_dropped = bus.frames_dropped;
     let counters = [
-        ("mur_tasks_total", "counter", "Tasks the hosted capsules have run.", tasks),
-        ("mur_frames_written_total", "counter", "Frames written to clients.", bus.frames_written),
-        ("mur_frames_dropped_total", "counter", "Frames dropped for clients that fell behind.", frames_dropped),
-        ("mur_connections", "gauge", "Connections open to the listener.", fleet.connections.load(Ordering::Relaxed) as u64),
-        ("mur_guest_memory_bytes", "gauge", "Linear memory the capsules' instances hold.", memory),
-        ("mur_resident_memory_bytes", "gauge", "Resident set size of the process.", resident_bytes()),
+        (
+            "mur_tasks_total",
+            "counter",
+            "Tasks the hosted capsules have run.",
+            tasks,
+        ),
+        (
+            "mur_frames_written_total",
+            "counter",
+            "Frames written to clients.",
+            bus.frames_written,
+        ),
+        (
+            "mur_frames_dropped_total",
+            "counter",
+            "Frames dropped for clients that fell behind.",
+            frames_dropped,
+        ),
+        (
+            "mur_connections",
+            "gauge",
+            "Connections open to the listener.",
+            fleet.connections.load(Ordering::Relaxed) as u64,
+        ),
+        (
+            "mur_guest_memory_bytes",
+            "gauge",
+            "Linear memory the capsules' instances hold.",
+            memory,
+        ),
+        (
+            "mur_resident_memory_bytes",
+            "gauge",
+            "Resident set size of the process.",
+            resident_bytes(),
+        ),
     ];
     for (name, kind, help, value) in counters {
         header(&mut out, name, kind, help);
         let _ = writeln!(out, "{name} {value}");
     }
     let stats = &fleet.stats;
-    header(&mut out, "mur_capsule_start_seconds", "histogram", "Time from staging a capsule to its address taking tasks.");
+    header(
+        &mut out,
+        "mur_capsule_start_seconds",
+        "histogram",
+        "Time from staging a capsule to its address taking tasks.",
+    );
     for (bound, bucket) in BUCKETS.iter().zip(&stats.buckets) {
         let n = bucket.load(Ordering::Relaxed);
-        let _ = writeln!(out, "mur_capsule_start_seconds_bucket{{le=\"{bound}\"}} {n}");
+        let _ = writeln!(
+            out,
+            "mur_capsule_start_seconds_bucket{{le=\"{bound}\"}} {n}"
+        );
     }
     let starts = stats.starts.load(Ordering::Relaxed);
     let sum = stats.start_micros.load(Ordering::Relaxed) as f64 / 1e6;
-    let _ = writeln!(out, "mur_capsule_start_seconds_bucket{{le=\"+Inf\"}} {starts}");
+    let _ = writeln!(
+        out,
+        "mur_capsule_start_seconds_bucket{{le=\"+Inf\"}} {starts}"
+    );
     let _ = writeln!(out, "mur_capsule_start_seconds_sum {sum}");
     let _ = writeln!(out, "mur_capsule_start_seconds_count {starts}");
     out

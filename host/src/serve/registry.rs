@@ -2,8 +2,6 @@
 //! entry (`capsule.json`), its manifest when it came in a request body, its workdir
 //! (`work/`) and its records (`records/`). What a restart brings back is what is here.
 
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -121,7 +119,11 @@ impl Registry {
             let _ = std::fs::remove_file(&tmp);
             Error::new(
                 "E-SERVE-003",
-                format!("could not save capsule {} in {}: {e}", entry.id, dir.display()),
+                format!(
+                    "could not save capsule {} in {}: {e}",
+                    entry.id,
+                    dir.display()
+                ),
             )
             .hint("check that the --data folder is writable and not full")
         })
@@ -162,16 +164,10 @@ impl Registry {
     }
 }
 
-/// A new file, owner-only, never written through a link.
+/// A file written afresh (what was at the path, a link included, is replaced).
 fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let _ = std::fs::remove_file(path);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
-    file.write_all(bytes)
+    super::create_private(path, bytes)
 }
 
 #[cfg(test)]
@@ -181,7 +177,12 @@ mod tests {
     #[test]
     fn only_minted_ids_name_a_capsule() {
         assert!(is_id("cap_0123456789abcdef0123456789abcdef"));
-        for bad in ["cap_", "cap_../../etc", "ses_0123456789abcdef0123456789abcdef", ""] {
+        for bad in [
+            "cap_",
+            "cap_../../etc",
+            "ses_0123456789abcdef0123456789abcdef",
+            "",
+        ] {
             assert!(!is_id(bad), "{bad}");
         }
     }

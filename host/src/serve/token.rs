@@ -3,8 +3,6 @@
 //! reads it), and a presented token is compared by its hash in constant time, so
 //! neither the body nor the timing of a refusal says how close a guess came.
 
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
@@ -37,16 +35,14 @@ impl Hash {
 
     /// Whether `presented` (an `Authorization` header's value) carries this token.
     pub fn admits(&self, authorization: Option<&str>) -> bool {
-        let presented = authorization
-            .and_then(bearer)
-            .map(Hash::of)
-            // Hashing something even when nothing was sent keeps every refusal alike.
-            .unwrap_or_else(|| Hash::of(""));
+        let token = authorization.and_then(bearer);
+        // Hashing something even when no token was sent keeps every refusal alike.
+        let presented = Hash::of(token.unwrap_or_default());
         let mut diff = 0u8;
         for (a, b) in presented.0.iter().zip(self.0.iter()) {
             diff |= a ^ b;
         }
-        authorization.is_some() && std::hint::black_box(diff) == 0
+        token.is_some() && std::hint::black_box(diff) == 0
     }
 }
 
@@ -79,7 +75,7 @@ pub fn admin(path: &Path) -> Result<Hash, Error> {
         }
     }
     let token = format!("{}{}", crate::ids::token(), crate::ids::token());
-    write_secret(path, &token).map_err(|e| {
+    super::create_private(path, format!("{token}\n").as_bytes()).map_err(|e| {
         Error::new(
             "E-SERVE-002",
             format!("could not write the admin token {}: {e}", path.display()),
@@ -87,17 +83,6 @@ pub fn admin(path: &Path) -> Result<Hash, Error> {
         .hint("check that the --data folder is writable")
     })?;
     Ok(Hash::of(&token))
-}
-
-/// Written only if absent, owner-only, never through a link.
-fn write_secret(path: &Path, text: &str) -> std::io::Result<()> {
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
-    file.write_all(format!("{text}\n").as_bytes())
 }
 
 #[cfg(test)]

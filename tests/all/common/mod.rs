@@ -1,7 +1,9 @@
 //! Shared helpers for the end-to-end tests: a capsule in a temporary directory, the
 //! real `mur` binary, and readers for what it leaves behind.
 
+pub mod host;
 pub mod mock_model;
+pub mod served;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
