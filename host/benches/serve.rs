@@ -29,7 +29,8 @@
 //!
 //! `MUR_BENCH_SERVE_N` lowers the largest checkpoint (default 5,000) and the number of
 //! neighbours for a quick run;
-//! `MUR_BENCH_SERVE_PARTS` picks parts (`density,baseline,noisy`, the default all).
+//! `MUR_BENCH_SERVE_PARTS` picks parts (`density,baseline,noisy`, the default all);
+//! `MUR_BENCH_SERVE_ARGS` adds flags to every `mur serve` (say `--pool-slots 12000`).
 
 use std::collections::BTreeMap;
 use std::io::{self, BufRead, BufReader};
@@ -173,7 +174,8 @@ impl Mur {
         cmd.args(["serve", "--json", "--bind", "127.0.0.1", "--port", "0"])
             .arg("--data")
             .arg(dir.join("data"))
-            .args(["--max-capsules", &MAX_CAPSULES.to_string()]);
+            .args(["--max-capsules", &MAX_CAPSULES.to_string()])
+            .args(extra_serve_args());
         let mut mur = Mur::launch(cmd, &dir)?;
         mur.admin = std::fs::read_to_string(dir.join("data").join("admin-token"))
             .map_err(|e| format!("the admin token: {e}"))?
@@ -261,6 +263,15 @@ impl Drop for Mur {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `MUR_BENCH_SERVE_ARGS`: more flags for every `mur serve` (`--pool-slots 12000`).
+fn extra_serve_args() -> Vec<String> {
+    std::env::var("MUR_BENCH_SERVE_ARGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(String::from)
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------
@@ -900,9 +911,10 @@ fn report_creates(d: &Density) {
             ms(*ready)
         );
     }
-    let mut windows = vec![(1, WARMUP), (WARMUP, WARMUP + WINDOW)];
-    for start in [800, 1_000, 4_800] {
-        windows.push((start, start + WINDOW));
+    // The first window after the warm-up, the last below 1,000 hosted, the last of all.
+    let mut windows = vec![(1, WARMUP), (WARMUP, WARMUP + WINDOW), (800, 1_000)];
+    if hosted > 1_000 + WINDOW {
+        windows.push((hosted - WINDOW, hosted));
     }
     for (from, to) in windows {
         if to > hosted {
@@ -1333,7 +1345,8 @@ fn main() {
         .unwrap();
     println!(
         "mur serve density benchmark: release `mur serve` on 127.0.0.1, the hosted example \
-         (queue + sleep, scripted driver, one confined bash call per task)"
+         (queue + sleep, scripted driver, one confined bash call per task); extra serve flags: {:?}",
+        extra_serve_args()
     );
 
     if parts.contains("density") {
