@@ -1090,9 +1090,43 @@ async fn watcher(
     }
 }
 
-/// One fan-out: (submission to the last watcher's final status, fewest text frames a
-/// watcher read, lagged frames).
-async fn fan_out(addr: SocketAddr, capsule: &Created) -> Res<(Duration, u64, u64)> {
+/// CPU time the process's threads have run, in nanoseconds (`schedstat`, exact where
+/// `/proc/<pid>/stat` counts ticks).
+fn cpu_ns(pid: u32) -> u64 {
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    threads
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|line| line.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Processes whose CPU a fan-out reads, with their names; this one is added as `client`.
+type Measured<'a> = &'a [(&'a str, u32)];
+
+/// One fan-out's outcome.
+struct FanOut {
+    /// Submission to the last watcher's final status.
+    time: Duration,
+    /// Fewest text frames a watcher read, and the lagged frames of all.
+    fewest: u64,
+    lagged: u64,
+    /// From submission until every watcher was done: the wall time, and the CPU time
+    /// of each watched process then of this one, in nanoseconds.
+    wall_ns: u64,
+    cpu_ns: Vec<u64>,
+}
+
+fn cpu_of(measured: Measured<'_>) -> Vec<u64> {
+    let mut out: Vec<u64> = measured.iter().map(|(_, pid)| cpu_ns(*pid)).collect();
+    out.push(cpu_ns(std::process::id()));
+    out
+}
+
+/// One fan-out of `WATCHERS` watchers and a task on `capsule`.
+async fn fan_out(addr: SocketAddr, capsule: &Created, measured: Measured<'_>) -> Res<FanOut> {
     let deadline = tokio::time::Instant::now() + RUN_LIMIT;
     let (ready_tx, mut ready_rx) = mpsc::unbounded_channel();
     let gate = Arc::new(Semaphore::new(CONNECTING));
@@ -1114,6 +1148,7 @@ async fn fan_out(addr: SocketAddr, capsule: &Created) -> Res<(Duration, u64, u64
             Err(_) => return Err("the watchers did not all attach in time".into()),
         }
     }
+    let cpu_before = cpu_of(measured);
     let submitted = Instant::now();
     let sse = submit_open(addr, capsule, "fan out")
         .await
@@ -1141,7 +1176,19 @@ async fn fan_out(addr: SocketAddr, capsule: &Created) -> Res<(Duration, u64, u64
         fewest = fewest.min(w.texts);
         lagged += w.lagged;
     }
-    Ok((last - submitted, fewest, lagged))
+    let wall = submitted.elapsed();
+    let cpu = cpu_of(measured);
+    Ok(FanOut {
+        time: last - submitted,
+        fewest,
+        lagged,
+        wall_ns: wall.as_nanos() as u64,
+        cpu_ns: cpu
+            .iter()
+            .zip(&cpu_before)
+            .map(|(after, before)| after.saturating_sub(*before))
+            .collect(),
+    })
 }
 
 /// Reads a stream to its first final status, whatever its state; returns the state.
@@ -1173,7 +1220,8 @@ async fn fan_out_spinning(
     addr: SocketAddr,
     fan: &Created,
     spinner: &Spinner<'_>,
-) -> Res<(Duration, u64, u64)> {
+    measured: Measured<'_>,
+) -> Res<FanOut> {
     let sse = submit_open(spinner.addr, &spinner.capsule, "spin")
         .await
         .map_err(|e| format!("the spinning task: {e}"))?;
@@ -1186,7 +1234,7 @@ async fn fan_out_spinning(
             return Err(format!("the spinning capsule is {}", state["state"]));
         }
     }
-    let result = fan_out(addr, fan).await;
+    let result = fan_out(addr, fan, measured).await;
     if spinning.is_finished() {
         return Err("the spinning task ended before the fan-out did".into());
     }
@@ -1205,19 +1253,42 @@ struct Runs {
     times: Vec<f64>,
     fewest: Option<u64>,
     lagged: u64,
+    wall_ns: u64,
+    /// Per watched process, then this one.
+    cpu_ns: Vec<u64>,
+    names: Vec<String>,
     failed: Vec<String>,
 }
 
 impl Runs {
-    fn add(&mut self, run: Res<(Duration, u64, u64)>) {
+    fn add(&mut self, run: Res<FanOut>, measured: Measured<'_>) {
         match run {
-            Ok((t, fewest, lagged)) => {
-                self.times.push(ms(t));
-                self.fewest = Some(self.fewest.map_or(fewest, |f| f.min(fewest)));
-                self.lagged += lagged;
+            Ok(r) => {
+                self.times.push(ms(r.time));
+                self.fewest = Some(self.fewest.map_or(r.fewest, |f| f.min(r.fewest)));
+                self.lagged += r.lagged;
+                self.wall_ns += r.wall_ns;
+                self.cpu_ns.resize(r.cpu_ns.len(), 0);
+                for (sum, n) in self.cpu_ns.iter_mut().zip(&r.cpu_ns) {
+                    *sum += n;
+                }
+                self.names = measured.iter().map(|(name, _)| name.to_string()).collect();
+                self.names.push("client".into());
             }
             Err(e) => self.failed.push(e),
         }
+    }
+
+    /// Cores each process kept busy while the fan-outs ran.
+    fn cores(&self) -> String {
+        let wall = self.wall_ns.max(1) as f64;
+        let each: Vec<String> = self
+            .names
+            .iter()
+            .zip(&self.cpu_ns)
+            .map(|(name, cpu)| format!("{name} {:.2}", *cpu as f64 / wall))
+            .collect();
+        each.join(", ")
     }
 
     fn median(&self) -> Option<f64> {
@@ -1239,6 +1310,10 @@ impl Runs {
             t.len(),
             self.fewest.unwrap_or(0),
             self.lagged
+        );
+        println!(
+            "    cores busy from submission to the last watcher: {}",
+            self.cores()
         );
         for e in &self.failed {
             println!("    a run failed: {e}");
@@ -1297,16 +1372,26 @@ async fn noisy(spin_dir: &Path, neighbours: usize) -> Res<()> {
         fleet: None,
     };
     for (mur, capsule) in [(&alone, &alone_fan), (&busy, &fan)] {
-        fan_out(mur.addr, capsule)
+        fan_out(mur.addr, capsule, &[])
             .await
             .map_err(|e| format!("warm-up: {e}"))?;
     }
+    let alone_cpu = [("server", alone.pid())];
+    let busy_cpu = [("server", busy.pid())];
+    let outside_cpu = [
+        ("server", busy.pid()),
+        ("spinning mur run", outside_run.pid()),
+    ];
     let mut runs: [Runs; 4] = Default::default();
     for _ in 0..FAN_RUNS {
-        runs[0].add(fan_out(alone.addr, &alone_fan).await);
-        runs[1].add(fan_out(busy.addr, &fan).await);
-        runs[2].add(fan_out_spinning(busy.addr, &fan, &inside).await);
-        runs[3].add(fan_out_spinning(busy.addr, &fan, &outside).await);
+        let run = fan_out(alone.addr, &alone_fan, &alone_cpu).await;
+        runs[0].add(run, &alone_cpu);
+        let run = fan_out(busy.addr, &fan, &busy_cpu).await;
+        runs[1].add(run, &busy_cpu);
+        let run = fan_out_spinning(busy.addr, &fan, &inside, &busy_cpu).await;
+        runs[2].add(run, &busy_cpu);
+        let run = fan_out_spinning(busy.addr, &fan, &outside, &outside_cpu).await;
+        runs[3].add(run, &outside_cpu);
     }
     runs[0].report("alone on its server");
     runs[1].report(&format!("beside {neighbours} parked capsules"));
