@@ -103,8 +103,9 @@ pub struct ServeArgs {
     /// live (default: $MURMUR_HOME/serve, MURMUR_HOME defaulting to ~/.murmur).
     #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,
-    /// Capsules the server hosts at most; creating one more is refused.
-    #[arg(long, value_name = "N", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Capsules the server hosts at most; creating one more is refused. The default
+    /// fits a stock kernel's vm.max_map_count (65,530) with room to spare.
+    #[arg(long, value_name = "N", default_value_t = 4000, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_capsules: u64,
     /// Connections open at once at most; one more is refused with 503.
     #[arg(long, value_name = "N", default_value_t = 10000, value_parser = clap::value_parser!(u64).range(1..))]

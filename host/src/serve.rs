@@ -31,7 +31,10 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Error> {
     let admin = token::admin(&admin_file)?;
     let registry = Registry::open(&data)?;
     let open_files = raise_open_files();
-    if let Some(warning) = files_warning(open_files, &args) {
+    for warning in [files_warning(open_files, &args), maps_warning(&args)]
+        .into_iter()
+        .flatten()
+    {
         eprintln!("{warning}");
     }
     let pool = (args.pool_slots > 0).then_some(Pool {
@@ -164,6 +167,30 @@ fn raise_open_files() -> u64 {
         }
     }
     limit.rlim_cur
+}
+
+/// Memory mappings a hosted capsule holds once it has run a task (its loop's and its
+/// driver's memories and fiber stacks, and their guards), measured.
+const MAPS_PER_CAPSULE: u64 = 14;
+
+/// The mappings the capsule ceiling may need, when more than the kernel allows a
+/// process (`vm.max_map_count`): past it, an instantiation would fail for memory.
+fn maps_warning(args: &ServeArgs) -> Option<String> {
+    let limit = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    let needed = args
+        .max_capsules
+        .saturating_mul(MAPS_PER_CAPSULE)
+        .saturating_add(4096);
+    (needed > limit).then(|| {
+        format!(
+            "warning[W-SERVE-003]: --max-capsules {} may need {needed} memory mappings, over vm.max_map_count ({limit})\n  hint: raise it (sysctl vm.max_map_count={needed}) or lower --max-capsules",
+            args.max_capsules
+        )
+    })
 }
 
 /// The files the capsule and connection ceilings may need at once, when more than the

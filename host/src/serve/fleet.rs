@@ -229,7 +229,9 @@ impl Fleet {
         hosted.set(Phase::Starting);
         let started = self.launch(hosted).await;
         if let Err(e) = &started {
-            hosted.set(Phase::Failed(crate::secret::scrub(&e.to_string()).into_owned()));
+            hosted.set(Phase::Failed(
+                crate::secret::scrub(&e.to_string()).into_owned(),
+            ));
         }
         started
     }
