@@ -32,19 +32,20 @@
 //! `MUR_BENCH_SERVE_PARTS` picks parts (`density,baseline,noisy`, the default all);
 //! `MUR_BENCH_SERVE_ARGS` adds flags to every `mur serve` (say `--pool-slots 12000`).
 
+mod client;
+
+use client::*;
+
 use std::collections::BTreeMap;
 use std::io::{self, BufRead, BufReader};
 use std::net::SocketAddr;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mur::sse::{Frame, FrameReader};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::AsyncReadExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::timeout;
@@ -74,7 +75,6 @@ const NO_REPLAY: &str = "18446744073709551614";
 /// Connects in flight at once, so the listen backlog never overflows.
 const CONNECTING: usize = 64;
 /// Any one connect, read or write.
-const IO_LIMIT: Duration = Duration::from_secs(30);
 /// One fan-out run, from start to end.
 const RUN_LIMIT: Duration = Duration::from_secs(300);
 /// `mur` to its launch line (a cold component cache compiles the components).
@@ -277,42 +277,6 @@ fn extra_serve_args() -> Vec<String> {
 // ---------------------------------------------------------------------------------
 // HTTP: every reply of `mur` but an event stream ends with `connection: close`.
 
-fn io_err(what: impl std::fmt::Display) -> io::Error {
-    io::Error::other(what.to_string())
-}
-
-async fn limited<T>(what: &str, f: impl Future<Output = io::Result<T>>) -> io::Result<T> {
-    timeout(IO_LIMIT, f)
-        .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, format!("{what} timed out")))?
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
-async fn send(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> io::Result<TcpStream> {
-    let mut socket = limited("connect", TcpStream::connect(addr)).await?;
-    socket.set_nodelay(true)?;
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-length: {}\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    limited("write", socket.write_all(request.as_bytes())).await?;
-    Ok(socket)
-}
-
 /// One request to its reply: the status code and the body.
 async fn http(
     addr: SocketAddr,
@@ -384,74 +348,6 @@ async fn admin_get(mur: &Mur, path: &str) -> Res<Value> {
 // ---------------------------------------------------------------------------------
 // Event streams at a capsule's address (close-delimited bodies).
 
-struct Sse {
-    socket: TcpStream,
-    body: FrameReader,
-}
-
-async fn read_into(socket: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<()> {
-    buf.reserve(16 * 1024);
-    let n = limited("read", socket.read_buf(buf)).await?;
-    if n == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "connection closed",
-        ));
-    }
-    Ok(())
-}
-
-impl Sse {
-    /// A JSON-RPC `POST` to the capsule at `path`; returns once the `200` head is read.
-    async fn post(
-        addr: SocketAddr,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: &str,
-    ) -> io::Result<Sse> {
-        let mut all = vec![("content-type", "application/json")];
-        all.extend_from_slice(headers);
-        let mut socket = send(addr, "POST", path, &all, body).await?;
-        let mut raw = Vec::new();
-        loop {
-            if let Some(end) = find(&raw, b"\r\n\r\n") {
-                let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
-                if !head.starts_with("http/1.1 200") {
-                    let rest = String::from_utf8_lossy(&raw[end + 4..]).into_owned();
-                    return Err(io_err(format!(
-                        "answered {}: {rest}",
-                        head.lines().next().unwrap_or_default()
-                    )));
-                }
-                let mut sse = Sse {
-                    socket,
-                    body: FrameReader::default(),
-                };
-                sse.body.buffer().extend_from_slice(&raw[end + 4..]);
-                return Ok(sse);
-            }
-            if raw.len() > 64 * 1024 {
-                return Err(io_err("response head too long"));
-            }
-            read_into(&mut socket, &mut raw).await?;
-        }
-    }
-
-    /// The next frame, heartbeats skipped, as a range of the reader's buffer.
-    async fn next_frame(&mut self) -> io::Result<Range<usize>> {
-        loop {
-            if let Some(block) = self.body.next_block() {
-                return Ok(block);
-            }
-            read_into(&mut self.socket, self.body.buffer()).await?;
-        }
-    }
-
-    fn frame(&self, block: Range<usize>) -> Frame<'_> {
-        self.body.frame(block)
-    }
-}
-
 const WATCH: &str = r#"{"jsonrpc":"2.0","id":1,"method":"stream/watch","params":{}}"#;
 
 /// A `stream/watch` whose `connection-ack` has been read.
@@ -471,27 +367,6 @@ async fn open_watch(addr: SocketAddr, capsule: &Created) -> io::Result<Sse> {
     Ok(sse)
 }
 
-fn message_stream(text: &str) -> String {
-    json!({
-        "jsonrpc": "2.0", "id": 1, "method": "message/stream",
-        "params": {"message": {"messageId": "msg-bench", "role": "user", "parts": [{"text": text}]}}
-    })
-    .to_string()
-}
-
-/// The task id a frame's data starts with (`{"id":"tsk_…"`).
-fn task_of(data: &str) -> &str {
-    data.strip_prefix("{\"id\":\"")
-        .and_then(|rest| rest.split('"').next())
-        .unwrap_or_default()
-}
-
-fn state_of(data: &str) -> &str {
-    data.split_once("\"state\":\"")
-        .and_then(|(_, rest)| rest.split('"').next())
-        .unwrap_or_default()
-}
-
 /// A `message/stream` to the capsule, open with its first frame read.
 async fn submit_open(addr: SocketAddr, capsule: &Created, text: &str) -> io::Result<Sse> {
     let headers = [("authorization", capsule.bearer.as_str())];
@@ -502,28 +377,6 @@ async fn submit_open(addr: SocketAddr, capsule: &Created, text: &str) -> io::Res
         return Err(io_err(format!("message/stream: {} {}", f.event, f.data)));
     }
     Ok(sse)
-}
-
-/// Reads a `message/stream` to its final status; returns the task id.
-async fn finish(mut sse: Sse) -> io::Result<String> {
-    let mut task = String::new();
-    loop {
-        let block = sse.next_frame().await?;
-        let f = sse.frame(block);
-        if task.is_empty() {
-            task = task_of(&f.data).to_string();
-        }
-        if f.event == "error" {
-            return Err(io_err(format!("message/stream: error {}", &f.data)));
-        }
-        if f.event == "status" && f.data.ends_with(r#""final":true}"#) {
-            let state = state_of(&f.data);
-            if state != "completed" {
-                return Err(io_err(format!("task ended {state}: {}", &f.data)));
-            }
-            return Ok(task);
-        }
-    }
 }
 
 /// One task to its final status: (time to its first frame, time to its end).
@@ -537,23 +390,6 @@ async fn run_task(addr: SocketAddr, capsule: &Created) -> io::Result<(Duration, 
 
 // ---------------------------------------------------------------------------------
 // Statistics.
-
-fn sorted<T: Copy + PartialOrd>(samples: &[T]) -> Vec<T> {
-    let mut s = samples.to_vec();
-    s.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    s
-}
-
-fn median<T: Copy + PartialOrd>(samples: &[T]) -> T {
-    let s = sorted(samples);
-    s[s.len() / 2]
-}
-
-/// The nearest-rank 90th percentile.
-fn p90<T: Copy + PartialOrd>(samples: &[T]) -> T {
-    let s = sorted(samples);
-    s[(s.len() * 9).div_ceil(10).max(1) - 1]
-}
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3

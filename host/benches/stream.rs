@@ -20,10 +20,17 @@
 //! Every read has a deadline, and the `mur` process is killed when its guard drops,
 //! also on a panic. Results are plain lines on stdout.
 
+#[allow(
+    dead_code,
+    reason = "the benches' shared client; this one uses part of it"
+)]
+mod client;
+
+use client::*;
+
 use std::convert::Infallible;
 use std::io::{self, BufRead, BufReader};
 use std::net::SocketAddr;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::process::{Child, Command, Stdio};
@@ -35,10 +42,8 @@ use bytes::Bytes;
 use http_body_util::StreamBody;
 use hyper::body::Frame as BodyFrame;
 use hyper_util::rt::TokioIo;
-use mur::sse::{Frame, FrameReader};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::timeout;
@@ -61,7 +66,6 @@ const NO_REPLAY: &str = "18446744073709551614";
 /// backlog never overflows into SYN retries.
 const CONNECTING: usize = 64;
 /// Any one read, connect or write.
-const IO_LIMIT: Duration = Duration::from_secs(30);
 /// One fan-out run or one phase of connecting, from start to end.
 const RUN_LIMIT: Duration = Duration::from_secs(300);
 /// `mur run` to its launch line (a cold component cache compiles the components).
@@ -213,196 +217,11 @@ fn raise_open_files() -> libc::rlim_t {
     lim.rlim_cur
 }
 
-// ---------------------------------------------------------------------------------
-// A small event-stream client: one POST, the response head, then frames. It reads a
-// close-delimited body (ours) and a chunked one (hyper's).
-
-fn io_err(what: impl std::fmt::Display) -> io::Error {
-    io::Error::other(what.to_string())
-}
-
-async fn limited<T>(what: &str, f: impl Future<Output = io::Result<T>>) -> io::Result<T> {
-    timeout(IO_LIMIT, f)
-        .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, format!("{what} timed out")))?
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
-#[derive(Clone, Copy)]
-enum Chunk {
-    Size,
-    Data(usize),
-    Crlf,
-    Done,
-}
-
-struct Sse {
-    socket: TcpStream,
-    /// Bytes read but not yet de-chunked (chunked bodies only).
-    raw: Vec<u8>,
-    /// Event-stream bytes, split into frames by the project's one parser, which
-    /// lends them out without copying.
-    body: FrameReader,
-    chunked: Option<Chunk>,
-}
-
-async fn read_into(socket: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<()> {
-    buf.reserve(16 * 1024);
-    let n = limited("read", socket.read_buf(buf)).await?;
-    if n == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "connection closed",
-        ));
-    }
-    Ok(())
-}
-
-impl Sse {
-    /// `POST /` with a JSON body; returns once the `200` head has been read.
-    async fn post(addr: SocketAddr, headers: &[(&str, &str)], body: &str) -> io::Result<Sse> {
-        let mut socket = limited("connect", TcpStream::connect(addr)).await?;
-        socket.set_nodelay(true)?;
-        let mut request = format!(
-            "POST / HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",
-            body.len()
-        );
-        for (name, value) in headers {
-            request.push_str(&format!("{name}: {value}\r\n"));
-        }
-        request.push_str("\r\n");
-        request.push_str(body);
-        limited("write", socket.write_all(request.as_bytes())).await?;
-        let mut sse = Sse {
-            socket,
-            raw: Vec::new(),
-            body: FrameReader::default(),
-            chunked: None,
-        };
-        loop {
-            if let Some(end) = find(&sse.raw, b"\r\n\r\n") {
-                let head = String::from_utf8_lossy(&sse.raw[..end]).to_ascii_lowercase();
-                if !head.starts_with("http/1.1 200") {
-                    return Err(io_err(format!(
-                        "answered {}",
-                        head.lines().next().unwrap_or_default()
-                    )));
-                }
-                let chunked = head
-                    .lines()
-                    .any(|l| l.starts_with("transfer-encoding:") && l.contains("chunked"));
-                let rest = sse.raw.split_off(end + 4);
-                sse.raw.clear();
-                if chunked {
-                    sse.chunked = Some(Chunk::Size);
-                    sse.raw = rest;
-                    sse.decode()?;
-                } else {
-                    sse.body.buffer().extend_from_slice(&rest);
-                }
-                return Ok(sse);
-            }
-            if sse.raw.len() > 64 * 1024 {
-                return Err(io_err("response head too long"));
-            }
-            read_into(&mut sse.socket, &mut sse.raw).await?;
-        }
-    }
-
-    /// Moves what `raw` holds of chunk data into `body`.
-    fn decode(&mut self) -> io::Result<()> {
-        let mut i = 0;
-        while let Some(state) = self.chunked {
-            match state {
-                Chunk::Size => {
-                    let Some(end) = find(&self.raw[i..], b"\r\n") else {
-                        break;
-                    };
-                    let line = String::from_utf8_lossy(&self.raw[i..i + end]);
-                    let hex = line.split(';').next().unwrap_or_default().trim();
-                    let size = usize::from_str_radix(hex, 16)
-                        .map_err(|_| io_err(format!("bad chunk size {hex:?}")))?;
-                    i += end + 2;
-                    self.chunked = Some(if size == 0 {
-                        Chunk::Done
-                    } else {
-                        Chunk::Data(size)
-                    });
-                }
-                Chunk::Data(n) => {
-                    let take = n.min(self.raw.len() - i);
-                    if take == 0 {
-                        break;
-                    }
-                    self.body.buffer().extend_from_slice(&self.raw[i..i + take]);
-                    i += take;
-                    self.chunked = Some(if take == n {
-                        Chunk::Crlf
-                    } else {
-                        Chunk::Data(n - take)
-                    });
-                }
-                Chunk::Crlf => {
-                    if self.raw.len() - i < 2 {
-                        break;
-                    }
-                    i += 2;
-                    self.chunked = Some(Chunk::Size);
-                }
-                Chunk::Done => break,
-            }
-        }
-        self.raw.drain(..i);
-        Ok(())
-    }
-
-    async fn fill(&mut self) -> io::Result<()> {
-        match self.chunked {
-            None => read_into(&mut self.socket, self.body.buffer()).await,
-            Some(Chunk::Done) => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "body ended")),
-            Some(_) => {
-                read_into(&mut self.socket, &mut self.raw).await?;
-                self.decode()
-            }
-        }
-    }
-
-    /// The next frame, heartbeats skipped, as a range of the reader's buffer.
-    async fn next_frame(&mut self) -> io::Result<Range<usize>> {
-        loop {
-            if let Some(block) = self.body.next_block() {
-                return Ok(block);
-            }
-            self.fill().await?;
-        }
-    }
-
-    fn frame(&self, block: Range<usize>) -> Frame<'_> {
-        self.body.frame(block)
-    }
-}
-
-/// The task id a frame's data starts with (`{"id":"tsk_…"`).
-fn task_of(data: &str) -> &str {
-    data.strip_prefix("{\"id\":\"")
-        .and_then(|rest| rest.split('"').next())
-        .unwrap_or_default()
-}
-
-fn state_of(data: &str) -> &str {
-    data.split_once("\"state\":\"")
-        .and_then(|(_, rest)| rest.split('"').next())
-        .unwrap_or_default()
-}
-
 const WATCH: &str = r#"{"jsonrpc":"2.0","id":1,"method":"stream/watch","params":{}}"#;
 
 /// A `stream/watch` whose `connection-ack` has been read.
 async fn open_watch(addr: SocketAddr, last_event_id: &str) -> io::Result<Sse> {
-    let mut sse = Sse::post(addr, &[("last-event-id", last_event_id)], WATCH).await?;
+    let mut sse = Sse::post(addr, "/", &[("last-event-id", last_event_id)], WATCH).await?;
     let first = sse.next_frame().await?;
     let event = sse.frame(first).event.to_string();
     if event != "connection-ack" {
@@ -477,36 +296,10 @@ async fn watcher(
     }
 }
 
-fn message_stream(text: &str) -> String {
-    json!({
-        "jsonrpc": "2.0", "id": 1, "method": "message/stream",
-        "params": {"message": {"messageId": "msg-bench", "role": "user", "parts": [{"text": text}]}}
-    })
-    .to_string()
-}
-
 /// Submits a task over `message/stream` and reads it to its final status; returns the
 /// task id.
 async fn submit(addr: SocketAddr) -> io::Result<String> {
-    let mut sse = Sse::post(addr, &[], &message_stream("stream")).await?;
-    let mut task = String::new();
-    loop {
-        let block = sse.next_frame().await?;
-        let f = sse.frame(block);
-        if task.is_empty() {
-            task = task_of(&f.data).to_string();
-        }
-        if f.event == "error" {
-            return Err(io_err(format!("message/stream: error {}", &f.data)));
-        }
-        if f.event == "status" && f.data.ends_with(r#""final":true}"#) {
-            let state = state_of(&f.data);
-            if state != "completed" {
-                return Err(io_err(format!("task ended {state}: {}", &f.data)));
-            }
-            return Ok(task);
-        }
-    }
+    finish(Sse::post(addr, "/", &[], &message_stream("stream")).await?).await
 }
 
 // ---------------------------------------------------------------------------------
@@ -600,12 +393,6 @@ where
         missed: got.iter().map(|w| w.missed).sum(),
         frames_per_sec: frames as f64 / last.as_secs_f64(),
     })
-}
-
-fn median<T: Copy + PartialOrd>(samples: &[T]) -> T {
-    let mut s = samples.to_vec();
-    s.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    s[s.len() / 2]
 }
 
 /// The medians of several runs, one line.

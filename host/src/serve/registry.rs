@@ -1,6 +1,10 @@
 //! The registry on disk: one folder per capsule under `DATA/capsules/`, holding its
 //! entry (`capsule.json`), its manifest when it came in a request body, its workdir
 //! (`work/`) and its records (`records/`). What a restart brings back is what is here.
+//!
+//! Only `work/` is in a guest's view; everything else here is the host's alone, so it
+//! is read and written with plain file calls. `work/` itself is only ever removed whole,
+//! and `remove_dir_all` never follows a link a guest planted there.
 
 use std::path::{Path, PathBuf};
 
