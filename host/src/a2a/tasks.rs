@@ -1,0 +1,591 @@
+//! The task store behind the A2A v1.0 door: every task's state, artifacts and messages,
+//! and each task's numbered events for streams and resubscription.
+//!
+//! The wire reports what a task does (the same typed calls that become the seed's
+//! frames); this store turns them into v1 events. Each task numbers its events from 1,
+//! so a client that lost its connection names the last one it read and gets exactly
+//! the rest, or is told plainly that they are gone. The store is bounded: it keeps the
+//! manifest's `lifecycle.task_history` most recent tasks, and each task's last
+//! `LOG_CAP` events.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Mutex, MutexGuard};
+
+use ::a2a::{
+    Artifact, Message, Part, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState,
+    TaskStatus, TaskStatusUpdateEvent,
+};
+use bytes::Bytes;
+use chrono::Utc;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::journal::Journal;
+use crate::frames::{ArtifactFrame, State};
+
+/// How many events of one task are kept for resubscription. A task writes a handful
+/// per turn, so this outlasts any ordinary task; a longer one keeps its latest.
+pub const LOG_CAP: usize = 1024;
+
+/// The key under which mur's own facts ride in v1 `metadata` objects.
+pub const META: &str = "murmur";
+
+/// One numbered event of a task, encoded once for every connection that reads it.
+#[derive(Clone, Debug)]
+pub struct Event {
+    pub seq: u64,
+    /// The `StreamResponse` JSON.
+    pub json: Bytes,
+    /// A terminal or interrupted state: where a stream of the task ends.
+    pub ends: bool,
+}
+
+/// What a reader asked for past what is kept.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Missed {
+    UnknownTask,
+    /// The events after the reader's are no longer buffered; this is the first that is.
+    Gone {
+        first_available: u64,
+    },
+}
+
+pub struct Tasks {
+    book: Mutex<Book>,
+    /// Bumped on every event, so waiters re-read the book.
+    changed: watch::Sender<u64>,
+}
+
+struct Book {
+    records: HashMap<String, Record>,
+    /// Task ids, oldest first: what falls off the end when the store is full.
+    order: VecDeque<String>,
+    keep: usize,
+    /// The task the wire is on.
+    current: Option<String>,
+    journal: Option<Journal>,
+}
+
+struct Record {
+    task: Task,
+    seq: u64,
+    log: VecDeque<Event>,
+    /// A final status the wire wrote, held until the task really ends: an
+    /// `on-task-end` hook may still reopen it, and v1 states never leave a terminal one.
+    held: Option<Held>,
+    artifacts_made: u64,
+}
+
+struct Held {
+    state: State,
+    message: String,
+    response: Option<String>,
+}
+
+impl Default for Tasks {
+    fn default() -> Self {
+        Tasks::new(100)
+    }
+}
+
+impl Tasks {
+    pub fn new(keep: usize) -> Self {
+        Tasks {
+            book: Mutex::new(Book {
+                records: HashMap::new(),
+                order: VecDeque::new(),
+                keep: keep.max(1),
+                current: None,
+                journal: None,
+            }),
+            changed: watch::channel(0).0,
+        }
+    }
+
+    fn book(&self) -> MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes the tasks `journal` holds, then keeps every later change in it.
+    pub fn keep_in(&self, journal: Journal, earlier: Vec<Task>) {
+        let mut book = self.book();
+        for task in earlier {
+            book.restore(task);
+        }
+        book.journal = Some(journal);
+        let kept = book.kept();
+        if let Some(journal) = &mut book.journal {
+            journal.rewrite(&kept);
+        }
+    }
+
+    /// Waits for the next change after `seen`; the receiver says when.
+    pub fn watch(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A message became a task: state `SUBMITTED`, its message the first of its history.
+    pub fn submitted(&self, id: &str, context: &str, message: Option<Message>) {
+        let mut book = self.book();
+        book.create(id, context, message);
+        book.save(id);
+        drop(book);
+        self.bump();
+    }
+
+    /// A task the capsule could not take: it ends `REJECTED` at once.
+    pub fn rejected(&self, id: &str, context: &str, message: Option<Message>, why: &str) {
+        let mut book = self.book();
+        book.create(id, context, message);
+        book.finish(id, TaskState::Rejected, agent_message(id, context, why));
+        drop(book);
+        self.bump();
+    }
+
+    /// The wire began a task (or a reopened attempt of it).
+    pub fn begin(&self, id: &str, context: &str) {
+        let mut book = self.book();
+        if !book.records.contains_key(id) {
+            // A task from `task.md`, a finished shell command or a resume's report:
+            // it never passed the door, but it is the capsule's task all the same.
+            book.create(id, context, None);
+        }
+        if let Some(record) = book.records.get_mut(id) {
+            // A held final status followed by a new attempt: a hook reopened the task,
+            // so the attempt's end was not the task's.
+            record.held = None;
+        }
+        book.current = Some(id.to_string());
+        drop(book);
+        self.bump();
+    }
+
+    /// The wire ended the task it was on: its held final status becomes its state.
+    pub fn end(&self) {
+        let mut book = self.book();
+        let Some(id) = book.current.take() else {
+            return;
+        };
+        let held = book.records.get_mut(&id).and_then(|r| r.held.take());
+        if let Some(held) = held {
+            book.commit(&id, held);
+        }
+        drop(book);
+        self.bump();
+    }
+
+    /// A `status` the wire wrote for `id`.
+    pub fn status(&self, id: &str, state: State, message: &str, response: Option<&str>) {
+        let mut book = self.book();
+        let Some(record) = book.records.get_mut(id) else {
+            return;
+        };
+        if state.is_final() {
+            record.held = Some(Held {
+                state,
+                message: message.to_string(),
+                response: response.map(str::to_string),
+            });
+            return;
+        }
+        let context = record.task.context_id.clone();
+        book.update(id, TaskState::Working, agent_message(id, &context, message));
+        drop(book);
+        self.bump();
+    }
+
+    /// A `status` of a `request-input` wait. The seed's `failed` `input-timeout` is not
+    /// the task's end (the tool fails and the task goes on), so v1 reads it as working.
+    pub fn input(&self, id: &str, state: State, message: &str) {
+        let mut book = self.book();
+        let Some(context) = book.records.get(id).map(|r| r.task.context_id.clone()) else {
+            return;
+        };
+        let text = agent_message(id, &context, message);
+        match state {
+            State::InputRequired => {
+                book.push_history(id, text.clone());
+                book.update(id, TaskState::InputRequired, text);
+                book.save(id);
+            }
+            _ => book.update(id, TaskState::Working, text),
+        }
+        drop(book);
+        self.bump();
+    }
+
+    /// The person's answer to a task waiting for input joins its history.
+    pub fn answered(&self, id: &str, message: Message) {
+        let mut book = self.book();
+        book.push_history(id, message);
+        drop(book);
+        self.bump();
+    }
+
+    /// A queued task canceled before it started.
+    pub fn canceled_queued(&self, id: &str, context: &str, why: &str) {
+        let mut book = self.book();
+        if !book.records.contains_key(id) {
+            book.create(id, context, None);
+        }
+        book.finish(id, TaskState::Canceled, agent_message(id, context, why));
+        drop(book);
+        self.bump();
+    }
+
+    /// One tool call's result (or a hook's artifact).
+    pub fn artifact(&self, id: &str, frame: &ArtifactFrame<'_>) {
+        let mut book = self.book();
+        let Some(record) = book.records.get_mut(id) else {
+            return;
+        };
+        record.artifacts_made += 1;
+        let artifact = tool_artifact(record.artifacts_made, frame);
+        book.add_artifact(id, artifact);
+        drop(book);
+        self.bump();
+    }
+
+    /// The task as it stands, with the sequence number of the last event it includes.
+    pub fn snapshot(&self, id: &str) -> Option<(Task, u64)> {
+        let book = self.book();
+        book.records.get(id).map(|r| (r.task.clone(), r.seq))
+    }
+
+    /// Every task kept, oldest first, each with its last event's sequence number.
+    pub fn all(&self) -> Vec<(Task, u64)> {
+        let book = self.book();
+        book.order
+            .iter()
+            .filter_map(|id| book.records.get(id).map(|r| (r.task.clone(), r.seq)))
+            .collect()
+    }
+
+    /// The task of `context` that waits for input, if one does.
+    pub fn waiting_in(&self, context: &str) -> Option<String> {
+        let book = self.book();
+        book.records
+            .values()
+            .find(|r| {
+                r.task.context_id == context && r.task.status.state == TaskState::InputRequired
+            })
+            .map(|r| r.task.id.clone())
+    }
+
+    /// The events of `id` after `after`, and whether the task has ended. `Err` when the
+    /// task is unknown or the first of them is no longer kept.
+    pub fn events_after(&self, id: &str, after: u64) -> Result<(Vec<Event>, bool), Missed> {
+        let book = self.book();
+        let record = book.records.get(id).ok_or(Missed::UnknownTask)?;
+        let first = record.log.front().map_or(record.seq + 1, |e| e.seq);
+        if after + 1 < first && after < record.seq {
+            return Err(Missed::Gone {
+                first_available: first,
+            });
+        }
+        let events = record
+            .log
+            .iter()
+            .filter(|e| e.seq > after)
+            .cloned()
+            .collect();
+        Ok((events, record.task.status.state.is_terminal()))
+    }
+}
+
+impl Book {
+    /// Every task kept, oldest first, as the journal keeps them.
+    fn kept(&self) -> Vec<Task> {
+        self.order
+            .iter()
+            .filter_map(|id| {
+                self.records
+                    .get(id)
+                    .map(|r| with_seq(r.task.clone(), r.seq))
+            })
+            .collect()
+    }
+
+    fn create(&mut self, id: &str, context: &str, message: Option<Message>) {
+        if self.records.contains_key(id) {
+            return;
+        }
+        let history = message.map(|m| vec![joined(m, id, context)]);
+        let task = Task {
+            id: id.to_string(),
+            context_id: context.to_string(),
+            status: status_now(TaskState::Submitted, None),
+            artifacts: None,
+            history,
+            metadata: None,
+        };
+        self.insert(Record {
+            task,
+            seq: 0,
+            log: VecDeque::new(),
+            held: None,
+            artifacts_made: 0,
+        });
+        let snapshot = self.records.get(id).map(|r| r.task.clone());
+        if let Some(task) = snapshot {
+            self.log(id, StreamResponse::Task(task));
+        }
+    }
+
+    /// A task read back from the journal. One that had not ended when its capsule
+    /// stopped never will: it is failed, and says why.
+    fn restore(&mut self, mut task: Task) {
+        let mut seq = saved_seq(&task);
+        task.metadata = None;
+        if !task.status.state.is_terminal() {
+            seq += 1;
+            let why = "the capsule stopped before the task ended";
+            task.status = status_now(
+                TaskState::Failed,
+                Some(agent_message(&task.id, &task.context_id, why)),
+            );
+        }
+        self.records.remove(&task.id);
+        self.order.retain(|id| id != &task.id);
+        let artifacts_made = task.artifacts.as_ref().map_or(0, |a| a.len() as u64);
+        self.insert(Record {
+            task,
+            seq,
+            log: VecDeque::new(),
+            held: None,
+            artifacts_made,
+        });
+    }
+
+    /// Adds a record, dropping the oldest ended task (else the oldest) when full.
+    fn insert(&mut self, record: Record) {
+        while self.records.len() >= self.keep {
+            let victim = self
+                .order
+                .iter()
+                .position(|id| {
+                    self.records
+                        .get(id)
+                        .is_none_or(|r| r.task.status.state.is_terminal())
+                })
+                .unwrap_or(0);
+            let Some(id) = self.order.remove(victim) else {
+                break;
+            };
+            self.records.remove(&id);
+        }
+        let id = record.task.id.clone();
+        self.order.push_back(id.clone());
+        self.records.insert(id, record);
+    }
+
+    /// Numbers `event` for its task and keeps it.
+    fn log(&mut self, id: &str, event: StreamResponse) {
+        let Some(record) = self.records.get_mut(id) else {
+            return;
+        };
+        record.seq += 1;
+        let seq = record.seq;
+        let ends = ends_stream(&event);
+        let json = serde_json::to_string(&numbered(event, seq)).unwrap_or_default();
+        let json = Bytes::from(crate::secret::scrub(&json).into_owned());
+        if record.log.len() >= LOG_CAP {
+            record.log.pop_front();
+        }
+        record.log.push_back(Event { seq, json, ends });
+    }
+
+    fn update(&mut self, id: &str, state: TaskState, message: Message) {
+        let Some(record) = self.records.get_mut(id) else {
+            return;
+        };
+        record.task.status = status_now(state, Some(message));
+        let event = TaskStatusUpdateEvent {
+            task_id: id.to_string(),
+            context_id: record.task.context_id.clone(),
+            status: record.task.status.clone(),
+            metadata: None,
+        };
+        self.log(id, StreamResponse::StatusUpdate(event));
+    }
+
+    /// A terminal state: the event, then the journal.
+    fn finish(&mut self, id: &str, state: TaskState, message: Message) {
+        self.update(id, state, message);
+        self.save(id);
+    }
+
+    /// The final status the wire held: the answer first (an artifact, and the agent's
+    /// last message), then the state.
+    fn commit(&mut self, id: &str, held: Held) {
+        let Some(context) = self.records.get(id).map(|r| r.task.context_id.clone()) else {
+            return;
+        };
+        let (state, text) = match held.state {
+            State::Completed => (TaskState::Completed, held.response.unwrap_or(held.message)),
+            State::Canceled => (TaskState::Canceled, held.message),
+            _ => (TaskState::Failed, held.message),
+        };
+        let message = agent_message(id, &context, &text);
+        if state == TaskState::Completed {
+            self.add_artifact(id, response_artifact(&text));
+            self.push_history(id, message.clone());
+        }
+        self.finish(id, state, message);
+    }
+
+    fn add_artifact(&mut self, id: &str, artifact: Artifact) {
+        let Some(record) = self.records.get_mut(id) else {
+            return;
+        };
+        record
+            .task
+            .artifacts
+            .get_or_insert_with(Vec::new)
+            .push(artifact.clone());
+        let event = TaskArtifactUpdateEvent {
+            task_id: id.to_string(),
+            context_id: record.task.context_id.clone(),
+            artifact,
+            append: Some(false),
+            last_chunk: Some(true),
+            metadata: None,
+        };
+        self.log(id, StreamResponse::ArtifactUpdate(event));
+    }
+
+    fn push_history(&mut self, id: &str, message: Message) {
+        if let Some(record) = self.records.get_mut(id) {
+            let context = record.task.context_id.clone();
+            record
+                .task
+                .history
+                .get_or_insert_with(Vec::new)
+                .push(joined(message, id, &context));
+        }
+    }
+
+    /// Writes the task as it stands to the journal, if the store has one.
+    fn save(&mut self, id: &str) {
+        if self.journal.is_none() {
+            return;
+        }
+        let Some(task) = self
+            .records
+            .get(id)
+            .map(|r| with_seq(r.task.clone(), r.seq))
+        else {
+            return;
+        };
+        let kept = self.kept();
+        if let Some(journal) = &mut self.journal {
+            journal.append(&task, &kept);
+        }
+    }
+}
+
+/// The task with the sequence number of its last event in its metadata, as the
+/// journal keeps it and `GetTask` answers it.
+pub fn with_seq(mut task: Task, seq: u64) -> Task {
+    task.metadata = Some(HashMap::from([(META.to_string(), json!({"seq": seq}))]));
+    task
+}
+
+fn saved_seq(task: &Task) -> u64 {
+    task.metadata
+        .as_ref()
+        .and_then(|m| m.get(META))
+        .and_then(|m| m.get("seq"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+}
+
+/// A message stamped with the task and context it belongs to.
+fn joined(mut message: Message, id: &str, context: &str) -> Message {
+    message.task_id = Some(id.to_string());
+    message.context_id = Some(context.to_string());
+    message
+}
+
+/// A message from the agent: one text part.
+pub fn agent_message(id: &str, context: &str, text: &str) -> Message {
+    let mut message = Message::new(Role::Agent, vec![Part::text(text)]);
+    message.message_id = crate::ids::message();
+    joined(message, id, context)
+}
+
+fn status_now(state: TaskState, message: Option<Message>) -> TaskStatus {
+    TaskStatus {
+        state,
+        message,
+        timestamp: Some(Utc::now()),
+    }
+}
+
+/// Where a stream of the task ends: a terminal state, or one that waits on the client.
+fn ends_stream(event: &StreamResponse) -> bool {
+    let state = match event {
+        StreamResponse::StatusUpdate(update) => &update.status.state,
+        StreamResponse::Task(task) => &task.status.state,
+        _ => return false,
+    };
+    state.is_terminal() || *state == TaskState::InputRequired
+}
+
+/// `event` carrying its sequence number in its metadata.
+pub fn numbered(event: StreamResponse, seq: u64) -> StreamResponse {
+    let meta = Some(HashMap::from([(META.to_string(), json!({"seq": seq}))]));
+    match event {
+        StreamResponse::Task(mut task) => {
+            task.metadata = meta;
+            StreamResponse::Task(task)
+        }
+        StreamResponse::StatusUpdate(mut update) => {
+            update.metadata = meta;
+            StreamResponse::StatusUpdate(update)
+        }
+        StreamResponse::ArtifactUpdate(mut update) => {
+            update.metadata = meta;
+            StreamResponse::ArtifactUpdate(update)
+        }
+        other => other,
+    }
+}
+
+/// A tool call's result as a v1 artifact: the exact content the model received, and
+/// the facts of the seed's `artifact` frame under `metadata.murmur`.
+fn tool_artifact(n: u64, frame: &ArtifactFrame<'_>) -> Artifact {
+    let facts: Value = json!({
+        "toolName": frame.tool_name,
+        "toolCallId": frame.tool_call_id,
+        "isError": frame.is_error,
+        "durationMs": frame.duration_ms,
+        "exitCode": frame.exit_code,
+        "truncated": frame.truncated,
+        "fenceSource": frame.fence_source,
+    });
+    Artifact {
+        artifact_id: format!("tool-{n}"),
+        name: Some(frame.tool_name.to_string()),
+        description: None,
+        parts: vec![Part::text(frame.content)],
+        metadata: Some(HashMap::from([(META.to_string(), facts)])),
+        extensions: None,
+    }
+}
+
+/// The task's answer, as upstream Murmur hands it to v1 clients.
+fn response_artifact(text: &str) -> Artifact {
+    Artifact {
+        artifact_id: "response".to_string(),
+        name: Some("response".to_string()),
+        description: None,
+        parts: vec![Part::text(text)],
+        metadata: None,
+        extensions: None,
+    }
+}
