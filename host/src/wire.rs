@@ -180,6 +180,7 @@ impl Wire {
         let mut c = self.counters();
         let Some(ids) = &c.task else { return false };
         let frame = frames::text(c.next_chunk, &ids.task, text, false);
+        self.tasks.chunk(&ids.task, text);
         c.next_chunk += 1;
         c.chunked_this_call = true;
         self.bus.publish(frame) >= CROWDED
@@ -196,6 +197,10 @@ impl Wire {
     /// Before each inference call the chunk counter takes the task's counter's value.
     pub fn before_inference(&self) {
         let mut c = self.counters();
+        if let Some(ids) = &c.task {
+            // A reply a tool streamed is complete when the next call begins.
+            self.tasks.reply_end(&ids.task);
+        }
         c.next_chunk = c.next_id;
         c.chunked_this_call = false;
         c.in_call = true;
@@ -213,6 +218,7 @@ impl Wire {
             && let Some(ids) = &c.task
         {
             let frame = frames::text(c.next_chunk, &ids.task, "", true);
+            self.tasks.reply_end(&ids.task);
             c.next_chunk += 1;
             self.bus.publish(frame);
         }

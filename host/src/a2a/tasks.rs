@@ -5,14 +5,14 @@
 //! frames); this store turns them into v1 events. Each task numbers its events from 1,
 //! so a client that lost its connection names the last one it read and gets exactly
 //! the rest, or is told plainly that they are gone. The store is bounded: it keeps the
-//! manifest's `lifecycle.task_history` most recent tasks, and each task's last
-//! `LOG_CAP` events.
+//! manifest's `lifecycle.task_history` most recent tasks; each task keeps its latest
+//! events up to [`Cap`] while it runs, and fewer once it has ended.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 
 use ::a2a::{
-    Artifact, Message, Part, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState,
+    Artifact, Message, Part, PartContent, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState,
     TaskStatus, TaskStatusUpdateEvent,
 };
 use bytes::Bytes;
@@ -23,9 +23,25 @@ use tokio::sync::watch;
 use super::journal::Journal;
 use crate::frames::{ArtifactFrame, State};
 
-/// How many events of one task are kept for resubscription. A task writes a handful
-/// per turn, so this outlasts any ordinary task; a longer one keeps its latest.
-pub const LOG_CAP: usize = 1024;
+/// How many of a task's events are kept for resubscription: by count and by bytes
+/// while it runs (a streamed reply writes one event per chunk), and fewer once it has
+/// ended, when a reader that still lags can read the whole task with `GetTask`.
+#[derive(Clone, Copy, Debug)]
+pub struct Cap {
+    pub events: usize,
+    pub bytes: usize,
+    pub ended: usize,
+}
+
+impl Default for Cap {
+    fn default() -> Self {
+        Cap {
+            events: 4096,
+            bytes: 4 * 1024 * 1024,
+            ended: 256,
+        }
+    }
+}
 
 /// The key under which mur's own facts ride in v1 `metadata` objects.
 pub const META: &str = "murmur";
@@ -61,6 +77,7 @@ struct Book {
     /// Task ids, oldest first: what falls off the end when the store is full.
     order: VecDeque<String>,
     keep: usize,
+    cap: Cap,
     /// The task the wire is on.
     current: Option<String>,
     journal: Option<Journal>,
@@ -70,6 +87,10 @@ struct Record {
     task: Task,
     seq: u64,
     log: VecDeque<Event>,
+    log_bytes: usize,
+    /// The artifact a streamed reply is being appended to.
+    reply: Option<String>,
+    replies_made: u64,
     /// A final status the wire wrote, held until the task really ends: an
     /// `on-task-end` hook may still reopen it, and v1 states never leave a terminal one.
     held: Option<Held>,
@@ -90,11 +111,16 @@ impl Default for Tasks {
 
 impl Tasks {
     pub fn new(keep: usize) -> Self {
+        Tasks::with_cap(keep, Cap::default())
+    }
+
+    pub fn with_cap(keep: usize, cap: Cap) -> Self {
         Tasks {
             book: Mutex::new(Book {
                 records: HashMap::new(),
                 order: VecDeque::new(),
                 keep: keep.max(1),
+                cap,
                 current: None,
                 journal: None,
             }),
@@ -170,6 +196,7 @@ impl Tasks {
         let Some(id) = book.current.take() else {
             return;
         };
+        book.reply_end(&id);
         let held = book.records.get_mut(&id).and_then(|r| r.held.take());
         if let Some(held) = held {
             book.commit(&id, held);
@@ -250,6 +277,23 @@ impl Tasks {
         self.bump();
     }
 
+    /// A piece of the model's reply, streamed by a driver or a tool: appended to the
+    /// turn's `reply-<n>` artifact, as v1 streams text.
+    pub fn chunk(&self, id: &str, text: &str) {
+        let mut book = self.book();
+        book.chunk(id, text);
+        drop(book);
+        self.bump();
+    }
+
+    /// The inference call that streamed a reply returned: its artifact is complete.
+    pub fn reply_end(&self, id: &str) {
+        let mut book = self.book();
+        book.reply_end(id);
+        drop(book);
+        self.bump();
+    }
+
     /// The task as it stands, with the sequence number of the last event it includes.
     pub fn snapshot(&self, id: &str) -> Option<(Task, u64)> {
         let book = self.book();
@@ -297,6 +341,31 @@ impl Tasks {
     }
 }
 
+impl Record {
+    fn new(task: Task) -> Record {
+        Record {
+            task,
+            seq: 0,
+            log: VecDeque::new(),
+            log_bytes: 0,
+            reply: None,
+            replies_made: 0,
+            held: None,
+            artifacts_made: 0,
+        }
+    }
+
+    /// Drops the oldest events past `events` or `bytes` (always keeping the newest).
+    fn trim(&mut self, events: usize, bytes: usize) {
+        while self.log.len() > events.max(1) || (self.log_bytes > bytes && self.log.len() > 1) {
+            match self.log.pop_front() {
+                Some(gone) => self.log_bytes -= gone.json.len(),
+                None => break,
+            }
+        }
+    }
+}
+
 impl Book {
     /// Every task kept, oldest first, as the journal keeps them.
     fn kept(&self) -> Vec<Task> {
@@ -323,13 +392,7 @@ impl Book {
             history,
             metadata: None,
         };
-        self.insert(Record {
-            task,
-            seq: 0,
-            log: VecDeque::new(),
-            held: None,
-            artifacts_made: 0,
-        });
+        self.insert(Record::new(task));
         let snapshot = self.records.get(id).map(|r| r.task.clone());
         if let Some(task) = snapshot {
             self.log(id, StreamResponse::Task(task));
@@ -351,13 +414,9 @@ impl Book {
         }
         self.records.remove(&task.id);
         self.order.retain(|id| id != &task.id);
-        let artifacts_made = task.artifacts.as_ref().map_or(0, |a| a.len() as u64);
         self.insert(Record {
-            task,
             seq,
-            log: VecDeque::new(),
-            held: None,
-            artifacts_made,
+            ..Record::new(task)
         });
     }
 
@@ -385,6 +444,7 @@ impl Book {
 
     /// Numbers `event` for its task and keeps it.
     fn log(&mut self, id: &str, event: StreamResponse) {
+        let cap = self.cap;
         let Some(record) = self.records.get_mut(id) else {
             return;
         };
@@ -393,10 +453,14 @@ impl Book {
         let ends = ends_stream(&event);
         let json = serde_json::to_string(&numbered(event, seq)).unwrap_or_default();
         let json = Bytes::from(crate::secret::scrub(&json).into_owned());
-        if record.log.len() >= LOG_CAP {
-            record.log.pop_front();
-        }
+        record.log_bytes += json.len();
         record.log.push_back(Event { seq, json, ends });
+        let events = if ends && !matches!(record.task.status.state, TaskState::InputRequired) {
+            cap.ended
+        } else {
+            cap.events
+        };
+        record.trim(events, cap.bytes);
     }
 
     fn update(&mut self, id: &str, state: TaskState, message: Message) {
@@ -456,6 +520,56 @@ impl Book {
             metadata: None,
         };
         self.log(id, StreamResponse::ArtifactUpdate(event));
+    }
+
+    fn chunk(&mut self, id: &str, text: &str) {
+        let Some(record) = self.records.get_mut(id) else {
+            return;
+        };
+        let artifacts = record.task.artifacts.get_or_insert_with(Vec::new);
+        let (artifact_id, append) = match &record.reply {
+            Some(open) => {
+                if let Some(part) = artifacts
+                    .iter_mut()
+                    .find(|a| &a.artifact_id == open)
+                    .and_then(|a| a.parts.first_mut())
+                    && let PartContent::Text(whole) = &mut part.content
+                {
+                    whole.push_str(text);
+                }
+                (open.clone(), true)
+            }
+            None => {
+                record.replies_made += 1;
+                let open = format!("reply-{}", record.replies_made);
+                artifacts.push(reply_artifact(&open, text));
+                record.reply = Some(open.clone());
+                (open, false)
+            }
+        };
+        let event = self.reply_event(id, &artifact_id, text, append, false);
+        self.log(id, event);
+    }
+
+    fn reply_end(&mut self, id: &str) {
+        let Some(open) = self.records.get_mut(id).and_then(|r| r.reply.take()) else {
+            return;
+        };
+        let event = self.reply_event(id, &open, "", true, true);
+        self.log(id, event);
+    }
+
+    /// One piece of a streamed reply, as its artifact update says it.
+    fn reply_event(&self, id: &str, artifact: &str, text: &str, append: bool, last: bool) -> StreamResponse {
+        let context = self.records.get(id).map(|r| r.task.context_id.clone());
+        StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+            task_id: id.to_string(),
+            context_id: context.unwrap_or_default(),
+            artifact: reply_artifact(artifact, text),
+            append: Some(append),
+            last_chunk: Some(last),
+            metadata: None,
+        })
     }
 
     fn push_history(&mut self, id: &str, message: Message) {
@@ -574,6 +688,18 @@ fn tool_artifact(n: u64, frame: &ArtifactFrame<'_>) -> Artifact {
         description: None,
         parts: vec![Part::text(frame.content)],
         metadata: Some(HashMap::from([(META.to_string(), facts)])),
+        extensions: None,
+    }
+}
+
+/// A turn's streamed reply, or one piece of it.
+fn reply_artifact(id: &str, text: &str) -> Artifact {
+    Artifact {
+        artifact_id: id.to_string(),
+        name: Some("reply".to_string()),
+        description: None,
+        parts: vec![Part::text(text)],
+        metadata: None,
         extensions: None,
     }
 }
