@@ -12,8 +12,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 
 use ::a2a::{
-    Artifact, Message, Part, PartContent, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState,
-    TaskStatus, TaskStatusUpdateEvent,
+    Artifact, Message, Part, PartContent, Role, StreamResponse, Task, TaskArtifactUpdateEvent,
+    TaskState, TaskStatus, TaskStatusUpdateEvent,
 };
 use bytes::Bytes;
 use chrono::Utc;
@@ -560,7 +560,14 @@ impl Book {
     }
 
     /// One piece of a streamed reply, as its artifact update says it.
-    fn reply_event(&self, id: &str, artifact: &str, text: &str, append: bool, last: bool) -> StreamResponse {
+    fn reply_event(
+        &self,
+        id: &str,
+        artifact: &str,
+        text: &str,
+        append: bool,
+        last: bool,
+    ) -> StreamResponse {
         let context = self.records.get(id).map(|r| r.task.context_id.clone());
         StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
             task_id: id.to_string(),
@@ -713,5 +720,231 @@ fn response_artifact(text: &str) -> Artifact {
         parts: vec![Part::text(text)],
         metadata: None,
         extensions: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(text: &str) -> Message {
+        Message::new(Role::User, vec![Part::text(text)])
+    }
+
+    /// Each event's kind and state (or artifact id), in order.
+    fn kinds(tasks: &Tasks, id: &str) -> Vec<String> {
+        let (events, _) = tasks.events_after(id, 0).unwrap();
+        events
+            .iter()
+            .map(|e| {
+                let v: Value = serde_json::from_slice(&e.json).unwrap();
+                let (kind, body) = v.as_object().unwrap().iter().next().unwrap();
+                let what = body
+                    .pointer("/status/state")
+                    .or_else(|| body.pointer("/artifact/artifactId"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                assert_eq!(
+                    body.pointer(&format!("/metadata/{META}/seq")),
+                    Some(&json!(e.seq))
+                );
+                format!("{}:{kind}:{what}", e.seq)
+            })
+            .collect()
+    }
+
+    fn run_to_completion(tasks: &Tasks, id: &str, answer: &str) {
+        tasks.begin(id, "ctx_1");
+        tasks.status(id, State::Working, "inference turn 1", None);
+        tasks.status(id, State::Completed, "session ended", Some(answer));
+        tasks.end();
+    }
+
+    #[test]
+    fn a_task_numbers_its_events_and_its_answer_comes_before_its_end() {
+        let tasks = Tasks::new(10);
+        tasks.submitted("tsk_1", "ctx_1", Some(user("hi")));
+        run_to_completion(&tasks, "tsk_1", "hello");
+        assert_eq!(
+            kinds(&tasks, "tsk_1"),
+            [
+                "1:task:TASK_STATE_SUBMITTED",
+                "2:statusUpdate:TASK_STATE_WORKING",
+                "3:artifactUpdate:response",
+                "4:statusUpdate:TASK_STATE_COMPLETED",
+            ]
+        );
+        let (task, seq) = tasks.snapshot("tsk_1").unwrap();
+        assert_eq!(seq, 4);
+        let history = task.history.unwrap();
+        assert_eq!(history.len(), 2, "the question and the answer");
+        assert_eq!(history[1].text(), Some("hello"));
+        assert_eq!(history[0].task_id.as_deref(), Some("tsk_1"));
+    }
+
+    #[test]
+    fn a_reopened_attempt_is_not_the_tasks_end() {
+        let tasks = Tasks::new(10);
+        tasks.submitted("tsk_1", "ctx_1", None);
+        tasks.begin("tsk_1", "ctx_1");
+        tasks.status(
+            "tsk_1",
+            State::Completed,
+            "session ended",
+            Some("first try"),
+        );
+        tasks.begin("tsk_1", "ctx_1");
+        tasks.status("tsk_1", State::Working, "inference turn 1", None);
+        assert_eq!(
+            tasks.snapshot("tsk_1").unwrap().0.status.state,
+            TaskState::Working
+        );
+        tasks.status(
+            "tsk_1",
+            State::Completed,
+            "session ended",
+            Some("second try"),
+        );
+        tasks.end();
+        let (task, _) = tasks.snapshot("tsk_1").unwrap();
+        assert_eq!(task.status.state, TaskState::Completed);
+        assert_eq!(task.status.message.unwrap().text(), Some("second try"));
+        let terminal = kinds(&tasks, "tsk_1")
+            .iter()
+            .filter(|k| k.ends_with("COMPLETED"))
+            .count();
+        assert_eq!(terminal, 1, "one terminal state, the last attempt's");
+    }
+
+    #[test]
+    fn input_required_ends_a_stream_and_a_timeout_is_not_the_end() {
+        let tasks = Tasks::new(10);
+        tasks.submitted("tsk_1", "ctx_1", None);
+        tasks.begin("tsk_1", "ctx_1");
+        tasks.input("tsk_1", State::InputRequired, "Which file?");
+        let (events, ended) = tasks.events_after("tsk_1", 1).unwrap();
+        assert!(events[0].ends && !ended);
+        assert_eq!(tasks.waiting_in("ctx_1").as_deref(), Some("tsk_1"));
+        tasks.input("tsk_1", State::Failed, "input-timeout");
+        let (task, _) = tasks.snapshot("tsk_1").unwrap();
+        assert_eq!(task.status.state, TaskState::Working);
+        assert_eq!(task.status.message.unwrap().text(), Some("input-timeout"));
+    }
+
+    #[test]
+    fn a_streamed_reply_is_one_artifact_in_pieces() {
+        let tasks = Tasks::new(10);
+        tasks.submitted("tsk_1", "ctx_1", None);
+        tasks.begin("tsk_1", "ctx_1");
+        tasks.chunk("tsk_1", "Hel");
+        tasks.chunk("tsk_1", "lo");
+        tasks.reply_end("tsk_1");
+        let (events, _) = tasks.events_after("tsk_1", 1).unwrap();
+        let updates: Vec<Value> = events
+            .iter()
+            .map(|e| serde_json::from_slice::<Value>(&e.json).unwrap()["artifactUpdate"].clone())
+            .collect();
+        let shape: Vec<(bool, bool, &str)> = updates
+            .iter()
+            .map(|u| {
+                (
+                    u["append"].as_bool().unwrap(),
+                    u["lastChunk"].as_bool().unwrap(),
+                    u["artifact"]["parts"][0]["text"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [(false, false, "Hel"), (true, false, "lo"), (true, true, "")]
+        );
+        let (task, _) = tasks.snapshot("tsk_1").unwrap();
+        let artifact = &task.artifacts.unwrap()[0];
+        assert_eq!(artifact.artifact_id, "reply-1");
+        assert_eq!(artifact.parts[0].as_text(), Some("Hello"));
+    }
+
+    #[test]
+    fn a_reader_past_the_kept_events_is_told_which_is_first() {
+        let cap = Cap {
+            events: 4,
+            bytes: usize::MAX,
+            ended: 2,
+        };
+        let tasks = Tasks::with_cap(10, cap);
+        tasks.submitted("tsk_1", "ctx_1", None);
+        tasks.begin("tsk_1", "ctx_1");
+        for n in 1..=5 {
+            tasks.status(
+                "tsk_1",
+                State::Working,
+                &format!("inference turn {n}"),
+                None,
+            );
+        }
+        // Six events written, the last four kept: 3, 4, 5, 6.
+        assert_eq!(
+            tasks.events_after("tsk_1", 1).unwrap_err(),
+            Missed::Gone { first_available: 3 }
+        );
+        assert_eq!(tasks.events_after("tsk_1", 2).unwrap().0.len(), 4);
+        tasks.status("tsk_1", State::Completed, "session ended", Some("done"));
+        tasks.end();
+        // Ended: only the last two are kept (the answer and the end).
+        assert_eq!(
+            tasks.events_after("tsk_1", 5).unwrap_err(),
+            Missed::Gone { first_available: 7 }
+        );
+        assert_eq!(tasks.events_after("tsk_1", 6).unwrap().0.len(), 2);
+        assert_eq!(
+            tasks.events_after("tsk_9", 0).unwrap_err(),
+            Missed::UnknownTask
+        );
+    }
+
+    #[test]
+    fn a_full_store_drops_its_oldest_ended_task_first() {
+        let tasks = Tasks::new(2);
+        tasks.submitted("tsk_running", "ctx_1", None);
+        tasks.submitted("tsk_done", "ctx_1", None);
+        run_to_completion(&tasks, "tsk_done", "ok");
+        tasks.submitted("tsk_new", "ctx_1", None);
+        assert!(tasks.snapshot("tsk_done").is_none());
+        assert!(tasks.snapshot("tsk_running").is_some());
+        assert!(tasks.snapshot("tsk_new").is_some());
+    }
+
+    #[test]
+    fn the_journal_brings_tasks_back_and_fails_the_unfinished() {
+        let dir = std::env::temp_dir().join(format!("mur-a2a-journal-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join(super::super::journal::FILE);
+        let first = Tasks::new(10);
+        let (journal, earlier) = Journal::open(&path, 10);
+        first.keep_in(journal, earlier);
+        first.submitted("tsk_done", "ctx_1", Some(user("one")));
+        run_to_completion(&first, "tsk_done", "answer one");
+        first.submitted("tsk_cut", "ctx_1", Some(user("two")));
+        drop(first);
+
+        let again = Tasks::new(10);
+        let (journal, earlier) = Journal::open(&path, 10);
+        again.keep_in(journal, earlier);
+        let (done, seq) = again.snapshot("tsk_done").unwrap();
+        assert_eq!(done.status.state, TaskState::Completed);
+        assert_eq!(seq, 4, "its numbering goes on where it was");
+        assert!(done.metadata.is_none());
+        let (cut, seq) = again.snapshot("tsk_cut").unwrap();
+        assert_eq!(cut.status.state, TaskState::Failed);
+        assert_eq!(
+            cut.status.message.unwrap().text(),
+            Some("the capsule stopped before the task ended")
+        );
+        assert_eq!(seq, 2, "its failure counts as an event it never streamed");
+        assert_eq!(
+            again.events_after("tsk_cut", 0).unwrap_err(),
+            Missed::Gone { first_available: 3 }
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
