@@ -248,6 +248,19 @@ async fn settle(tasks: &Tasks, task: &str, after: u64) {
     }
 }
 
+/// Waits until the task is in a terminal state.
+async fn ended(tasks: &Tasks, task: &str) {
+    let mut changes = tasks.watch();
+    while tasks
+        .snapshot(task)
+        .is_some_and(|(t, _)| !t.status.state.is_terminal())
+    {
+        if changes.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
 /// `GetTask`: the task, its history cut to `historyLength`.
 fn get(tasks: &Tasks, params: Value) -> Result<String, Fault> {
     let get: GetTaskRequest = self::params(params)?;
@@ -328,7 +341,7 @@ async fn cancel(served: &Served, params: Value) -> Result<String, Fault> {
     let id = cancel.id.as_str();
     match served.control.cancel(id) {
         Ok(()) => {
-            let _ = tokio::time::timeout(CANCEL_SETTLES, settle(tasks, id, 0)).await;
+            let _ = tokio::time::timeout(CANCEL_SETTLES, ended(tasks, id)).await;
             let (task, seq) = tasks
                 .snapshot(id)
                 .ok_or_else(|| Fault::task_not_found(id))?;
