@@ -300,14 +300,14 @@ async fn handle(mut socket: TcpStream, request: Request, served: &Served) {
 /// `GET` the agent card; it is public, as clients read it to learn how to call.
 async fn card(mut socket: TcpStream, request: &Request, served: &Served) {
     let reply = match request.method.as_str() {
-        "GET" | "HEAD" => Reply {
+        "GET" => Reply {
             status: "200 OK",
             content_type: "application/json",
             headers: vec![("cache-control", "no-cache".to_string())],
             body: served.card.to_vec(),
         },
         _ => Reply {
-            headers: vec![("allow", "GET, HEAD".to_string())],
+            headers: vec![("allow", "GET".to_string())],
             ..Reply::status("405 Method Not Allowed")
         },
     };

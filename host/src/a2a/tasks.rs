@@ -326,7 +326,7 @@ impl Tasks {
         let book = self.book();
         let record = book.records.get(id).ok_or(Missed::UnknownTask)?;
         let first = record.log.front().map_or(record.seq + 1, |e| e.seq);
-        if after + 1 < first && after < record.seq {
+        if after.saturating_add(1) < first && after < record.seq {
             return Err(Missed::Gone {
                 first_available: first,
             });
