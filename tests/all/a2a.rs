@@ -557,7 +557,9 @@ fn every_refusal_has_the_specifications_code_and_detail() {
     let at = &live.at;
     let done = call_json(at, "SendMessage", send_params("m-1", "do it"));
     let done = task_id(&done);
-    let cases: Vec<(Vec<(&str, &str)>, String, String)> = vec![
+    // (headers, request, the exact answer)
+    type Case<'h> = (Vec<(&'h str, &'h str)>, String, String);
+    let cases: Vec<Case> = vec![
         (
             vec![JSON],
             v1("GetTask", json!({"id": done})),
@@ -860,10 +862,10 @@ fn get_and_list_tasks_cut_history_filter_and_page() {
         with["result"]["tasks"][0]["artifacts"][1]["artifactId"],
         "response"
     );
-    assert_eq!(ids(&with), [third.clone()]);
+    assert_eq!(ids(&with), std::slice::from_ref(&third));
     assert_eq!(with["result"]["nextPageToken"], "1");
     let page2 = call_json(at, "ListTasks", json!({"pageSize": 1, "pageToken": "1"}));
-    assert_eq!(ids(&page2), [second.clone()]);
+    assert_eq!(ids(&page2), std::slice::from_ref(&second));
     let context = call_json(at, "ListTasks", json!({"contextId": "ctx-a"}));
     assert_eq!(ids(&context), [third.clone(), first.clone()]);
     let none = call_json(at, "ListTasks", json!({"status": "TASK_STATE_WORKING"}));
@@ -1250,4 +1252,48 @@ fn a_restarted_server_still_answers_for_its_capsules_tasks() {
         "{got}"
     );
     assert_eq!(got["result"]["artifacts"][0]["name"], "bash");
+}
+
+#[test]
+fn the_model_key_is_redacted_from_every_v1_answer_and_the_store_on_disk() {
+    const KEY: &str = "sk-door-test-0123456789";
+    let script = format!(
+        "turns:\n{}{}",
+        bash_turn(&format!("echo {KEY}")),
+        text_turn(&format!("The key is {KEY}."))
+    );
+    let extra = format!("  api_key: {KEY}\n");
+    let manifest = manifest("").replace(
+        "  model: scripted-test\n",
+        &format!("  model: scripted-test\n{extra}"),
+    );
+    let capsule = Capsule::new("a2a-secret", &manifest, &script);
+    capsule.file("script.yaml", &script);
+    let live = Live::start(host(), &capsule, QUEUE, &[]);
+    let at = &live.at;
+    let events = stream(at, "SendStreamingMessage", send_params("m-1", "tell")).rest();
+    let task = task_id(&events[0].json);
+    let answers = [
+        events
+            .iter()
+            .map(|e| e.data.clone())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        call(at, "GetTask", json!({"id": task})),
+        call(at, "ListTasks", json!({"includeArtifacts": true})),
+    ];
+    for answer in &answers {
+        assert!(!answer.contains(KEY), "the key is in {answer}");
+        assert!(answer.contains("[redacted]"), "{answer}");
+    }
+    // `mur run` keeps it with the session's records; `mur serve` with the capsule's,
+    // across its sessions.
+    let records = live.session().records;
+    let journal = match host() {
+        Host::Run => records.join("a2a-tasks.jsonl"),
+        Host::Serve => records.parent().unwrap().join("a2a-tasks.jsonl"),
+    };
+    let kept = log_file(&journal);
+    assert!(kept.contains(&task), "{kept}");
+    assert!(!kept.contains(KEY), "the key is on disk: {kept}");
 }

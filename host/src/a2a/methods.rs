@@ -61,8 +61,10 @@ fn params<T: DeserializeOwned>(params: Value) -> Result<T, Fault> {
     serde_json::from_value(params).map_err(Fault::invalid_params)
 }
 
+/// A result as JSON, with every secret the host knows redacted, as in the seed's frames.
 fn encode(value: &impl serde::Serialize) -> String {
-    serde_json::to_string(value).unwrap_or_else(|_| "null".into())
+    let json = serde_json::to_string(value).unwrap_or_else(|_| "null".into());
+    crate::secret::scrub(&json).into_owned()
 }
 
 /// `SendMessage` and `SendStreamingMessage`: a new task, or the answer to a task that
@@ -310,7 +312,7 @@ fn list(tasks: &Tasks, params: Value) -> Result<String, Fault> {
         .map(|(t, seq)| with_seq(t, seq))
         .collect();
     // Stable: tasks updated at the same instant stay newest-created first.
-    found.sort_by(|a, b| b.status.timestamp.cmp(&a.status.timestamp));
+    found.sort_by_key(|t| std::cmp::Reverse(t.status.timestamp));
     let total = found.len();
     let include_artifacts = list.include_artifacts.unwrap_or(false);
     let page: Vec<Task> = found
