@@ -237,11 +237,13 @@ fn answer_input(served: &Served, task: &str, message: Message, text: String) -> 
 }
 
 /// Waits until the task, past `after`, ends or waits for input.
-async fn settle(tasks: &Tasks, task: &str, after: u64) {
+async fn settle(tasks: &Tasks, task: &str, mut after: u64) {
     let mut changes = tasks.watch();
     loop {
         match tasks.events_after(task, after) {
-            Ok((events, _)) if events.iter().all(|e| !e.ends) => {}
+            Ok((events, _)) if events.iter().all(|e| !e.ends) => {
+                after = events.last().map_or(after, |e| e.seq);
+            }
             _ => return,
         }
         if changes.changed().await.is_err() {
