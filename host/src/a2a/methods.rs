@@ -15,10 +15,8 @@ use super::rpc::{self, Fault};
 use super::stream::{self, reply};
 use super::tasks::{Event, Missed, Tasks, numbered, with_seq};
 use crate::control::CancelError;
-use crate::ids;
-use crate::queue::{Acceptance, Origin, Pending, Refusal, Source};
-use crate::server::{Request, Served};
-use crate::trace::line;
+use crate::queue::{Acceptance, Refusal};
+use crate::server::{Arrived, Request, Served};
 
 /// How long `CancelTask` waits for a running task to reach its canceled state before
 /// it answers with the task as it stands.
@@ -167,34 +165,17 @@ fn submit(
     message: Message,
     text: String,
 ) -> Result<String, Fault> {
-    let tasks = served.wire.tasks();
-    let pending = Pending {
-        breach: None,
-        id: ids::task(),
-        context_id: message.context_id.clone().unwrap_or_else(ids::context),
+    let arrived = Arrived {
+        message_id: message.message_id.clone(),
+        context_id: message.context_id.clone(),
         text,
-        origin: Origin::claimed(request.header("x-murmur-task-origin")),
-        source: Source::A2a,
-        message_id: Some(message.message_id.clone()),
+        v1: message,
     };
-    let (task, context) = (pending.id.clone(), pending.context_id.clone());
-    let received = line::a2a_task_received(&pending, request.header("traceparent"));
-    // A failed trace write is kept by the trace: the loop's next step ends on it.
-    let _ = served.trace.under_session(Some(&task), received);
-    tasks.submitted(&task, &context, Some(message));
-    match served.queue.submit(pending) {
-        Ok(()) => Ok(task),
-        Err(Refusal::Busy) => {
-            let rejected = line::task_rejected(&task, line::Rejected::Busy);
-            let _ = served.trace.under_session(Some(&task), rejected);
-            tasks.rejected(&task, &context, None, "task rejected: capsule is busy");
-            Ok(task)
-        }
-        Err(Refusal::Closed) => {
-            let why = "the capsule is stopping and takes no more tasks";
-            tasks.rejected(&task, &context, None, why);
-            Err(Fault::internal(why))
-        }
+    match served.take(request, arrived) {
+        (task, _, Ok(()) | Err(Refusal::Busy)) => Ok(task),
+        (_, _, Err(Refusal::Closed)) => Err(Fault::internal(
+            "the capsule is stopping and takes no more tasks",
+        )),
     }
 }
 
