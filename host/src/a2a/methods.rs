@@ -217,17 +217,12 @@ fn answer_input(served: &Served, task: &str, message: Message, text: String) -> 
     Ok(seq)
 }
 
-/// Waits until the task, past `after`, ends or waits for input.
-async fn settle(tasks: &Tasks, task: &str, mut after: u64) {
+/// Waits until the task ends, or waits for input at an event past `after`.
+async fn settle(tasks: &Tasks, task: &str, after: u64) {
     let mut changes = tasks.watch();
-    loop {
-        match tasks.events_after(task, after) {
-            Ok((events, _)) if events.iter().all(|e| !e.ends) => {
-                after = events.last().map_or(after, |e| e.seq);
-            }
-            _ => return,
-        }
-        if changes.changed().await.is_err() {
+    while let Some((state, seq)) = tasks.state(task) {
+        let waits = state == TaskState::InputRequired && seq > after;
+        if state.is_terminal() || waits || changes.changed().await.is_err() {
             return;
         }
     }
@@ -237,8 +232,8 @@ async fn settle(tasks: &Tasks, task: &str, mut after: u64) {
 async fn ended(tasks: &Tasks, task: &str) {
     let mut changes = tasks.watch();
     while tasks
-        .snapshot(task)
-        .is_some_and(|(t, _)| !t.status.state.is_terminal())
+        .state(task)
+        .is_some_and(|(state, _)| !state.is_terminal())
     {
         if changes.changed().await.is_err() {
             return;

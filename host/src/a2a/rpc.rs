@@ -90,7 +90,7 @@ impl Fault {
         Fault {
             code: code::INVALID_PARAMS,
             message: format!(
-                "events after {after} of task {id} are no longer kept; the first kept is {first_available}: read the task with GetTask, then subscribe without Last-Event-ID"
+                "events after {after} of task {id} are no longer kept; the first kept is {first_available}: read the task with GetTask (and, if it has not ended, subscribe to it again without Last-Event-ID)"
             ),
             reason: "EVENTS_NOT_KEPT",
             domain: MUR_DOMAIN,

@@ -62,19 +62,19 @@ async fn pump(
     tasks: &Tasks,
     task: &str,
     id: &Value,
-    mut after: u64,
+    after: u64,
 ) -> std::io::Result<()> {
     // Watched before the first read, so a change between the read and the wait is
-    // not missed.
+    // not missed; followed, so what it has not read is kept for it.
     let mut changes = tasks.watch();
+    let follower = tasks.follow(task, after);
     loop {
-        match tasks.events_after(task, after) {
+        match follower.next() {
             Ok((events, _)) => {
                 let mut batch = Vec::new();
                 let mut ends = false;
                 for event in &events {
                     batch.extend_from_slice(&frame(id, event));
-                    after = event.seq;
                     if event.ends {
                         ends = true;
                         break;
@@ -88,9 +88,9 @@ async fn pump(
                 }
             }
             Err(Missed::Gone { first_available }) => {
-                // This reader fell further behind than the task's log reaches: say
-                // so rather than skip what it never read.
-                let fault = Fault::events_gone(task, after, first_available);
+                // This reader fell further behind than even a followed task's log
+                // reaches: say so rather than skip what it never read.
+                let fault = Fault::events_gone(task, follower.after(), first_available);
                 return stream.write_raw(&error_frame(id, &fault)).await;
             }
             Err(Missed::UnknownTask) => {

@@ -9,7 +9,8 @@
 //! events up to [`Cap`] while it runs, and fewer once it has ended.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use ::a2a::{
     Artifact, Message, Part, PartContent, Role, StreamResponse, Task, TaskArtifactUpdateEvent,
@@ -23,14 +24,19 @@ use tokio::sync::watch;
 use super::journal::Journal;
 use crate::frames::{ArtifactFrame, State};
 
-/// How many of a task's events are kept for resubscription: by count and by bytes
-/// while it runs (a streamed reply writes one event per chunk), and fewer once it has
-/// ended, when a reader that still lags can read the whole task with `GetTask`.
+/// How many of a task's events are kept for resubscription. While it runs, its latest
+/// `events` (and `bytes`); once it has ended, its latest `ended`, when a late reader can
+/// read the whole task with `GetTask`. Those trims never take an event a connection
+/// following the task has not read yet: a live stream is never cut because its task
+/// raced ahead. Only past `hard_events` or `hard_bytes` is a follower that far behind
+/// left behind (and told so), so one stalled client cannot hold a task's log unbounded.
 #[derive(Clone, Copy, Debug)]
 pub struct Cap {
     pub events: usize,
     pub bytes: usize,
     pub ended: usize,
+    pub hard_events: usize,
+    pub hard_bytes: usize,
 }
 
 impl Default for Cap {
@@ -39,6 +45,10 @@ impl Default for Cap {
             events: 4096,
             bytes: 4 * 1024 * 1024,
             ended: 256,
+            hard_events: 16_384,
+            // A task's answer is logged up to three times (its chunks, the `response`
+            // artifact, the final status), and a driver's reply may be 16 MiB.
+            hard_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -88,6 +98,8 @@ struct Record {
     seq: u64,
     log: VecDeque<Event>,
     log_bytes: usize,
+    /// The last event each connection following the task has read.
+    followers: Vec<Arc<AtomicU64>>,
     /// The artifact a streamed reply is being appended to.
     reply: Option<String>,
     replies_made: u64,
@@ -320,6 +332,28 @@ impl Tasks {
             .map(|r| r.task.id.clone())
     }
 
+    /// A connection following `id` from after `after`: what it has not read is kept
+    /// for it (see [`Cap`]) until it is dropped.
+    pub fn follow(&self, id: &str, after: u64) -> Follower<'_> {
+        let cursor = Arc::new(AtomicU64::new(after));
+        if let Some(record) = self.book().records.get_mut(id) {
+            record.followers.push(cursor.clone());
+        }
+        Follower {
+            tasks: self,
+            id: id.to_string(),
+            cursor,
+        }
+    }
+
+    /// The task's state and its last event's number, without copying the task.
+    pub fn state(&self, id: &str) -> Option<(TaskState, u64)> {
+        let book = self.book();
+        book.records
+            .get(id)
+            .map(|r| (r.task.status.state.clone(), r.seq))
+    }
+
     /// The events of `id` after `after`, and whether the task has ended. `Err` when the
     /// task is unknown or the first of them is no longer kept.
     pub fn events_after(&self, id: &str, after: u64) -> Result<(Vec<Event>, bool), Missed> {
@@ -341,6 +375,42 @@ impl Tasks {
     }
 }
 
+/// A connection following a task; see [`Tasks::follow`].
+pub struct Follower<'t> {
+    tasks: &'t Tasks,
+    id: String,
+    cursor: Arc<AtomicU64>,
+}
+
+impl Follower<'_> {
+    /// The events it has not read yet (now counted as read), and whether the task ended.
+    pub fn next(&self) -> Result<(Vec<Event>, bool), Missed> {
+        let after = self.cursor.load(Ordering::Acquire);
+        let read = self.tasks.events_after(&self.id, after)?;
+        if let Some(last) = read.0.last() {
+            self.cursor.store(last.seq, Ordering::Release);
+        }
+        Ok(read)
+    }
+
+    pub fn after(&self) -> u64 {
+        self.cursor.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Follower<'_> {
+    /// What only this connection was keeping can go now.
+    fn drop(&mut self) {
+        let mut book = self.tasks.book();
+        let cap = book.cap;
+        if let Some(record) = book.records.get_mut(&self.id) {
+            record.followers.retain(|f| !Arc::ptr_eq(f, &self.cursor));
+            let events = record.kept_events(&cap);
+            record.trim(events, &cap);
+        }
+    }
+}
+
 impl Record {
     fn new(task: Task) -> Record {
         Record {
@@ -348,6 +418,7 @@ impl Record {
             seq: 0,
             log: VecDeque::new(),
             log_bytes: 0,
+            followers: Vec::new(),
             reply: None,
             replies_made: 0,
             held: None,
@@ -355,13 +426,40 @@ impl Record {
         }
     }
 
-    /// Drops the oldest events past `events` or `bytes` (always keeping the newest).
-    fn trim(&mut self, events: usize, bytes: usize) {
-        while self.log.len() > events.max(1) || (self.log_bytes > bytes && self.log.len() > 1) {
-            match self.log.pop_front() {
-                Some(gone) => self.log_bytes -= gone.json.len(),
-                None => break,
-            }
+    /// Drops the oldest events past `events` or `bytes` that every follower has read,
+    /// then, whoever has read them, those past the hard caps (always keeping the newest).
+    fn trim(&mut self, events: usize, cap: &Cap) {
+        let read_by_all = self
+            .followers
+            .iter()
+            .map(|f| f.load(Ordering::Acquire))
+            .min()
+            .unwrap_or(u64::MAX);
+        let over = |r: &Record, events: usize, bytes: usize| {
+            r.log.len() > events.max(1) || (r.log_bytes > bytes && r.log.len() > 1)
+        };
+        while over(self, events, cap.bytes)
+            && self.log.front().is_some_and(|e| e.seq <= read_by_all)
+        {
+            self.pop();
+        }
+        while over(self, cap.hard_events, cap.hard_bytes) {
+            self.pop();
+        }
+    }
+
+    fn pop(&mut self) {
+        if let Some(gone) = self.log.pop_front() {
+            self.log_bytes -= gone.json.len();
+        }
+    }
+
+    /// How many events the task keeps now: fewer once it has ended.
+    fn kept_events(&self, cap: &Cap) -> usize {
+        if self.task.status.state.is_terminal() {
+            cap.ended
+        } else {
+            cap.events
         }
     }
 }
@@ -455,12 +553,8 @@ impl Book {
         let json = Bytes::from(crate::secret::scrub(&json).into_owned());
         record.log_bytes += json.len();
         record.log.push_back(Event { seq, json, ends });
-        let events = if ends && !matches!(record.task.status.state, TaskState::InputRequired) {
-            cap.ended
-        } else {
-            cap.events
-        };
-        record.trim(events, cap.bytes);
+        let events = record.kept_events(&cap);
+        record.trim(events, &cap);
     }
 
     fn update(&mut self, id: &str, state: TaskState, message: Message) {
@@ -870,6 +964,8 @@ mod tests {
             events: 4,
             bytes: usize::MAX,
             ended: 2,
+            hard_events: 8,
+            hard_bytes: usize::MAX,
         };
         let tasks = Tasks::with_cap(10, cap);
         tasks.submitted("tsk_1", "ctx_1", None);
@@ -899,6 +995,61 @@ mod tests {
         assert_eq!(
             tasks.events_after("tsk_9", 0).unwrap_err(),
             Missed::UnknownTask
+        );
+    }
+
+    #[test]
+    fn a_follower_keeps_what_it_has_not_read_up_to_the_hard_cap() {
+        let cap = Cap {
+            events: 4,
+            bytes: usize::MAX,
+            ended: 2,
+            hard_events: 8,
+            hard_bytes: usize::MAX,
+        };
+        let tasks = Tasks::with_cap(10, cap);
+        tasks.submitted("tsk_1", "ctx_1", None);
+        let follower = tasks.follow("tsk_1", 0);
+        assert_eq!(follower.next().unwrap().0.len(), 1);
+        tasks.begin("tsk_1", "ctx_1");
+        for n in 1..=5 {
+            tasks.status(
+                "tsk_1",
+                State::Working,
+                &format!("inference turn {n}"),
+                None,
+            );
+        }
+        tasks.status("tsk_1", State::Completed, "session ended", Some("done"));
+        tasks.end();
+        // Eight events; past the running and the ended caps, but the follower has read
+        // only the first, so the seven after it stay for it.
+        let (events, ended) = follower.next().unwrap();
+        let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, [2, 3, 4, 5, 6, 7, 8]);
+        assert!(ended);
+        drop(follower);
+        // Once it is gone, the ended cap applies.
+        assert_eq!(
+            tasks.events_after("tsk_1", 5).unwrap_err(),
+            Missed::Gone { first_available: 7 }
+        );
+
+        // A follower that stalls is not waited for past the hard cap.
+        tasks.submitted("tsk_2", "ctx_1", None);
+        let stalled = tasks.follow("tsk_2", 0);
+        tasks.begin("tsk_2", "ctx_1");
+        for n in 1..=9 {
+            tasks.status(
+                "tsk_2",
+                State::Working,
+                &format!("inference turn {n}"),
+                None,
+            );
+        }
+        assert_eq!(
+            stalled.next().unwrap_err(),
+            Missed::Gone { first_available: 3 }
         );
     }
 
