@@ -4,6 +4,7 @@
 #[macro_use]
 mod common;
 
+mod a2a_sdk;
 mod components;
 mod confined_shell;
 mod containment;

@@ -1,0 +1,712 @@
+//! Issue 15's scenarios with the official A2A SDKs as clients: Python's `a2a-sdk` and
+//! JS's `@a2a-js/sdk` (both 1.3.0, the v1.0 protocol) drive a capsule's address through
+//! their own card resolver and client, as another agent would.
+//!
+//! Each scenario is a script in `tests/sdk/` (one per SDK, the same scenarios) that
+//! prints one JSON line of what its SDK saw, events re-serialized as ProtoJSON by the
+//! SDK itself; the checks here read that line, so both SDKs are held to the same
+//! assertions and a failure shows what the client got. The SDKs are installed once
+//! (see `common::sdk`); without them the tests skip, printing why.
+//!
+//! Every capsule is a fresh `mur run` (a `mur serve` for the hosted scenario) of the
+//! scripted driver, taking tasks until it is dropped (`queue` + `sleep`); its script
+//! plays across the session, so each test writes the turns its tasks consume in order.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::host::{Host, Live};
+use crate::common::sdk::Client;
+use crate::common::*;
+
+const NAME: &str = "sdk-door";
+const VERSION: &str = "1.2.3";
+const DESCRIPTION: &str = "Answers A2A clients from a script";
+
+// ---------------------------------------------------------------------------------
+// Capsules.
+
+/// The capsule every scenario drives: the scripted driver, the shell (`bash`, for
+/// tool artifacts and slow tasks) and the `ask` tool (for input-required).
+fn manifest() -> String {
+    format!(
+        r#"name: {NAME}
+version: "{VERSION}"
+description: {DESCRIPTION}
+artifacts:
+  - name: ask
+    runtime: tool
+    source: {ask}
+inference:
+  driver: scripted
+  script: ./script.yaml
+  model: scripted-test
+capabilities:
+  shell:
+    allow: [bash]
+"#,
+        ask = guest(MUR_TOOL_ASK).display(),
+    )
+}
+
+/// A capsule serving at its address under `host`, playing `turns` across its tasks.
+struct Door {
+    live: Live,
+    _capsule: Capsule,
+}
+
+impl Door {
+    fn start(host: Host, name: &str, turns: &[String]) -> Door {
+        let capsule = Capsule::new(name, &manifest(), &format!("turns:\n{}", turns.concat()));
+        let live = Live::start(host, &capsule, QUEUE, &[]);
+        Door {
+            live,
+            _capsule: capsule,
+        }
+    }
+
+    fn run(name: &str, turns: &[String]) -> Door {
+        Door::start(Host::Run, name, turns)
+    }
+
+    /// The address as a client is given it: `http://HOST:PORT/`, or under `mur serve`
+    /// `http://HOST:PORT/c/<id>/`.
+    fn url(&self) -> String {
+        format!("http://{}{}", self.live.at.address, self.live.at.path)
+    }
+
+    fn scenario(&self, client: &Client, scenario: &str) -> Value {
+        client.scenario(scenario, &self.url(), self.live.at.token())
+    }
+}
+
+/// A turn calling the `ask` tool, which waits for the user's answer.
+fn ask_turn(prompt: &str) -> String {
+    format!(
+        "  - tool_calls: [{{id: a1, name: ask, input: {{prompt: {}}}}}]\n",
+        json!(prompt)
+    )
+}
+
+// ---------------------------------------------------------------------------------
+// Reading what an SDK saw: v1 ProtoJSON, as the SDKs re-serialize it.
+
+/// The payload of a stream event (`{"task": ...}`, `{"statusUpdate": ...}`, ...):
+/// its kind and body.
+fn payload(event: &Value) -> (&str, &Value) {
+    let map = event.as_object().expect("an event is an object");
+    assert_eq!(map.len(), 1, "an event has one payload: {event}");
+    let (kind, body) = map.iter().next().unwrap();
+    (kind.as_str(), body)
+}
+
+fn kind(event: &Value) -> &str {
+    payload(event).0
+}
+
+/// The state a task or status event reports.
+fn state(event: &Value) -> Option<&str> {
+    let (kind, body) = payload(event);
+    matches!(kind, "task" | "statusUpdate").then(|| body["status"]["state"].as_str().unwrap_or(""))
+}
+
+/// The task an event is about.
+fn task_of(event: &Value) -> &str {
+    let (kind, body) = payload(event);
+    let key = if kind == "task" { "id" } else { "taskId" };
+    body[key].as_str().unwrap_or_default()
+}
+
+/// `metadata.murmur.seq` of an event (a task snapshot carries it on the task). The
+/// Python SDK holds metadata as a protobuf `Struct`, whose numbers are doubles.
+fn seq(event: &Value) -> Option<u64> {
+    let value = &payload(event).1["metadata"]["murmur"]["seq"];
+    value.as_u64().or_else(|| {
+        value
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && *f >= 0.0)
+            .map(|f| f as u64)
+    })
+}
+
+/// The text of a message or an artifact: its text parts, joined.
+fn text(parts_holder: &Value) -> String {
+    parts_holder["parts"]
+        .as_array()
+        .map(|parts| parts.iter().filter_map(|p| p["text"].as_str()).collect())
+        .unwrap_or_default()
+}
+
+/// One label per event, for failure messages: `task:SUBMITTED`, `status:WORKING`,
+/// `artifact:bash`.
+fn labels(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| {
+            let (kind, body) = payload(e);
+            let short = |s: Option<&str>| {
+                s.unwrap_or("?")
+                    .trim_start_matches("TASK_STATE_")
+                    .to_string()
+            };
+            match kind {
+                "task" => format!(
+                    "task:{}@{:?}",
+                    short(body["status"]["state"].as_str()),
+                    seq(e)
+                ),
+                "statusUpdate" => format!(
+                    "status:{}@{:?}",
+                    short(body["status"]["state"].as_str()),
+                    seq(e)
+                ),
+                "artifactUpdate" => format!(
+                    "artifact:{}@{:?}",
+                    body["artifact"]["name"].as_str().unwrap_or("?"),
+                    seq(e)
+                ),
+                other => other.to_string(),
+            }
+        })
+        .collect()
+}
+
+fn events<'a>(seen: &'a Value, key: &str) -> &'a [Value] {
+    seen[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {key:?} in {seen}"))
+}
+
+/// The artifacts of a stream's artifact updates, in order.
+fn streamed_artifacts(events: &[Value]) -> Vec<&Value> {
+    events
+        .iter()
+        .filter(|e| kind(e) == "artifactUpdate")
+        .map(|e| &payload(e).1["artifact"])
+        .collect()
+}
+
+/// The task's final status, as a stream or a blocking send reports it: the last
+/// event's status.
+fn final_status(events: &[Value]) -> &Value {
+    let last = events.last().expect("at least one event");
+    &payload(last).1["status"]
+}
+
+/// The artifact named `name` among `artifacts`; exactly one.
+fn artifact<'a>(artifacts: &[&'a Value], name: &str) -> &'a Value {
+    let named: Vec<_> = artifacts.iter().filter(|a| a["name"] == name).collect();
+    assert_eq!(named.len(), 1, "one {name:?} artifact among {artifacts:?}");
+    named[0]
+}
+
+fn task_artifacts(task: &Value) -> Vec<&Value> {
+    task["artifacts"]
+        .as_array()
+        .map(|a| a.iter().collect())
+        .unwrap_or_default()
+}
+
+/// A stream's sequence numbers, checked: every event carries one, the first event is
+/// the task snapshot (the seq it includes) and each later event is the next number.
+/// Returns the snapshot's seq and the last.
+fn contiguous(events: &[Value]) -> (u64, u64) {
+    let seqs: Vec<Option<u64>> = events.iter().map(seq).collect();
+    assert!(
+        seqs.iter().all(Option::is_some),
+        "every event has a seq: {:?}",
+        labels(events)
+    );
+    let seqs: Vec<u64> = seqs.into_iter().flatten().collect();
+    let expected: Vec<u64> = (seqs[0]..seqs[0] + seqs.len() as u64).collect();
+    assert_eq!(
+        seqs,
+        expected,
+        "one seq after another: {:?}",
+        labels(events)
+    );
+    (seqs[0], *seqs.last().unwrap())
+}
+
+fn ids(list: &Value) -> Vec<&str> {
+    list["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tasks in {list}"))
+        .iter()
+        .map(|t| t["id"].as_str().unwrap_or_default())
+        .collect()
+}
+
+fn history(task: &Value) -> Vec<&Value> {
+    task["history"]
+        .as_array()
+        .map(|h| h.iter().collect())
+        .unwrap_or_default()
+}
+
+// ---------------------------------------------------------------------------------
+// The scenarios, each run with both SDKs.
+
+macro_rules! for_each_sdk {
+    ($($scenario:ident),* $(,)?) => {$(
+        pub(crate) mod $scenario {
+            use crate::common::sdk::Sdk;
+
+            #[test]
+            pub(crate) fn python() {
+                if let Some(client) = Sdk::Python.client() {
+                    super::$scenario(client);
+                }
+            }
+
+            #[test]
+            pub(crate) fn js() {
+                if let Some(client) = Sdk::Js.client() {
+                    super::$scenario(client);
+                }
+            }
+        }
+    )*};
+}
+
+for_each_sdk!(
+    the_card_resolves_to_the_capsule_and_its_interface,
+    a_sent_message_returns_the_completed_task_with_the_answer,
+    a_streamed_task_shows_the_tool_artifact_and_the_answer,
+    a_canceled_task_ends_canceled_and_its_command_stops,
+    an_input_required_task_takes_its_answer_on_the_same_task,
+    tasks_are_fetched_with_their_history_and_listed_newest_first,
+    a_dropped_stream_resumes_from_last_event_id_with_nothing_lost_or_repeated,
+    a_hosted_capsule_names_its_bearer_scheme_and_answers_with_the_token,
+);
+
+/// The card at `<address>.well-known/agent-card.json`, through the SDK's resolver: the
+/// manifest's name, description and version, the address as the JSON-RPC interface
+/// at v1.0, streaming, text in and out, a skill per tool, no security on an open
+/// address; and the SDK builds a client from it.
+fn the_card_resolves_to_the_capsule_and_its_interface(client: &Client) {
+    let door = Door::run("sdk-card", &[]);
+    let seen = door.scenario(client, "card");
+    let card = &seen["card"];
+    assert_eq!(
+        (&card["name"], &card["description"], &card["version"]),
+        (&json!(NAME), &json!(DESCRIPTION), &json!(VERSION)),
+        "{card:#}"
+    );
+    assert_eq!(
+        card["supportedInterfaces"],
+        json!([{"url": door.url(), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]),
+        "{card:#}"
+    );
+    assert_eq!(card["capabilities"]["streaming"], true, "{card:#}");
+    for modes in ["defaultInputModes", "defaultOutputModes"] {
+        assert!(
+            card[modes]
+                .as_array()
+                .is_some_and(|m| m.contains(&json!("text/plain"))),
+            "{modes}: {card:#}"
+        );
+    }
+    let skills = card["skills"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no skills: {card:#}"));
+    for skill in skills {
+        assert_eq!(
+            skill["id"], skill["name"],
+            "a skill is named by its tool: {skill}"
+        );
+    }
+    let names: Vec<&str> = skills.iter().filter_map(|s| s["id"].as_str()).collect();
+    assert!(
+        names.contains(&"ask") && names.contains(&"bash"),
+        "{names:?}"
+    );
+    assert!(
+        card.get("securitySchemes").is_none(),
+        "an open address: {card:#}"
+    );
+    assert_eq!(seen["client"], "created");
+}
+
+/// A blocking `SendMessage`: one Task back, completed, with the script's answer as
+/// the agent's status message and as the `response` artifact, under minted ids.
+fn a_sent_message_returns_the_completed_task_with_the_answer(client: &Client) {
+    let answer = "Hello from the capsule";
+    let door = Door::run("sdk-send", &[text_turn(answer)]);
+    let seen = door.scenario(client, "send");
+    let events = events(&seen, "events");
+    assert_eq!(events.len(), 1, "{:?}", labels(events));
+    let task = &events[0]["task"];
+    assert_completed_task(task, answer);
+}
+
+/// What a completed task says of itself: minted ids, the state, the answer as the
+/// agent's status message and as its `response` artifact.
+fn assert_completed_task(task: &Value, answer: &str) {
+    let id = task["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {task:#}"));
+    assert!(id.starts_with("tsk_"), "{task:#}");
+    assert!(
+        task["contextId"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("ctx_")),
+        "{task:#}"
+    );
+    let status = &task["status"];
+    assert_eq!(status["state"], "TASK_STATE_COMPLETED", "{task:#}");
+    assert_eq!(status["message"]["role"], "ROLE_AGENT", "{task:#}");
+    assert_eq!(text(&status["message"]), answer, "{task:#}");
+    assert_eq!(
+        text(artifact(&task_artifacts(task), "response")),
+        answer,
+        "{task:#}"
+    );
+}
+
+/// `SendStreamingMessage` of a task that calls a tool: the task first (submitted),
+/// then the turn's working status, the tool's artifact (its name, fenced output and
+/// murmur metadata), the `response` artifact, and the completed status with the
+/// answer, last; every event of the one task, numbered one after another.
+fn a_streamed_task_shows_the_tool_artifact_and_the_answer(client: &Client) {
+    let answer = "The tool said 42";
+    let door = Door::run(
+        "sdk-stream",
+        &[bash_turn("echo tool-says-42"), text_turn(answer)],
+    );
+    let seen = door.scenario(client, "stream_tool");
+    let events = events(&seen, "events");
+    let labels = labels(events);
+    assert_eq!(kind(&events[0]), "task", "{labels:?}");
+    assert_eq!(
+        state(&events[0]),
+        Some("TASK_STATE_SUBMITTED"),
+        "{labels:?}"
+    );
+    let task = task_of(&events[0]);
+    assert!(events.iter().all(|e| task_of(e) == task), "{labels:?}");
+    contiguous(events);
+
+    let working: Vec<String> = events
+        .iter()
+        .filter(|e| state(e) == Some("TASK_STATE_WORKING"))
+        .map(|e| text(&payload(e).1["status"]["message"]))
+        .collect();
+    assert!(
+        working.contains(&"inference turn 1".to_string()),
+        "{working:?}"
+    );
+
+    let artifacts = streamed_artifacts(events);
+    let tool = artifact(&artifacts, "bash");
+    assert!(text(tool).contains("tool-says-42"), "{tool:#}");
+    let murmur = &tool["metadata"]["murmur"];
+    assert_eq!(murmur["toolCallId"], "t1", "{tool:#}");
+    assert_eq!(murmur["isError"], false, "{tool:#}");
+    assert_eq!(murmur["exitCode"].as_f64(), Some(0.0), "{tool:#}");
+    assert_eq!(text(artifact(&artifacts, "response")), answer);
+
+    let terminal: Vec<&Value> = events
+        .iter()
+        .filter(|e| {
+            state(e).is_some_and(|s| s != "TASK_STATE_SUBMITTED" && s != "TASK_STATE_WORKING")
+        })
+        .collect();
+    assert_eq!(terminal.len(), 1, "{labels:?}");
+    assert_eq!(kind(events.last().unwrap()), "statusUpdate", "{labels:?}");
+    let status = final_status(events);
+    assert_eq!(status["state"], "TASK_STATE_COMPLETED", "{labels:?}");
+    assert_eq!(status["message"]["role"], "ROLE_AGENT");
+    assert_eq!(text(&status["message"]), answer);
+}
+
+/// `CancelTask` while the task's tool sleeps: the stream ends `CANCELED`, `GetTask`
+/// says `CANCELED`, all well before the sleep would have ended, and the command is
+/// gone.
+fn a_canceled_task_ends_canceled_and_its_command_stops(client: &Client) {
+    let sleep = marker(30);
+    let _guard = KillOnDrop(sleep.clone());
+    let door = Door::run(
+        "sdk-cancel",
+        &[
+            bash_turn(&format!("exec sleep {sleep}")),
+            text_turn("should not be said"),
+        ],
+    );
+    let seen = door.scenario(client, "cancel");
+    let events = events(&seen, "events");
+    let task = task_of(&events[0]);
+    let canceled = &seen["cancel"];
+    assert_eq!(canceled["id"], task, "{canceled:#}");
+    // The answer to CancelTask may come before the task has stopped.
+    assert!(
+        matches!(
+            canceled["status"]["state"].as_str(),
+            Some("TASK_STATE_CANCELED" | "TASK_STATE_WORKING")
+        ),
+        "{canceled:#}"
+    );
+    assert_eq!(
+        final_status(events)["state"],
+        "TASK_STATE_CANCELED",
+        "{:?}",
+        labels(events)
+    );
+    assert_eq!(
+        seen["task"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{:#}",
+        seen["task"]
+    );
+    assert!(
+        seen["seconds"].as_f64().unwrap() < 15.0,
+        "{}",
+        seen["seconds"]
+    );
+    eventually(Duration::from_secs(10), "the canceled command ends", || {
+        pids_running(&sleep).is_empty()
+    });
+}
+
+/// A tool asks (`request-input`): the stream closes at `INPUT_REQUIRED` with the
+/// prompt; the client's answer, sent on the same task and context, reaches the tool
+/// and the task completes with it (the script echoes the tool's result).
+fn an_input_required_task_takes_its_answer_on_the_same_task(client: &Client) {
+    let door = Door::run(
+        "sdk-input",
+        &[ask_turn("Which file?"), text_turn("{{last_tool_result}}")],
+    );
+    let seen = door.scenario(client, "input");
+    let context = seen["contextId"].as_str().unwrap();
+    let asked = events(&seen, "asked");
+    let task = task_of(&asked[0]);
+    assert_eq!(
+        state(&asked[0]),
+        Some("TASK_STATE_SUBMITTED"),
+        "{:?}",
+        labels(asked)
+    );
+    assert!(
+        asked.iter().all(|e| payload(e).1["contextId"] == context),
+        "the client's context on every event: {asked:#?}"
+    );
+    let waiting = final_status(asked);
+    assert_eq!(
+        waiting["state"],
+        "TASK_STATE_INPUT_REQUIRED",
+        "{:?}",
+        labels(asked)
+    );
+    assert_eq!(text(&waiting["message"]), "Which file?");
+
+    let answered = events(&seen, "answered");
+    assert!(
+        answered.iter().all(|e| task_of(e) == task),
+        "{:?}",
+        labels(answered)
+    );
+    let done = final_status(answered);
+    assert_eq!(
+        done["state"],
+        "TASK_STATE_COMPLETED",
+        "{:?}",
+        labels(answered)
+    );
+    assert!(text(&done["message"]).contains("README.md"), "{done:#}");
+    if answered.len() > 1 {
+        // Streamed: the task says it resumed before the tool's result comes.
+        let resumed = answered.iter().any(|e| {
+            state(e) == Some("TASK_STATE_WORKING")
+                && text(&payload(e).1["status"]["message"]) == "resumed"
+        });
+        assert!(resumed, "{answered:#?}");
+    }
+
+    let fetched = &seen["task"];
+    assert_eq!(
+        (&fetched["id"], &fetched["contextId"]),
+        (&json!(task), &json!(context))
+    );
+    assert_eq!(
+        fetched["status"]["state"], "TASK_STATE_COMPLETED",
+        "{fetched:#}"
+    );
+    assert!(
+        text(artifact(&task_artifacts(fetched), "ask")).contains("README.md"),
+        "{fetched:#}"
+    );
+    let said: Vec<String> = history(fetched).iter().map(|m| text(m)).collect();
+    assert!(
+        said.contains(&"summarise a file".to_string()) && said.contains(&"README.md".to_string()),
+        "the user's messages in the history: {said:?}"
+    );
+}
+
+/// Three blocking sends (two in one context, one in another), then `GetTask` with and
+/// without `historyLength`, and `ListTasks`: all, by context, by state, by pages of
+/// two (newest first throughout), and an unknown id's `TaskNotFoundError`.
+fn tasks_are_fetched_with_their_history_and_listed_newest_first(client: &Client) {
+    let answers = ["one", "two", "three"];
+    let door = Door::run("sdk-tasks", &answers.map(text_turn));
+    let seen = door.scenario(client, "tasks");
+    let contexts = &seen["contexts"];
+    let sent: Vec<&Value> = seen["sent"].as_array().unwrap().iter().collect();
+    for (task, answer) in sent.iter().zip(answers) {
+        assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task:#}");
+        assert_eq!(text(&task["status"]["message"]), answer, "{task:#}");
+    }
+    let contexts_sent: Vec<&Value> = sent.iter().map(|t| &t["contextId"]).collect();
+    assert_eq!(contexts_sent, [&contexts[0], &contexts[0], &contexts[1]]);
+    let [t1, t2, t3] = [0, 1, 2].map(|i| sent[i]["id"].as_str().unwrap());
+
+    let full = history(&seen["full"]);
+    assert_eq!(seen["full"]["id"], t1);
+    assert!(!full.is_empty(), "{:#}", seen["full"]);
+    assert_eq!(
+        history(&seen["last1"]),
+        [*full.last().unwrap()],
+        "historyLength 1: the last"
+    );
+    assert!(
+        history(&seen["none"]).is_empty(),
+        "historyLength 0: {:#}",
+        seen["none"]
+    );
+
+    assert_eq!(ids(&seen["all"]), [t3, t2, t1], "{:#}", seen["all"]);
+    assert_eq!(
+        seen["all"]["totalSize"].as_f64(),
+        Some(3.0),
+        "{:#}",
+        seen["all"]
+    );
+    assert!(
+        seen["all"]["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t.get("artifacts").is_none()),
+        "no artifacts unless asked for: {:#}",
+        seen["all"]
+    );
+    assert_eq!(ids(&seen["inA"]), [t2, t1], "{:#}", seen["inA"]);
+    assert_eq!(
+        ids(&seen["completed"]),
+        [t3, t2, t1],
+        "{:#}",
+        seen["completed"]
+    );
+    assert_eq!(ids(&seen["page1"]), [t3, t2], "{:#}", seen["page1"]);
+    assert!(
+        seen["page1"]["nextPageToken"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty())
+    );
+    assert_eq!(ids(&seen["page2"]), [t1], "{:#}", seen["page2"]);
+    assert!(
+        seen["page2"]["nextPageToken"]
+            .as_str()
+            .is_none_or(str::is_empty)
+    );
+
+    assert_eq!(
+        seen["missing"]["error"], "TaskNotFoundError",
+        "{:#}",
+        seen["missing"]
+    );
+}
+
+/// A stream dropped after the first tool's artifact, and `SubscribeToTask` with
+/// `Last-Event-ID` set to that event's seq a second later: the new stream starts at
+/// the next seq (no snapshot first), and the two together hold every event exactly
+/// once, in order, to the completed status. Afterwards the ended task refuses a
+/// subscription (`UnsupportedOperationError`).
+fn a_dropped_stream_resumes_from_last_event_id_with_nothing_lost_or_repeated(client: &Client) {
+    let steps = ["one", "two", "three", "four"];
+    let mut turns: Vec<String> = steps
+        .iter()
+        .map(|s| bash_turn(&format!("sleep 0.4; echo step-{s}")))
+        .collect();
+    turns.push(text_turn("all steps done"));
+    let door = Door::run("sdk-resume", &turns);
+    let seen = door.scenario(client, "resubscribe");
+    let first = events(&seen, "first");
+    let second = events(&seen, "second");
+    let last_seen = seen["lastEventId"].as_u64().unwrap();
+    assert_eq!(kind(&first[0]), "task", "{:?}", labels(first));
+    assert_eq!(
+        seq(first.last().unwrap()),
+        Some(last_seen),
+        "{:?}",
+        labels(first)
+    );
+    assert!(
+        !second.is_empty(),
+        "nothing after Last-Event-ID {last_seen}"
+    );
+    assert_ne!(
+        kind(&second[0]),
+        "task",
+        "no snapshot after Last-Event-ID: {:?}",
+        labels(second)
+    );
+    assert_eq!(seq(&second[0]), Some(last_seen + 1), "{:?}", labels(second));
+
+    let all: Vec<Value> = first.iter().chain(second).cloned().collect();
+    contiguous(&all);
+    let task = task_of(&first[0]);
+    assert!(all.iter().all(|e| task_of(e) == task), "{:?}", labels(&all));
+    let outputs: Vec<String> = streamed_artifacts(&all)
+        .iter()
+        .filter(|a| a["name"] == "bash")
+        .map(|a| text(a))
+        .collect();
+    assert_eq!(outputs.len(), steps.len(), "{outputs:?}");
+    for (output, step) in outputs.iter().zip(steps) {
+        assert!(output.contains(&format!("step-{step}")), "{outputs:?}");
+    }
+    let done = final_status(second);
+    assert_eq!(
+        done["state"],
+        "TASK_STATE_COMPLETED",
+        "{:?}",
+        labels(second)
+    );
+    assert_eq!(text(&done["message"]), "all steps done");
+
+    assert_eq!(
+        seen["afterEnd"]["error"], "UnsupportedOperationError",
+        "{:#}",
+        seen["afterEnd"]
+    );
+}
+
+/// Under `mur serve` the address wants its token: the card names the bearer scheme
+/// and requires it, its interface is the capsule's `/c/<id>/` address, and the SDK,
+/// given the token, sends a message and gets the answer.
+fn a_hosted_capsule_names_its_bearer_scheme_and_answers_with_the_token(client: &Client) {
+    let answer = "Hello through mur serve";
+    let door = Door::start(Host::Serve, "sdk-served", &[text_turn(answer)]);
+    assert!(
+        door.live.at.token().is_some(),
+        "a hosted capsule has a token"
+    );
+    let seen = door.scenario(client, "card");
+    let card = &seen["card"];
+    assert!(door.url().contains("/c/"), "{}", door.url());
+    assert_eq!(
+        card["supportedInterfaces"][0]["url"],
+        door.url(),
+        "{card:#}"
+    );
+    assert_eq!(
+        card["securitySchemes"],
+        json!({"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}}),
+        "{card:#}"
+    );
+    let required = card["securityRequirements"].to_string();
+    assert!(required.contains("bearer"), "{card:#}");
+
+    let sent = door.scenario(client, "send");
+    assert_completed_task(&events(&sent, "events")[0]["task"], answer);
+}

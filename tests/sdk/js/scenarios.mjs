@@ -1,0 +1,301 @@
+// Issue 15's A2A scenarios, driven by the official JS SDK (@a2a-js/sdk 1.3.0) as a
+// client of a capsule's address. `tests/all/a2a_sdk.rs` runs one scenario per process:
+//
+//     node scenarios.mjs <scenario> <address>        # the address ends with '/'
+//
+// with the capsule's token in A2A_TOKEN when its address wants one. The script prints
+// one JSON line of what the SDK saw, every event re-serialized with the SDK's own
+// ProtoJSON (`StreamResponse.toJSON`, ...), so the Rust test asserts on exactly what a
+// user of the SDK gets and its failure message shows it. A failure prints the same line
+// with an "error" key (and what was seen so far) and exits 1.
+//
+// The harness runs this file through a link inside its scratch npm folder, so that
+// `@a2a-js/sdk` resolves there as it would in a user's project.
+//
+// The capsule answers from a script (the scripted driver), so the texts sent here do
+// not steer it: each Rust test writes the turns its scenario needs.
+
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import {
+  AgentCard,
+  GetTaskRequest,
+  ListTasksRequest,
+  ListTasksResponse,
+  Message,
+  SendMessageRequest,
+  StreamResponse,
+  Task,
+  TaskState,
+} from '@a2a-js/sdk';
+import {
+  ClientFactory,
+  ClientFactoryOptions,
+  DefaultAgentCardResolver,
+  JsonRpcTransportFactory,
+  createAuthenticatingFetchWithRetry,
+} from '@a2a-js/sdk/client';
+
+// Every scenario ends well within this; a hang fails with what was seen so far.
+const DEADLINE_MS = Number(process.env.A2A_SCENARIO_DEADLINE ?? '25') * 1000;
+
+const view = (event) => StreamResponse.toJSON(event);
+
+// A sendMessage result: a Task or a Message, told apart as the SDK itself does.
+const resultView = (result) =>
+  'messageId' in result ? { message: Message.toJSON(result) } : { task: Task.toJSON(result) };
+
+function userMessage(text, contextId, taskId) {
+  const message = { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }] };
+  if (contextId) message.contextId = contextId;
+  if (taskId) message.taskId = taskId;
+  // From ProtoJSON, so every field the SDK's serializer reads has its default.
+  return SendMessageRequest.fromJSON({ message });
+}
+
+function eventState(event) {
+  const { $case, value } = event.payload ?? {};
+  if ($case === 'task' || $case === 'statusUpdate') return value.status?.state;
+  return undefined;
+}
+
+function eventTaskId(event) {
+  const { $case, value } = event.payload ?? {};
+  if ($case === 'task') return value.id;
+  if ($case === 'statusUpdate' || $case === 'artifactUpdate') return value.taskId;
+  return '';
+}
+
+function eventSeq(event) {
+  return event.payload?.value?.metadata?.murmur?.seq;
+}
+
+// What a user sees of an SDK error: its class (mapped from the JSON-RPC code) and the
+// code. An error inside an event stream arrives wrapped, the A2A error as its cause.
+function errorView(error) {
+  const a2a = error?.envelopeCode !== undefined ? error : (error?.cause ?? error);
+  return { error: a2a?.name, code: a2a?.envelopeCode, message: String(error?.message) };
+}
+
+// The SDK's own way to send a token: an authentication handler around fetch.
+function fetchWithToken() {
+  const token = process.env.A2A_TOKEN;
+  if (!token) return fetch;
+  return createAuthenticatingFetchWithRetry(fetch, {
+    headers: async () => ({ Authorization: `Bearer ${token}` }),
+    shouldRetryWithHeaders: async () => undefined,
+  });
+}
+
+// One capsule address: a card resolver and a client factory that share the fetch.
+class Door {
+  constructor(address) {
+    const fetchImpl = fetchWithToken();
+    this.address = address;
+    this.resolver = new DefaultAgentCardResolver({ fetchImpl });
+    this.factory = new ClientFactory(
+      ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+        transports: [new JsonRpcTransportFactory({ fetchImpl })],
+        cardResolver: this.resolver,
+      }),
+    );
+  }
+
+  // A client from the card at the address, as `createFromUrl` makes one.
+  client() {
+    return this.factory.createFromUrl(this.address);
+  }
+}
+
+// Every event of a stream to its close, each also pushed to `seen` as it comes (so a
+// failure shows how far it got).
+async function collect(stream, seen) {
+  const events = [];
+  for await (const event of stream) {
+    events.push(event);
+    seen.push(view(event));
+  }
+  return events;
+}
+
+// GetTask until `done(task)` holds, for at most `withinMs`.
+async function pollTask(client, id, done, withinMs = 10_000) {
+  const until = Date.now() + withinMs;
+  for (;;) {
+    const task = await client.getTask(GetTaskRequest.fromJSON({ id }));
+    if (done(task) || Date.now() > until) return task;
+    await sleep(100);
+  }
+}
+
+// -----------------------------------------------------------------------------------
+// The scenarios. Each fills `obs` (printed whatever happens).
+
+async function card(door, obs) {
+  const resolved = await door.resolver.resolve(door.address);
+  // The resolver hands back ProtoJSON as fetched unless it had to parse the card (a
+  // card with security schemes), then the SDK's objects: shown as ProtoJSON either way.
+  const parsed = Object.values(resolved.securitySchemes ?? {}).some((s) => s?.scheme?.$case);
+  obs.card = parsed ? AgentCard.toJSON(resolved) : resolved;
+  // The card must be one the SDK can build a client from.
+  await door.factory.createFromAgentCard(resolved);
+  obs.client = 'created';
+}
+
+async function send(door, obs) {
+  const client = await door.client();
+  obs.events = [resultView(await client.sendMessage(userMessage('say hello')))];
+}
+
+async function streamTool(door, obs) {
+  const client = await door.client();
+  obs.events = [];
+  await collect(client.sendMessageStream(userMessage('run the tool')), obs.events);
+}
+
+async function cancel(door, obs) {
+  const client = await door.client();
+  obs.events = [];
+  const started = Date.now();
+  let taskId;
+  for await (const event of client.sendMessageStream(userMessage('sleep a long time'))) {
+    obs.events.push(view(event));
+    taskId ||= eventTaskId(event);
+    if (obs.cancel === undefined && eventState(event) === TaskState.TASK_STATE_WORKING) {
+      // Give the slow tool a moment to start, so the cancel stops it running.
+      await sleep(500);
+      obs.cancel = Task.toJSON(await client.cancelTask({ tenant: '', id: taskId }));
+    }
+  }
+  obs.streamClosedAfter = (Date.now() - started) / 1000;
+  const task = await pollTask(
+    client,
+    taskId,
+    (t) => t.status?.state === TaskState.TASK_STATE_CANCELED,
+  );
+  obs.task = Task.toJSON(task);
+  obs.seconds = (Date.now() - started) / 1000;
+}
+
+async function inputRequired(door, obs) {
+  const client = await door.client();
+  const contextId = `sdk-js-${randomUUID().slice(0, 8)}`;
+  obs.contextId = contextId;
+  obs.asked = [];
+  const asked = await collect(
+    client.sendMessageStream(userMessage('summarise a file', contextId)),
+    obs.asked,
+  );
+  const waiting = asked.filter((e) => eventState(e) === TaskState.TASK_STATE_INPUT_REQUIRED);
+  if (waiting.length === 0) throw new Error('the stream closed without TASK_STATE_INPUT_REQUIRED');
+  const taskId = eventTaskId(waiting.at(-1));
+  // The answer goes on the same task, in its context: a blocking SendMessage, which
+  // returns the task once it has ended.
+  obs.answered = [resultView(await client.sendMessage(userMessage('README.md', contextId, taskId)))];
+  obs.task = Task.toJSON(await client.getTask(GetTaskRequest.fromJSON({ id: taskId })));
+}
+
+async function tasks(door, obs) {
+  const client = await door.client();
+  const suffix = randomUUID().slice(0, 8);
+  const [contextA, contextB] = [`sdk-a-${suffix}`, `sdk-b-${suffix}`];
+  obs.contexts = [contextA, contextB];
+  const sent = [];
+  for (const [text, contextId] of [['first', contextA], ['second', contextA], ['third', contextB]]) {
+    sent.push(await client.sendMessage(userMessage(text, contextId)));
+  }
+  obs.sent = sent.map((t) => Task.toJSON(t));
+  const first = sent[0].id;
+  const get = async (json) => Task.toJSON(await client.getTask(GetTaskRequest.fromJSON(json)));
+  const list = async (json) =>
+    ListTasksResponse.toJSON(await client.listTasks(ListTasksRequest.fromJSON(json)));
+  obs.full = await get({ id: first });
+  obs.last1 = await get({ id: first, historyLength: 1 });
+  obs.none = await get({ id: first, historyLength: 0 });
+  obs.all = await list({});
+  obs.inA = await list({ contextId: contextA });
+  obs.completed = await list({ status: 'TASK_STATE_COMPLETED' });
+  const page1 = await client.listTasks(ListTasksRequest.fromJSON({ pageSize: 2 }));
+  obs.page1 = ListTasksResponse.toJSON(page1);
+  obs.page2 = await list({ pageSize: 2, pageToken: page1.nextPageToken });
+  try {
+    await client.getTask(GetTaskRequest.fromJSON({ id: 'tsk_00000000000000000000000000000000' }));
+    obs.missing = { error: null };
+  } catch (error) {
+    obs.missing = errorView(error);
+  }
+}
+
+async function resubscribe(door, obs) {
+  const client = await door.client();
+  obs.first = [];
+  const dropped = new AbortController();
+  let taskId;
+  let seq;
+  for await (const event of client.sendMessageStream(userMessage('a long task'), {
+    signal: dropped.signal,
+  })) {
+    obs.first.push(view(event));
+    taskId ||= eventTaskId(event);
+    // Drop the connection mid-task, after the first tool's artifact.
+    if (event.payload?.$case === 'artifactUpdate') {
+      seq = eventSeq(event);
+      break;
+    }
+  }
+  dropped.abort();
+  obs.lastEventId = seq;
+  // Long enough to miss the next tool's events while away.
+  await sleep(1000);
+  obs.second = [];
+  await collect(
+    client.resubscribeTask(
+      { tenant: '', id: taskId },
+      { serviceParameters: { 'Last-Event-ID': String(seq) } },
+    ),
+    obs.second,
+  );
+  // The task has ended: a subscription without a cursor is refused.
+  try {
+    obs.afterEnd = [];
+    await collect(client.resubscribeTask({ tenant: '', id: taskId }), obs.afterEnd);
+  } catch (error) {
+    obs.afterEnd = errorView(error);
+  }
+}
+
+const SCENARIOS = {
+  card,
+  send,
+  stream_tool: streamTool,
+  cancel,
+  input: inputRequired,
+  tasks,
+  resubscribe,
+};
+
+async function main() {
+  const [scenario, address] = process.argv.slice(2);
+  const obs = { sdk: 'js', scenario };
+  const report = (status) => {
+    process.stdout.write(`${JSON.stringify(obs)}\n`, () => process.exit(status));
+  };
+  const deadline = setTimeout(() => {
+    obs.error = `deadline: the scenario did not end within ${DEADLINE_MS} ms`;
+    report(1);
+  }, DEADLINE_MS);
+  try {
+    await SCENARIOS[scenario](new Door(address), obs);
+    clearTimeout(deadline);
+    report(0);
+  } catch (error) {
+    clearTimeout(deadline);
+    obs.error = `${error?.name}: ${error?.message}`;
+    obs.errorDetail = errorView(error);
+    obs.stack = String(error?.stack);
+    report(1);
+  }
+}
+
+main();
