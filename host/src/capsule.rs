@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::a2a;
 use crate::builtin;
 use crate::bus::Bus;
 use crate::confine::{Class, Jail};
@@ -46,6 +47,9 @@ pub struct Options<'a> {
     pub resume: Option<&'a str>,
     /// Where the replay ring is kept across restarts; `None` keeps it in memory only.
     pub journal: Option<PathBuf>,
+    /// Where the A2A task store is kept across restarts; `None` keeps it in the
+    /// session's records, starting from the resumed session's tasks.
+    pub tasks: Option<PathBuf>,
     /// The memory every instance of the capsule shares; `None` bounds each alone.
     pub memory: Option<Arc<Budget>>,
 }
@@ -72,6 +76,7 @@ pub struct Staged {
     launch: Option<String>,
     resumed: Option<Resumed>,
     journal_note: Option<String>,
+    tasks_file: Option<PathBuf>,
 }
 
 /// What a shell command of the capsule could reach (`mur run --explain-scope`),
@@ -102,7 +107,10 @@ pub async fn stage(engine: &Engine, m: Arc<Manifest>, opts: Options<'_>) -> Resu
         Some(path) => journaled(path),
         None => (Bus::new(), None),
     };
-    let wire = Arc::new(Wire::new(bus).with_max_chunk_bytes(m.capabilities.limits.max_chunk_bytes));
+    let wire = Wire::new(bus)
+        .with_max_chunk_bytes(m.capabilities.limits.max_chunk_bytes)
+        .keeping(m.lifecycle.task_history);
+    let wire = Arc::new(wire);
     let memory = opts.memory.clone();
     let (loop_component, staged) =
         stage::stage(engine, &m, opts.loop_path, &workdir, &wire, memory).await?;
@@ -132,6 +140,7 @@ pub async fn stage(engine: &Engine, m: Arc<Manifest>, opts: Options<'_>) -> Resu
         launch,
         resumed,
         journal_note,
+        tasks_file: opts.tasks,
     })
 }
 
@@ -149,6 +158,7 @@ impl Staged {
             launch,
             resumed,
             journal_note,
+            tasks_file,
         } = self;
         let session_loop = staged.session_loop.clone();
         let driver_label = staged.driver_label.clone();
@@ -174,7 +184,9 @@ impl Staged {
         if let Some(note) = journal_note {
             launched.workdir.log(&format!("replay journal: {note}"));
         }
+        keep_tasks(&m, &launched, tasks_file, resumed.as_ref());
         Ok(Opened {
+            url: url.to_string(),
             m,
             session,
             launched,
@@ -188,6 +200,7 @@ impl Staged {
 
 /// A capsule whose session is open: it can be served; `run` runs its loop.
 pub struct Opened {
+    url: String,
     m: Arc<Manifest>,
     session: crate::session::Session,
     launched: Launched,
@@ -216,10 +229,11 @@ impl Opened {
         &self.session_loop
     }
 
-    /// What the address serves from.
-    pub fn served(&self) -> Arc<Served> {
+    /// What the address serves from; `guard` says whether callers need its token.
+    pub fn served(&self, guard: a2a::Guard) -> Arc<Served> {
         let launched = &self.launched;
         Arc::new(Served {
+            card: a2a::card(&self.m, &self.url, &launched.tools.specs(), guard),
             session_id: launched.session_id.clone(),
             mode: self.m.lifecycle.conversation,
             queue: launched.queue.clone(),
@@ -301,6 +315,25 @@ impl Opened {
             (ran, _) => Ended { ran, ..outcome },
         }
     }
+}
+
+/// The A2A task store on disk: `file` when the host names one (it outlives sessions),
+/// else the session's records, starting from the tasks of the session it resumes.
+fn keep_tasks(m: &Manifest, launched: &Launched, file: Option<PathBuf>, resumed: Option<&Resumed>) {
+    let keep = m.lifecycle.task_history;
+    let (path, mut earlier) = match file {
+        Some(path) => (path, Vec::new()),
+        None => {
+            let earlier = resumed
+                .and_then(|r| r.trace.parent())
+                .map(|dir| a2a::read_journal(&dir.join(a2a::JOURNAL_FILE)))
+                .unwrap_or_default();
+            (launched.workdir.records.join(a2a::JOURNAL_FILE), earlier)
+        }
+    };
+    let (journal, kept) = a2a::Journal::open(&path, keep);
+    earlier.extend(kept);
+    launched.wire.tasks().keep_in(journal, earlier);
 }
 
 /// A model server the allow list does not reach is refused at every request; say so

@@ -173,6 +173,11 @@ impl Control {
         for task in self.queue.drain() {
             let rejected = line::task_rejected(&task.id, line::Rejected::SessionStopped);
             let _ = self.trace.under_session(Some(&task.id), rejected);
+            // The seed's wire says nothing of these; a v1 client waiting on one is told.
+            let why = "the session stopped before the task started";
+            self.wire
+                .tasks()
+                .canceled_queued(&task.id, &task.context_id, why);
         }
         self.running.cancel(None);
     }

@@ -3,6 +3,7 @@
 //! components, and confines its shell. The binary is a thin `main` over this library;
 //! tests and benchmarks use the same client and frame parser.
 
+mod a2a;
 mod address;
 mod bindings;
 mod builtin;

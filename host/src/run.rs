@@ -8,6 +8,7 @@ use std::time::Instant;
 use serde_json::json;
 use tokio::net::TcpListener;
 
+use crate::a2a;
 use crate::capsule::{self, Launch, Launched, LoopIdentity, Options};
 use crate::cli::RunArgs;
 use crate::confine::Class;
@@ -31,6 +32,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         launch: Launch::FromRun(args.task.as_deref()),
         resume: args.resume.as_deref(),
         journal: None,
+        tasks: None,
         memory: None,
     };
     if args.explain_scope {
@@ -52,7 +54,10 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
     }
     announce(&args, &m, launched, &url, opened.session_loop());
     let control = launched.control.clone();
-    let server = tokio::spawn(server::serve(listener, Mount::One(opened.served())));
+    let server = tokio::spawn(server::serve(
+        listener,
+        Mount::One(opened.served(a2a::Guard::Open)),
+    ));
     let signals = tokio::spawn(stop_on_signals(control));
     let json = args.json;
     let ended = opened

@@ -343,13 +343,17 @@ impl Fleet {
     /// shorter is not found, as anything but `/` is for `mur run`.
     fn capsule_route(&self, request: &Request, rest: &str) -> Route {
         let not_found = || Route::Refuse(Reply::status("404 Not Found"));
-        let Some(id) = rest.strip_suffix('/').filter(|id| registry::is_id(id)) else {
+        // The agent card beneath the address is public: it is how a client learns
+        // that the address wants a token.
+        let card = rest.strip_suffix(crate::a2a::CARD_PATH);
+        let address = card.unwrap_or(rest);
+        let Some(id) = address.strip_suffix('/').filter(|id| registry::is_id(id)) else {
             return not_found();
         };
         let Some(hosted) = self.get(id) else {
             return not_found();
         };
-        if !hosted.admits(request.header("authorization")) {
+        if card.is_none() && !hosted.admits(request.header("authorization")) {
             return Route::Refuse(unauthorized());
         }
         if self.draining.load(Ordering::Acquire) {

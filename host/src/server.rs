@@ -17,6 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{Instant, MissedTickBehavior, interval_at, timeout};
 
+use crate::a2a;
 use crate::bus::Next;
 use crate::control::{CancelError, Control};
 use crate::frames::{self, Frame, HEARTBEAT};
@@ -52,6 +53,8 @@ pub struct Served {
     pub inbox: Arc<Inbox>,
     /// `tasks/cancel` and `murmur/stop`.
     pub control: Arc<Control>,
+    /// The agent card, encoded once.
+    pub card: bytes::Bytes,
 }
 
 /// What one listener serves.
@@ -204,7 +207,9 @@ async fn dispatch(mut socket: TcpStream, mount: Mount) {
         Err(_) => return reply_status(&mut socket, "408 Request Timeout").await,
     };
     match mount {
-        Mount::One(served) if request.path == "/" => handle(socket, request, &served).await,
+        Mount::One(served) if request.path == "/" || is_card(&request) => {
+            handle(socket, request, &served).await
+        }
         Mount::One(_) => reply_status(&mut socket, "404 Not Found").await,
         Mount::Many(router) => match router.route(&request) {
             Route::Capsule(served, capsule_slot, mut over) => {
@@ -237,8 +242,19 @@ impl Request {
     }
 }
 
-/// A request to a capsule's address (its path already matched).
+/// The path of the capsule's agent card, beneath its address.
+pub fn is_card(request: &Request) -> bool {
+    request
+        .path
+        .strip_suffix(a2a::CARD_PATH)
+        .is_some_and(|address| address.ends_with('/'))
+}
+
+/// A request to a capsule's address or its agent card (its path already matched).
 async fn handle(mut socket: TcpStream, request: Request, served: &Served) {
+    if is_card(&request) {
+        return card(socket, &request, served).await;
+    }
     let is_json = request
         .header("content-type")
         .and_then(|v| v.split(';').next())
@@ -254,6 +270,7 @@ async fn handle(mut socket: TcpStream, request: Request, served: &Served) {
     };
     let id = call.get("id").cloned().unwrap_or(Value::Null);
     match call.get("method").and_then(Value::as_str) {
+        Some(method) if a2a::speaks(method) => a2a::answer(socket, &request, served, call).await,
         Some("stream/watch") => watch(socket, &request, served).await,
         Some("message/stream") if served.queue.policy().acceptance == Acceptance::None => {
             reply_json(&mut socket, rpc_error(&id, -32601, "Method not found")).await
@@ -278,6 +295,23 @@ async fn handle(mut socket: TcpStream, request: Request, served: &Served) {
         }
         _ => reply_json(&mut socket, rpc_error(&id, -32601, "Method not found")).await,
     }
+}
+
+/// `GET` the agent card; it is public, as clients read it to learn how to call.
+async fn card(mut socket: TcpStream, request: &Request, served: &Served) {
+    let reply = match request.method.as_str() {
+        "GET" => Reply {
+            status: "200 OK",
+            content_type: "application/json",
+            headers: vec![("cache-control", "no-cache".to_string())],
+            body: served.card.to_vec(),
+        },
+        _ => Reply {
+            headers: vec![("allow", "GET".to_string())],
+            ..Reply::status("405 Method Not Allowed")
+        },
+    };
+    reply.write(&mut socket).await;
 }
 
 /// Reads one request: head, then a body of `content-length` bytes.
@@ -388,6 +422,9 @@ fn rpc_error(id: &Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
+const REJECTED_BUSY: &str = "task rejected: capsule is busy";
+const QUEUE_CLOSED: &str = "internal error: queue send failed";
+
 const SSE_HEAD: &[u8] =
     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: keep-alive\r\n\r\n";
 
@@ -400,13 +437,13 @@ fn last_event_id(request: &Request) -> Option<Result<u64, ()>> {
 
 /// An open event stream: frames, and a heartbeat due every interval from when the
 /// connection opened, whatever else was written.
-struct Stream {
+pub(crate) struct Stream {
     socket: TcpStream,
     heartbeat: tokio::time::Interval,
 }
 
 impl Stream {
-    async fn open(mut socket: TcpStream) -> std::io::Result<Self> {
+    pub(crate) async fn open(mut socket: TcpStream) -> std::io::Result<Self> {
         socket.write_all(SSE_HEAD).await?;
         let every = heartbeat_every();
         let mut heartbeat = interval_at(Instant::now() + every, every);
@@ -419,6 +456,16 @@ impl Stream {
 
     async fn write(&mut self, frame: &Frame) -> std::io::Result<()> {
         self.socket.write_all(&frame.bytes).await
+    }
+
+    pub(crate) async fn write_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.socket.write_all(bytes).await
+    }
+
+    /// Waits for the next heartbeat, then writes it.
+    pub(crate) async fn beat(&mut self) -> std::io::Result<()> {
+        self.heartbeat.tick().await;
+        self.socket.write_all(HEARTBEAT).await
     }
 
     /// Live frames until `stop` says so, the bus closes, or the client goes away.
@@ -446,12 +493,12 @@ impl Stream {
                     }
                     Next::Closed => return Ok(true),
                 },
-                _ = self.heartbeat.tick() => self.socket.write_all(HEARTBEAT).await?,
+                beat = self.beat() => beat?,
             }
         }
     }
 
-    async fn close(mut self) {
+    pub(crate) async fn close(mut self) {
         let _ = self.socket.shutdown().await;
     }
 }
@@ -548,12 +595,36 @@ fn message_text(message: &Message) -> String {
 
 /// Whether the message answered a tool's open `request-input` wait in its context:
 /// then it is that reply, not a new task.
-fn answers_input(inbox: &Inbox, message: &Message) -> bool {
+fn answers_input(served: &Served, message: &Message) -> bool {
     // A message without a context starts a new one: it cannot answer a wait.
     let Some(context_id) = message.context_id.as_deref() else {
         return false;
     };
-    inbox.deliver(context_id, message_text(message)).is_ok()
+    let tasks = served.wire.tasks();
+    let waiting = tasks.waiting_in(context_id);
+    if served
+        .inbox
+        .deliver(context_id, message_text(message))
+        .is_err()
+    {
+        return false;
+    }
+    if let Some(task) = waiting {
+        tasks.answered(&task, v1_message(message));
+    }
+    true
+}
+
+/// The seed's message as the v1 door keeps it in a task's history.
+fn v1_message(message: &Message) -> ::a2a::Message {
+    let parts = message
+        .parts
+        .iter()
+        .map(|p| ::a2a::Part::text(&p.text))
+        .collect();
+    let mut v1 = ::a2a::Message::new(::a2a::Role::User, parts);
+    v1.message_id = message.message_id.clone();
+    v1
 }
 
 async fn message_stream(socket: TcpStream, request: &Request, served: &Served, params: Value) {
@@ -570,7 +641,7 @@ async fn message_stream(socket: TcpStream, request: &Request, served: &Served, p
             Ok(message) => message,
             Err(e) => return stream.write(&frames::error(&e)).await,
         };
-        if answers_input(&served.inbox, &message) {
+        if answers_input(served, &message) {
             // The reply resumes the running task: this connection follows it from here.
             return stream.pump(&conn, |f| f.ends_stream).await.map(|_| ());
         }
@@ -587,18 +658,20 @@ async fn message_stream(socket: TcpStream, request: &Request, served: &Served, p
         let received = line::a2a_task_received(&task, request.header("traceparent"));
         // A failed trace write is kept by the trace: the loop's next step ends on it.
         let _ = served.trace.under_session(Some(&task_id), received);
+        let tasks = served.wire.tasks();
+        tasks.submitted(&task_id, &context_id, Some(v1_message(&message)));
         match served.queue.submit(task) {
             Ok(()) => stream.pump(&conn, |f| f.ends_stream).await.map(|_| ()),
             Err(Refusal::Busy) => {
                 // The trace says what became of every task it saw arrive.
                 let rejected = line::task_rejected(&task_id, line::Rejected::Busy);
                 let _ = served.trace.under_session(Some(&task_id), rejected);
+                tasks.rejected(&task_id, &context_id, None, REJECTED_BUSY);
                 stream.write(&frames::rejected(&task_id, &context_id)).await
             }
             Err(Refusal::Closed) => {
-                stream
-                    .write(&frames::error("internal error: queue send failed"))
-                    .await
+                tasks.rejected(&task_id, &context_id, None, QUEUE_CLOSED);
+                stream.write(&frames::error(QUEUE_CLOSED)).await
             }
         }
     };

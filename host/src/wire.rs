@@ -4,6 +4,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::a2a::Tasks;
 use crate::bus::Bus;
 use crate::frames::{self, ArtifactFrame, State};
 
@@ -23,6 +24,9 @@ pub const QUEUED_CANCEL_COUNTER_START: u64 = 2_305_843_009_213_693_951;
 /// The input-wait counter's value at the start of every `request-input` call (2^63 - 1).
 pub const INPUT_WAIT_COUNTER_START: u64 = 9_223_372_036_854_775_807;
 
+/// The message of a task canceled while it waited in the queue.
+const QUEUED_CANCELED: &str = "task canceled before it started";
+
 /// The input-wait counter of one `request-input` call: a fresh one per call, as the
 /// seed numbers every wait from the same value.
 pub struct InputWait {
@@ -39,6 +43,8 @@ impl Default for InputWait {
 
 pub struct Wire {
     bus: Arc<Bus>,
+    /// The same events, kept per task for the A2A v1.0 door.
+    tasks: Arc<Tasks>,
     counters: Mutex<Counters>,
     /// `capabilities.limits.max_chunk_bytes`.
     max_chunk_bytes: u64,
@@ -66,6 +72,7 @@ impl Wire {
     pub fn new(bus: Arc<Bus>) -> Self {
         Wire {
             bus,
+            tasks: Arc::new(Tasks::default()),
             counters: Mutex::new(Counters {
                 task: None,
                 next_id: 0,
@@ -86,8 +93,20 @@ impl Wire {
         }
     }
 
+    /// The store keeps the `keep` most recent tasks.
+    pub fn keeping(self, keep: usize) -> Self {
+        Wire {
+            tasks: Arc::new(Tasks::new(keep)),
+            ..self
+        }
+    }
+
     pub fn bus(&self) -> &Arc<Bus> {
         &self.bus
+    }
+
+    pub fn tasks(&self) -> &Arc<Tasks> {
+        &self.tasks
     }
 
     fn counters(&self) -> MutexGuard<'_, Counters> {
@@ -103,16 +122,19 @@ impl Wire {
         c.next_id = 0;
         c.chunked_this_call = false;
         c.chunked_last_call = false;
+        self.tasks.begin(task, context);
     }
 
     pub fn end_task(&self) {
         self.counters().task = None;
+        self.tasks.end();
     }
 
     pub fn status(&self, state: State, message: &str, response: Option<&str>) {
         let mut c = self.counters();
         let Some(ids) = &c.task else { return };
         let frame = frames::status(c.next_id, &ids.task, &ids.context, state, message, response);
+        self.tasks.status(&ids.task, state, message, response);
         c.next_id += 1;
         self.bus.publish(frame);
     }
@@ -121,6 +143,7 @@ impl Wire {
         let mut c = self.counters();
         let Some(ids) = &c.task else { return };
         let frame = frames::artifact(c.next_id, &ids.task, artifact);
+        self.tasks.artifact(&ids.task, artifact);
         c.next_id += 1;
         self.bus.publish(frame);
     }
@@ -132,6 +155,7 @@ impl Wire {
         let frame = frames::input_status(wait.next_id, &ids.task, state, message);
         wait.next_id = wait.next_id.wrapping_add(1);
         self.bus.publish(frame);
+        self.tasks.input(&ids.task, state, message);
     }
 
     /// A task canceled while it waited in the queue: its only frame.
@@ -142,11 +166,12 @@ impl Wire {
             task,
             context,
             State::Canceled,
-            "task canceled before it started",
+            QUEUED_CANCELED,
             None,
         );
         c.next_queued_cancel += 1;
         self.bus.publish(frame);
+        self.tasks.canceled_queued(task, context, QUEUED_CANCELED);
     }
 
     /// A piece of reply text from a driver or a tool; outside a task it goes nowhere.
@@ -155,6 +180,7 @@ impl Wire {
         let mut c = self.counters();
         let Some(ids) = &c.task else { return false };
         let frame = frames::text(c.next_chunk, &ids.task, text, false);
+        self.tasks.chunk(&ids.task, text);
         c.next_chunk += 1;
         c.chunked_this_call = true;
         self.bus.publish(frame) >= CROWDED
@@ -171,6 +197,10 @@ impl Wire {
     /// Before each inference call the chunk counter takes the task's counter's value.
     pub fn before_inference(&self) {
         let mut c = self.counters();
+        if let Some(ids) = &c.task {
+            // A reply a tool streamed is complete when the next call begins.
+            self.tasks.reply_end(&ids.task);
+        }
         c.next_chunk = c.next_id;
         c.chunked_this_call = false;
         c.in_call = true;
@@ -188,6 +218,7 @@ impl Wire {
             && let Some(ids) = &c.task
         {
             let frame = frames::text(c.next_chunk, &ids.task, "", true);
+            self.tasks.reply_end(&ids.task);
             c.next_chunk += 1;
             self.bus.publish(frame);
         }

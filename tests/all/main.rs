@@ -4,6 +4,14 @@
 #[macro_use]
 mod common;
 
+mod a2a;
+// The v1 door's tests again, against capsules hosted by `mur serve`.
+#[path = "a2a.rs"]
+#[expect(
+    clippy::duplicate_mod,
+    reason = "the same tests, compiled for the other host"
+)]
+mod a2a_served;
 mod a2a_sdk;
 mod components;
 mod confined_shell;

@@ -423,6 +423,12 @@ mod tests {
         let want = "murmur.yaml:7: invalid lifecycle config for 'lifecycle.queue_depth': must be \
                     at least 1, found 0";
         assert_eq!(e.message, want);
+        let e = s.err(&base("lifecycle:\n  task_history: 0\n"));
+        let want = "murmur.yaml:7: invalid lifecycle config for 'lifecycle.task_history': must be \
+                    at least 1, found 0";
+        assert_eq!(e.message, want);
+        let e = s.err(&base("lifecycle:\n  task_history: 100001\n"));
+        assert!(e.message.contains("at most 100000"), "{}", e.message);
         let m = s.ok(&base(
             "lifecycle:\n  max_task_reopens: 0\n  shell_grace_secs: 0\n",
         ));

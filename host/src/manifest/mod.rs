@@ -69,6 +69,8 @@ pub struct Manifest {
     pub dir: PathBuf,
     pub name: String,
     pub version: String,
+    /// What the capsule is for, as its agent card says.
+    pub description: Option<String>,
     pub artifacts: Vec<Artifact>,
     /// The `runtime: loop` artifact the session runs: the one `loop: NAME` names, else the
     /// only loop artifact declared. `None`: the built-in loop.
@@ -251,6 +253,8 @@ pub struct Lifecycle {
     pub input_timeout_secs: Option<u64>,
     /// Tool calls a `call-tools` batch runs at once; 1 runs them one after another.
     pub parallel_tools: usize,
+    /// How many tasks the A2A task store keeps (the most recent).
+    pub task_history: usize,
 }
 
 impl Default for Lifecycle {
@@ -264,6 +268,7 @@ impl Default for Lifecycle {
             shell_grace_secs: 10,
             input_timeout_secs: None,
             parallel_tools: 1,
+            task_history: 100,
         }
     }
 }
@@ -479,6 +484,7 @@ fn build_manifest(cx: &mut Cx, root: Option<&Node>, path: PathBuf) -> Result<Man
     if version.trim().is_empty() {
         return Err(cx.invalid(line, "version", "must not be empty"));
     }
+    let description = top.opt_str(cx, "description")?.map(|(text, _)| text);
     let artifacts = artifacts::artifacts(cx, &top)?;
     let session_loop = session_loop::session_loop(cx, &top, &artifacts)?;
     let inference = inference::inference(cx, &top, &artifacts)?;
@@ -487,6 +493,7 @@ fn build_manifest(cx: &mut Cx, root: Option<&Node>, path: PathBuf) -> Result<Man
         dir: cx.dir.clone(),
         name,
         version,
+        description,
         artifacts,
         session_loop,
         inference,

@@ -4,7 +4,7 @@ use super::tree::join;
 
 #[rustfmt::skip]
 const SCHEMA: &[(&str, &[&str])] = &[
-    ("", &["name", "version", "artifacts", "loop", "inference", "context", "lifecycle",
+    ("", &["name", "version", "description", "artifacts", "loop", "inference", "context", "lifecycle",
            "capabilities", "network", "trace"]),
     ("artifacts[]", &["name", "version", "runtime", "source", "local_source", "capabilities",
                       "description", "on_overflow", "binding", "execution_mode",
@@ -20,7 +20,7 @@ const SCHEMA: &[(&str, &[&str])] = &[
     ("context", &["max_tokens", "seed_budget", "seed_overflow_margin"]),
     ("lifecycle", &["task_acceptance", "after_task", "queue_depth", "conversation",
                     "max_task_reopens", "shell_grace_secs", "input_timeout_secs",
-                    "parallel_tools"]),
+                    "parallel_tools", "task_history"]),
     ("capabilities", &["network", "filesystem", "shell", "env", "limits", "containment"]),
     ("capabilities.network", &["allow"]),
     ("capabilities.filesystem", &["scope", "workdir_exec"]),

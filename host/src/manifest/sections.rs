@@ -61,12 +61,19 @@ pub(super) fn lifecycle(cx: &mut Cx, top: &Section) -> Result<Lifecycle> {
         parallel_tools: sec
             .opt_uint(cx, "parallel_tools", 1, MAX_PARALLEL_TOOLS)?
             .map_or(d.parallel_tools, |v| v as usize),
+        task_history: sec
+            .opt_uint(cx, "task_history", 1, MAX_TASK_HISTORY)?
+            .map_or(d.task_history, |v| v as usize),
     })
 }
 
 /// Tool calls of one reply that may run side by side: each holds its own component
 /// instance or process, so the ceiling keeps one reply from taking the machine.
 const MAX_PARALLEL_TOOLS: u64 = 16;
+
+/// Tasks the A2A task store may keep: each holds its messages and tool results in
+/// memory, so the ceiling keeps a typo from holding gigabytes.
+const MAX_TASK_HISTORY: u64 = 100_000;
 
 pub(super) fn network(cx: &mut Cx, top: &Section) -> Result<Network> {
     let sec = top.sub(cx, "network")?;

@@ -144,6 +144,9 @@ lifecycle:
   max_task_reopens: 2
   shell_grace_secs: 20
   input_timeout_secs: 300
+  task_history: 250
+
+description: Keeps notes on what it reads.
 "#;
 
 pub(super) fn example_files(s: &Scratch) {

@@ -17,6 +17,10 @@ fn full_example() {
         (m.name.as_str(), m.version.as_str()),
         ("notes-agent", "0.3.0")
     );
+    assert_eq!(
+        m.description.as_deref(),
+        Some("Keeps notes on what it reads.")
+    );
 
     let names: Vec<&str> = m.artifacts.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(
@@ -78,6 +82,7 @@ fn full_example() {
         shell_grace_secs: 20,
         input_timeout_secs: Some(300),
         parallel_tools: 1,
+        task_history: 250,
     };
     assert_eq!(m.lifecycle, expected);
 
@@ -118,6 +123,8 @@ fn defaults() {
         (1, 1)
     );
     assert_eq!(m.lifecycle.shell_grace_secs, 10);
+    assert_eq!(m.lifecycle.task_history, 100);
+    assert_eq!(m.description, None);
     assert_eq!(m.capabilities, Capabilities::default());
     assert_eq!(m.capabilities.memory_bytes, 536_870_912);
     assert_eq!(m.capabilities.deadline_seconds, 600);

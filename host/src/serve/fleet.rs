@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use super::metrics::Stats;
 use super::registry::{Entry, Registry};
 use super::token;
+use crate::a2a;
 use crate::capsule::{self, Launch, Options};
 use crate::confine::Class;
 use crate::control::{Control, FinishedTasks};
@@ -267,6 +268,7 @@ impl Fleet {
             launch: Launch::None,
             resume: resume.then_some("@1"),
             journal: Some(self.registry.journal(&entry.id)),
+            tasks: Some(self.registry.tasks(&entry.id)),
             memory: Some(memory.clone()),
         };
         let staged = capsule::stage(&self.engine, m.clone(), options).await?;
@@ -276,7 +278,10 @@ impl Fleet {
         let live = Live {
             name: m.name.clone(),
             session_id: launched.session_id.clone(),
-            served: opened.served(),
+            served: opened.served(match entry.token_sha256 {
+                Some(_) => a2a::Guard::Bearer,
+                None => a2a::Guard::Open,
+            }),
             control: launched.control.clone(),
             finished: launched.control.finished.clone(),
             memory,

@@ -81,6 +81,11 @@ impl Registry {
         self.records(id).join("replay.journal")
     }
 
+    /// The capsule's A2A task store, kept across its sessions.
+    pub fn tasks(&self, id: &str) -> PathBuf {
+        self.records(id).join(crate::a2a::JOURNAL_FILE)
+    }
+
     /// Every entry on disk, oldest first; folders without a readable entry are skipped
     /// and named in the second list.
     pub fn load(&self) -> (Vec<Entry>, Vec<String>) {

@@ -1,0 +1,136 @@
+//! The task store on disk: one JSON line per saved task, the last line of a task
+//! winning, so a resumed capsule (or one `mur serve` restarted) still answers for the
+//! tasks before it. Appends are small; the file is rewritten with only the kept tasks
+//! once it has grown well past them.
+//!
+//! The file sits in the host's records, outside every capsule's view, so plain file
+//! calls are safe here: no component can plant a link where it is written.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use ::a2a::Task;
+
+/// The file's name in a records folder.
+pub const FILE: &str = "a2a-tasks.jsonl";
+
+/// A journal larger than this is not read back: a file that big was not written by
+/// a store that keeps its tasks bounded.
+const MAX_READ: u64 = 256 * 1024 * 1024;
+
+pub struct Journal {
+    path: PathBuf,
+    file: Option<File>,
+    lines: usize,
+    keep: usize,
+    warned: bool,
+}
+
+impl Journal {
+    /// The journal at `path` (created when first written), and the tasks it holds.
+    pub fn open(path: &Path, keep: usize) -> (Journal, Vec<Task>) {
+        let tasks = read(path);
+        let journal = Journal {
+            path: path.to_path_buf(),
+            file: None,
+            lines: 0,
+            keep: keep.max(1),
+            warned: false,
+        };
+        (journal, tasks)
+    }
+
+    /// Keeps `task` as it stands; `kept` is every task the store holds, for when the
+    /// file is due to be rewritten.
+    pub fn append(&mut self, task: &Task, kept: &[Task]) {
+        if self.lines > self.keep.saturating_mul(4) + 16 {
+            return self.rewrite(kept);
+        }
+        let written = self.file().and_then(|file| write_line(file, task));
+        match written {
+            Ok(()) => self.lines += 1,
+            Err(e) => self.warn(&e),
+        }
+    }
+
+    /// Replaces the file with exactly `kept`.
+    pub fn rewrite(&mut self, kept: &[Task]) {
+        self.file = None;
+        let tmp = self.path.with_extension("jsonl.tmp");
+        let written = (|| {
+            if let Some(dir) = self.path.parent() {
+                fs::create_dir_all(dir)?;
+            }
+            let mut file = File::create(&tmp)?;
+            for task in kept {
+                write_line(&mut file, task)?;
+            }
+            file.sync_all()?;
+            fs::rename(&tmp, &self.path)
+        })();
+        match written {
+            Ok(()) => self.lines = kept.len(),
+            Err(e) => self.warn(&e),
+        }
+    }
+
+    fn file(&mut self) -> std::io::Result<&mut File> {
+        if self.file.is_none() {
+            if let Some(dir) = self.path.parent() {
+                fs::create_dir_all(dir)?;
+            }
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.path)?;
+            self.file = Some(file);
+        }
+        self.file
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("the journal is not open"))
+    }
+
+    /// A journal that cannot be written leaves the tasks in memory; say so once.
+    fn warn(&mut self, e: &std::io::Error) {
+        if !std::mem::replace(&mut self.warned, true) {
+            eprintln!(
+                "warning[W-A2A-001]: could not keep the A2A task store in {}: {e}\n  hint: the tasks are still answered until the capsule stops; check that the records folder is writable",
+                self.path.display()
+            );
+        }
+    }
+}
+
+fn write_line(file: &mut File, task: &Task) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(task).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    file.write_all(&line)
+}
+
+/// The tasks a journal holds, oldest first, each as last written. A line that does
+/// not parse (a write cut short by a crash) is skipped.
+pub fn read(path: &Path) -> Vec<Task> {
+    let Ok(file) = File::open(path) else {
+        return Vec::new();
+    };
+    if file.metadata().map_or(true, |m| m.len() > MAX_READ) {
+        return Vec::new();
+    }
+    let mut order: Vec<String> = Vec::new();
+    let mut latest: std::collections::HashMap<String, Task> = std::collections::HashMap::new();
+    for line in BufReader::new(file).lines() {
+        let Ok(line) = line else { break };
+        let Ok(task) = serde_json::from_str::<Task>(&line) else {
+            continue;
+        };
+        if !latest.contains_key(&task.id) {
+            order.push(task.id.clone());
+        }
+        latest.insert(task.id.clone(), task);
+    }
+    order
+        .into_iter()
+        .filter_map(|id| latest.remove(&id))
+        .collect()
+}

@@ -1,0 +1,106 @@
+//! How the v1 door writes: one JSON reply, or an event stream of JSON-RPC envelopes,
+//! each event with the task's sequence number as its `id:`, on the same hand-written
+//! stream (and heartbeat) as the seed's frames.
+
+use serde_json::Value;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+use super::rpc::{self, Fault};
+use super::tasks::{Event, Missed, Tasks};
+use crate::server::Stream;
+
+/// A whole JSON answer (a result or an error), then the connection closes.
+pub async fn reply(mut socket: TcpStream, body: String) {
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let mut bytes = head.into_bytes();
+    bytes.extend_from_slice(body.as_bytes());
+    let _ = socket.write_all(&bytes).await;
+    let _ = socket.shutdown().await;
+}
+
+/// One event as an SSE frame: `id: <seq>` and the envelope on one `data:` line.
+fn frame(id: &Value, event: &Event) -> Vec<u8> {
+    let envelope = rpc::result(id, std::str::from_utf8(&event.json).unwrap_or("null"));
+    format!("id: {}\ndata: {envelope}\n\n", event.seq).into_bytes()
+}
+
+/// An error inside an open stream: an envelope with no `id:`.
+fn error_frame(id: &Value, fault: &Fault) -> Vec<u8> {
+    format!("data: {}\n\n", rpc::error(id, fault)).into_bytes()
+}
+
+/// Opens the event stream on `socket`, writes `first` (a snapshot), then follows the
+/// task's events after `after` until one ends the stream, the client goes, or the
+/// store can no longer say what came next.
+pub async fn follow(
+    socket: TcpStream,
+    tasks: &Tasks,
+    task: &str,
+    id: &Value,
+    first: Option<Event>,
+    after: u64,
+) {
+    let Ok(mut stream) = Stream::open(socket).await else {
+        return;
+    };
+    let written = async {
+        if let Some(first) = &first {
+            stream.write_raw(&frame(id, first)).await?;
+        }
+        pump(&mut stream, tasks, task, id, after).await
+    };
+    let _ = written.await;
+    stream.close().await;
+}
+
+async fn pump(
+    stream: &mut Stream,
+    tasks: &Tasks,
+    task: &str,
+    id: &Value,
+    mut after: u64,
+) -> std::io::Result<()> {
+    // Watched before the first read, so a change between the read and the wait is
+    // not missed.
+    let mut changes = tasks.watch();
+    loop {
+        match tasks.events_after(task, after) {
+            Ok((events, _)) => {
+                let mut batch = Vec::new();
+                let mut ends = false;
+                for event in &events {
+                    batch.extend_from_slice(&frame(id, event));
+                    after = event.seq;
+                    if event.ends {
+                        ends = true;
+                        break;
+                    }
+                }
+                if !batch.is_empty() {
+                    stream.write_raw(&batch).await?;
+                }
+                if ends {
+                    return Ok(());
+                }
+            }
+            Err(Missed::Gone { first_available }) => {
+                // This reader fell further behind than the task's log reaches: say
+                // so rather than skip what it never read.
+                let fault = Fault::events_gone(task, after, first_available);
+                return stream.write_raw(&error_frame(id, &fault)).await;
+            }
+            Err(Missed::UnknownTask) => {
+                let fault = Fault::task_not_found(task);
+                return stream.write_raw(&error_frame(id, &fault)).await;
+            }
+        }
+        tokio::select! {
+            changed = changes.changed() => if changed.is_err() { return Ok(()) },
+            beat = stream.beat() => beat?,
+        }
+    }
+}

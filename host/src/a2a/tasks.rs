@@ -1,0 +1,950 @@
+//! The task store behind the A2A v1.0 door: every task's state, artifacts and messages,
+//! and each task's numbered events for streams and resubscription.
+//!
+//! The wire reports what a task does (the same typed calls that become the seed's
+//! frames); this store turns them into v1 events. Each task numbers its events from 1,
+//! so a client that lost its connection names the last one it read and gets exactly
+//! the rest, or is told plainly that they are gone. The store is bounded: it keeps the
+//! manifest's `lifecycle.task_history` most recent tasks; each task keeps its latest
+//! events up to [`Cap`] while it runs, and fewer once it has ended.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Mutex, MutexGuard};
+
+use ::a2a::{
+    Artifact, Message, Part, PartContent, Role, StreamResponse, Task, TaskArtifactUpdateEvent,
+    TaskState, TaskStatus, TaskStatusUpdateEvent,
+};
+use bytes::Bytes;
+use chrono::Utc;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::journal::Journal;
+use crate::frames::{ArtifactFrame, State};
+
+/// How many of a task's events are kept for resubscription: by count and by bytes
+/// while it runs (a streamed reply writes one event per chunk), and fewer once it has
+/// ended, when a reader that still lags can read the whole task with `GetTask`.
+#[derive(Clone, Copy, Debug)]
+pub struct Cap {
+    pub events: usize,
+    pub bytes: usize,
+    pub ended: usize,
+}
+
+impl Default for Cap {
+    fn default() -> Self {
+        Cap {
+            events: 4096,
+            bytes: 4 * 1024 * 1024,
+            ended: 256,
+        }
+    }
+}
+
+/// The key under which mur's own facts ride in v1 `metadata` objects.
+pub const META: &str = "murmur";
+
+/// One numbered event of a task, encoded once for every connection that reads it.
+#[derive(Clone, Debug)]
+pub struct Event {
+    pub seq: u64,
+    /// The `StreamResponse` JSON.
+    pub json: Bytes,
+    /// A terminal or interrupted state: where a stream of the task ends.
+    pub ends: bool,
+}
+
+/// What a reader asked for past what is kept.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Missed {
+    UnknownTask,
+    /// The events after the reader's are no longer buffered; this is the first that is.
+    Gone {
+        first_available: u64,
+    },
+}
+
+pub struct Tasks {
+    book: Mutex<Book>,
+    /// Bumped on every event, so waiters re-read the book.
+    changed: watch::Sender<u64>,
+}
+
+struct Book {
+    records: HashMap<String, Record>,
+    /// Task ids, oldest first: what falls off the end when the store is full.
+    order: VecDeque<String>,
+    keep: usize,
+    cap: Cap,
+    /// The task the wire is on.
+    current: Option<String>,
+    journal: Option<Journal>,
+}
+
+struct Record {
+    task: Task,
+    seq: u64,
+    log: VecDeque<Event>,
+    log_bytes: usize,
+    /// The artifact a streamed reply is being appended to.
+    reply: Option<String>,
+    replies_made: u64,
+    /// A final status the wire wrote, held until the task really ends: an
+    /// `on-task-end` hook may still reopen it, and v1 states never leave a terminal one.
+    held: Option<Held>,
+    artifacts_made: u64,
+}
+
+struct Held {
+    state: State,
+    message: String,
+    response: Option<String>,
+}
+
+impl Default for Tasks {
+    fn default() -> Self {
+        Tasks::new(100)
+    }
+}
+
+impl Tasks {
+    pub fn new(keep: usize) -> Self {
+        Tasks::with_cap(keep, Cap::default())
+    }
+
+    pub fn with_cap(keep: usize, cap: Cap) -> Self {
+        Tasks {
+            book: Mutex::new(Book {
+                records: HashMap::new(),
+                order: VecDeque::new(),
+                keep: keep.max(1),
+                cap,
+                current: None,
+                journal: None,
+            }),
+            changed: watch::channel(0).0,
+        }
+    }
+
+    fn book(&self) -> MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes the tasks `journal` holds, then keeps every later change in it.
+    pub fn keep_in(&self, journal: Journal, earlier: Vec<Task>) {
+        let mut book = self.book();
+        for task in earlier {
+            book.restore(task);
+        }
+        book.journal = Some(journal);
+        let kept = book.kept();
+        if let Some(journal) = &mut book.journal {
+            journal.rewrite(&kept);
+        }
+    }
+
+    /// Waits for the next change after `seen`; the receiver says when.
+    pub fn watch(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A message became a task: state `SUBMITTED`, its message the first of its history.
+    pub fn submitted(&self, id: &str, context: &str, message: Option<Message>) {
+        let mut book = self.book();
+        book.create(id, context, message);
+        book.save(id);
+        drop(book);
+        self.bump();
+    }
+
+    /// A task the capsule could not take: it ends `REJECTED` at once.
+    pub fn rejected(&self, id: &str, context: &str, message: Option<Message>, why: &str) {
+        let mut book = self.book();
+        book.create(id, context, message);
+        book.finish(id, TaskState::Rejected, agent_message(id, context, why));
+        drop(book);
+        self.bump();
+    }
+
+    /// The wire began a task (or a reopened attempt of it).
+    pub fn begin(&self, id: &str, context: &str) {
+        let mut book = self.book();
+        if !book.records.contains_key(id) {
+            // A task from `task.md`, a finished shell command or a resume's report:
+            // it never passed the door, but it is the capsule's task all the same.
+            book.create(id, context, None);
+        }
+        if let Some(record) = book.records.get_mut(id) {
+            // A held final status followed by a new attempt: a hook reopened the task,
+            // so the attempt's end was not the task's.
+            record.held = None;
+        }
+        book.current = Some(id.to_string());
+        drop(book);
+        self.bump();
+    }
+
+    /// The wire ended the task it was on: its held final status becomes its state.
+    pub fn end(&self) {
+        let mut book = self.book();
+        let Some(id) = book.current.take() else {
+            return;
+        };
+        book.reply_end(&id);
+        let held = book.records.get_mut(&id).and_then(|r| r.held.take());
+        if let Some(held) = held {
+            book.commit(&id, held);
+        }
+        drop(book);
+        self.bump();
+    }
+
+    /// A `status` the wire wrote for `id`.
+    pub fn status(&self, id: &str, state: State, message: &str, response: Option<&str>) {
+        let mut book = self.book();
+        let Some(record) = book.records.get_mut(id) else {
+            return;
+        };
+        if state.is_final() {
+            record.held = Some(Held {
+                state,
+                message: message.to_string(),
+                response: response.map(str::to_string),
+            });
+            return;
+        }
+        let context = record.task.context_id.clone();
+        book.update(id, TaskState::Working, agent_message(id, &context, message));
+        drop(book);
+        self.bump();
+    }
+
+    /// A `status` of a `request-input` wait. The seed's `failed` `input-timeout` is not
+    /// the task's end (the tool fails and the task goes on), so v1 reads it as working.
+    pub fn input(&self, id: &str, state: State, message: &str) {
+        let mut book = self.book();
+        let Some(context) = book.records.get(id).map(|r| r.task.context_id.clone()) else {
+            return;
+        };
+        let text = agent_message(id, &context, message);
+        match state {
+            State::InputRequired => {
+                book.push_history(id, text.clone());
+                book.update(id, TaskState::InputRequired, text);
+                book.save(id);
+            }
+            _ => book.update(id, TaskState::Working, text),
+        }
+        drop(book);
+        self.bump();
+    }
+
+    /// The person's answer to a task waiting for input joins its history.
+    pub fn answered(&self, id: &str, message: Message) {
+        let mut book = self.book();
+        book.push_history(id, message);
+        drop(book);
+        self.bump();
+    }
+
+    /// A queued task canceled before it started.
+    pub fn canceled_queued(&self, id: &str, context: &str, why: &str) {
+        let mut book = self.book();
+        if !book.records.contains_key(id) {
+            book.create(id, context, None);
+        }
+        book.finish(id, TaskState::Canceled, agent_message(id, context, why));
+        drop(book);
+        self.bump();
+    }
+
+    /// One tool call's result (or a hook's artifact).
+    pub fn artifact(&self, id: &str, frame: &ArtifactFrame<'_>) {
+        let mut book = self.book();
+        let Some(record) = book.records.get_mut(id) else {
+            return;
+        };
+        record.artifacts_made += 1;
+        let artifact = tool_artifact(record.artifacts_made, frame);
+        book.add_artifact(id, artifact);
+        drop(book);
+        self.bump();
+    }
+
+    /// A piece of the model's reply, streamed by a driver or a tool: appended to the
+    /// turn's `reply-<n>` artifact, as v1 streams text.
+    pub fn chunk(&self, id: &str, text: &str) {
+        let mut book = self.book();
+        book.chunk(id, text);
+        drop(book);
+        self.bump();
+    }
+
+    /// The inference call that streamed a reply returned: its artifact is complete.
+    pub fn reply_end(&self, id: &str) {
+        let mut book = self.book();
+        book.reply_end(id);
+        drop(book);
+        self.bump();
+    }
+
+    /// The task as it stands, with the sequence number of the last event it includes.
+    pub fn snapshot(&self, id: &str) -> Option<(Task, u64)> {
+        let book = self.book();
+        book.records.get(id).map(|r| (r.task.clone(), r.seq))
+    }
+
+    /// Every task kept, oldest first, each with its last event's sequence number.
+    pub fn all(&self) -> Vec<(Task, u64)> {
+        let book = self.book();
+        book.order
+            .iter()
+            .filter_map(|id| book.records.get(id).map(|r| (r.task.clone(), r.seq)))
+            .collect()
+    }
+
+    /// The task of `context` that waits for input, if one does.
+    pub fn waiting_in(&self, context: &str) -> Option<String> {
+        let book = self.book();
+        book.records
+            .values()
+            .find(|r| {
+                r.task.context_id == context && r.task.status.state == TaskState::InputRequired
+            })
+            .map(|r| r.task.id.clone())
+    }
+
+    /// The events of `id` after `after`, and whether the task has ended. `Err` when the
+    /// task is unknown or the first of them is no longer kept.
+    pub fn events_after(&self, id: &str, after: u64) -> Result<(Vec<Event>, bool), Missed> {
+        let book = self.book();
+        let record = book.records.get(id).ok_or(Missed::UnknownTask)?;
+        let first = record.log.front().map_or(record.seq + 1, |e| e.seq);
+        if after.saturating_add(1) < first && after < record.seq {
+            return Err(Missed::Gone {
+                first_available: first,
+            });
+        }
+        let events = record
+            .log
+            .iter()
+            .filter(|e| e.seq > after)
+            .cloned()
+            .collect();
+        Ok((events, record.task.status.state.is_terminal()))
+    }
+}
+
+impl Record {
+    fn new(task: Task) -> Record {
+        Record {
+            task,
+            seq: 0,
+            log: VecDeque::new(),
+            log_bytes: 0,
+            reply: None,
+            replies_made: 0,
+            held: None,
+            artifacts_made: 0,
+        }
+    }
+
+    /// Drops the oldest events past `events` or `bytes` (always keeping the newest).
+    fn trim(&mut self, events: usize, bytes: usize) {
+        while self.log.len() > events.max(1) || (self.log_bytes > bytes && self.log.len() > 1) {
+            match self.log.pop_front() {
+                Some(gone) => self.log_bytes -= gone.json.len(),
+                None => break,
+            }
+        }
+    }
+}
+
+impl Book {
+    /// Every task kept, oldest first, as the journal keeps them.
+    fn kept(&self) -> Vec<Task> {
+        self.order
+            .iter()
+            .filter_map(|id| {
+                self.records
+                    .get(id)
+                    .map(|r| with_seq(r.task.clone(), r.seq))
+            })
+            .collect()
+    }
+
+    fn create(&mut self, id: &str, context: &str, message: Option<Message>) {
+        if self.records.contains_key(id) {
+            return;
+        }
+        let history = message.map(|m| vec![joined(m, id, context)]);
+        let task = Task {
+            id: id.to_string(),
+            context_id: context.to_string(),
+            status: status_now(TaskState::Submitted, None),
+            artifacts: None,
+            history,
+            metadata: None,
+        };
+        self.insert(Record::new(task));
+        let snapshot = self.records.get(id).map(|r| r.task.clone());
+        if let Some(task) = snapshot {
+            self.log(id, StreamResponse::Task(task));
+        }
+    }
+
+    /// A task read back from the journal. One that had not ended when its capsule
+    /// stopped never will: it is failed, and says why.
+    fn restore(&mut self, mut task: Task) {
+        let mut seq = saved_seq(&task);
+        task.metadata = None;
+        if !task.status.state.is_terminal() {
+            seq += 1;
+            let why = "the capsule stopped before the task ended";
+            task.status = status_now(
+                TaskState::Failed,
+                Some(agent_message(&task.id, &task.context_id, why)),
+            );
+        }
+        self.records.remove(&task.id);
+        self.order.retain(|id| id != &task.id);
+        self.insert(Record {
+            seq,
+            ..Record::new(task)
+        });
+    }
+
+    /// Adds a record, dropping the oldest ended task (else the oldest) when full.
+    fn insert(&mut self, record: Record) {
+        while self.records.len() >= self.keep {
+            let victim = self
+                .order
+                .iter()
+                .position(|id| {
+                    self.records
+                        .get(id)
+                        .is_none_or(|r| r.task.status.state.is_terminal())
+                })
+                .unwrap_or(0);
+            let Some(id) = self.order.remove(victim) else {
+                break;
+            };
+            self.records.remove(&id);
+        }
+        let id = record.task.id.clone();
+        self.order.push_back(id.clone());
+        self.records.insert(id, record);
+    }
+
+    /// Numbers `event` for its task and keeps it.
+    fn log(&mut self, id: &str, event: StreamResponse) {
+        let cap = self.cap;
+        let Some(record) = self.records.get_mut(id) else {
+            return;
+        };
+        record.seq += 1;
+        let seq = record.seq;
+        let ends = ends_stream(&event);
+        let json = serde_json::to_string(&numbered(event, seq)).unwrap_or_default();
+        let json = Bytes::from(crate::secret::scrub(&json).into_owned());
+        record.log_bytes += json.len();
+        record.log.push_back(Event { seq, json, ends });
+        let events = if ends && !matches!(record.task.status.state, TaskState::InputRequired) {
+            cap.ended
+        } else {
+            cap.events
+        };
+        record.trim(events, cap.bytes);
+    }
+
+    fn update(&mut self, id: &str, state: TaskState, message: Message) {
+        let Some(record) = self.records.get_mut(id) else {
+            return;
+        };
+        record.task.status = status_now(state, Some(message));
+        let event = TaskStatusUpdateEvent {
+            task_id: id.to_string(),
+            context_id: record.task.context_id.clone(),
+            status: record.task.status.clone(),
+            metadata: None,
+        };
+        self.log(id, StreamResponse::StatusUpdate(event));
+    }
+
+    /// A terminal state: the event, then the journal.
+    fn finish(&mut self, id: &str, state: TaskState, message: Message) {
+        self.update(id, state, message);
+        self.save(id);
+    }
+
+    /// The final status the wire held: the answer first (an artifact, and the agent's
+    /// last message), then the state.
+    fn commit(&mut self, id: &str, held: Held) {
+        let Some(context) = self.records.get(id).map(|r| r.task.context_id.clone()) else {
+            return;
+        };
+        let (state, text) = match held.state {
+            State::Completed => (TaskState::Completed, held.response.unwrap_or(held.message)),
+            State::Canceled => (TaskState::Canceled, held.message),
+            _ => (TaskState::Failed, held.message),
+        };
+        let message = agent_message(id, &context, &text);
+        if state == TaskState::Completed {
+            self.add_artifact(id, response_artifact(&text));
+            self.push_history(id, message.clone());
+        }
+        self.finish(id, state, message);
+    }
+
+    fn add_artifact(&mut self, id: &str, artifact: Artifact) {
+        let Some(record) = self.records.get_mut(id) else {
+            return;
+        };
+        record
+            .task
+            .artifacts
+            .get_or_insert_with(Vec::new)
+            .push(artifact.clone());
+        let event = TaskArtifactUpdateEvent {
+            task_id: id.to_string(),
+            context_id: record.task.context_id.clone(),
+            artifact,
+            append: Some(false),
+            last_chunk: Some(true),
+            metadata: None,
+        };
+        self.log(id, StreamResponse::ArtifactUpdate(event));
+    }
+
+    fn chunk(&mut self, id: &str, text: &str) {
+        let Some(record) = self.records.get_mut(id) else {
+            return;
+        };
+        let artifacts = record.task.artifacts.get_or_insert_with(Vec::new);
+        let (artifact_id, append) = match &record.reply {
+            Some(open) => {
+                if let Some(part) = artifacts
+                    .iter_mut()
+                    .find(|a| &a.artifact_id == open)
+                    .and_then(|a| a.parts.first_mut())
+                    && let PartContent::Text(whole) = &mut part.content
+                {
+                    whole.push_str(text);
+                }
+                (open.clone(), true)
+            }
+            None => {
+                record.replies_made += 1;
+                let open = format!("reply-{}", record.replies_made);
+                artifacts.push(reply_artifact(&open, text));
+                record.reply = Some(open.clone());
+                (open, false)
+            }
+        };
+        let event = self.reply_event(id, &artifact_id, text, append, false);
+        self.log(id, event);
+    }
+
+    fn reply_end(&mut self, id: &str) {
+        let Some(open) = self.records.get_mut(id).and_then(|r| r.reply.take()) else {
+            return;
+        };
+        let event = self.reply_event(id, &open, "", true, true);
+        self.log(id, event);
+    }
+
+    /// One piece of a streamed reply, as its artifact update says it.
+    fn reply_event(
+        &self,
+        id: &str,
+        artifact: &str,
+        text: &str,
+        append: bool,
+        last: bool,
+    ) -> StreamResponse {
+        let context = self.records.get(id).map(|r| r.task.context_id.clone());
+        StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+            task_id: id.to_string(),
+            context_id: context.unwrap_or_default(),
+            artifact: reply_artifact(artifact, text),
+            append: Some(append),
+            last_chunk: Some(last),
+            metadata: None,
+        })
+    }
+
+    fn push_history(&mut self, id: &str, message: Message) {
+        if let Some(record) = self.records.get_mut(id) {
+            let context = record.task.context_id.clone();
+            record
+                .task
+                .history
+                .get_or_insert_with(Vec::new)
+                .push(joined(message, id, &context));
+        }
+    }
+
+    /// Writes the task as it stands to the journal, if the store has one.
+    fn save(&mut self, id: &str) {
+        if self.journal.is_none() {
+            return;
+        }
+        let Some(task) = self
+            .records
+            .get(id)
+            .map(|r| with_seq(r.task.clone(), r.seq))
+        else {
+            return;
+        };
+        let kept = self.kept();
+        if let Some(journal) = &mut self.journal {
+            journal.append(&task, &kept);
+        }
+    }
+}
+
+/// The task with the sequence number of its last event in its metadata, as the
+/// journal keeps it and `GetTask` answers it.
+pub fn with_seq(mut task: Task, seq: u64) -> Task {
+    task.metadata = Some(HashMap::from([(META.to_string(), json!({"seq": seq}))]));
+    task
+}
+
+fn saved_seq(task: &Task) -> u64 {
+    task.metadata
+        .as_ref()
+        .and_then(|m| m.get(META))
+        .and_then(|m| m.get("seq"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+}
+
+/// A message stamped with the task and context it belongs to.
+fn joined(mut message: Message, id: &str, context: &str) -> Message {
+    message.task_id = Some(id.to_string());
+    message.context_id = Some(context.to_string());
+    message
+}
+
+/// A message from the agent: one text part.
+pub fn agent_message(id: &str, context: &str, text: &str) -> Message {
+    let mut message = Message::new(Role::Agent, vec![Part::text(text)]);
+    message.message_id = crate::ids::message();
+    joined(message, id, context)
+}
+
+fn status_now(state: TaskState, message: Option<Message>) -> TaskStatus {
+    TaskStatus {
+        state,
+        message,
+        timestamp: Some(Utc::now()),
+    }
+}
+
+/// Where a stream of the task ends: a terminal state, or one that waits on the client.
+fn ends_stream(event: &StreamResponse) -> bool {
+    let state = match event {
+        StreamResponse::StatusUpdate(update) => &update.status.state,
+        StreamResponse::Task(task) => &task.status.state,
+        _ => return false,
+    };
+    state.is_terminal() || *state == TaskState::InputRequired
+}
+
+/// `event` carrying its sequence number in its metadata.
+pub fn numbered(event: StreamResponse, seq: u64) -> StreamResponse {
+    let meta = Some(HashMap::from([(META.to_string(), json!({"seq": seq}))]));
+    match event {
+        StreamResponse::Task(mut task) => {
+            task.metadata = meta;
+            StreamResponse::Task(task)
+        }
+        StreamResponse::StatusUpdate(mut update) => {
+            update.metadata = meta;
+            StreamResponse::StatusUpdate(update)
+        }
+        StreamResponse::ArtifactUpdate(mut update) => {
+            update.metadata = meta;
+            StreamResponse::ArtifactUpdate(update)
+        }
+        other => other,
+    }
+}
+
+/// A tool call's result as a v1 artifact: the exact content the model received, and
+/// the facts of the seed's `artifact` frame under `metadata.murmur`.
+fn tool_artifact(n: u64, frame: &ArtifactFrame<'_>) -> Artifact {
+    let facts: Value = json!({
+        "toolName": frame.tool_name,
+        "toolCallId": frame.tool_call_id,
+        "isError": frame.is_error,
+        "durationMs": frame.duration_ms,
+        "exitCode": frame.exit_code,
+        "truncated": frame.truncated,
+        "fenceSource": frame.fence_source,
+    });
+    Artifact {
+        artifact_id: format!("tool-{n}"),
+        name: Some(frame.tool_name.to_string()),
+        description: None,
+        parts: vec![Part::text(frame.content)],
+        metadata: Some(HashMap::from([(META.to_string(), facts)])),
+        extensions: None,
+    }
+}
+
+/// A turn's streamed reply, or one piece of it.
+fn reply_artifact(id: &str, text: &str) -> Artifact {
+    Artifact {
+        artifact_id: id.to_string(),
+        name: Some("reply".to_string()),
+        description: None,
+        parts: vec![Part::text(text)],
+        metadata: None,
+        extensions: None,
+    }
+}
+
+/// The task's answer, as upstream Murmur hands it to v1 clients.
+fn response_artifact(text: &str) -> Artifact {
+    Artifact {
+        artifact_id: "response".to_string(),
+        name: Some("response".to_string()),
+        description: None,
+        parts: vec![Part::text(text)],
+        metadata: None,
+        extensions: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(text: &str) -> Message {
+        Message::new(Role::User, vec![Part::text(text)])
+    }
+
+    /// Each event's kind and state (or artifact id), in order.
+    fn kinds(tasks: &Tasks, id: &str) -> Vec<String> {
+        let (events, _) = tasks.events_after(id, 0).unwrap();
+        events
+            .iter()
+            .map(|e| {
+                let v: Value = serde_json::from_slice(&e.json).unwrap();
+                let (kind, body) = v.as_object().unwrap().iter().next().unwrap();
+                let what = body
+                    .pointer("/status/state")
+                    .or_else(|| body.pointer("/artifact/artifactId"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                assert_eq!(
+                    body.pointer(&format!("/metadata/{META}/seq")),
+                    Some(&json!(e.seq))
+                );
+                format!("{}:{kind}:{what}", e.seq)
+            })
+            .collect()
+    }
+
+    fn run_to_completion(tasks: &Tasks, id: &str, answer: &str) {
+        tasks.begin(id, "ctx_1");
+        tasks.status(id, State::Working, "inference turn 1", None);
+        tasks.status(id, State::Completed, "session ended", Some(answer));
+        tasks.end();
+    }
+
+    #[test]
+    fn a_task_numbers_its_events_and_its_answer_comes_before_its_end() {
+        let tasks = Tasks::new(10);
+        tasks.submitted("tsk_1", "ctx_1", Some(user("hi")));
+        run_to_completion(&tasks, "tsk_1", "hello");
+        assert_eq!(
+            kinds(&tasks, "tsk_1"),
+            [
+                "1:task:TASK_STATE_SUBMITTED",
+                "2:statusUpdate:TASK_STATE_WORKING",
+                "3:artifactUpdate:response",
+                "4:statusUpdate:TASK_STATE_COMPLETED",
+            ]
+        );
+        let (task, seq) = tasks.snapshot("tsk_1").unwrap();
+        assert_eq!(seq, 4);
+        let history = task.history.unwrap();
+        assert_eq!(history.len(), 2, "the question and the answer");
+        assert_eq!(history[1].text(), Some("hello"));
+        assert_eq!(history[0].task_id.as_deref(), Some("tsk_1"));
+    }
+
+    #[test]
+    fn a_reopened_attempt_is_not_the_tasks_end() {
+        let tasks = Tasks::new(10);
+        tasks.submitted("tsk_1", "ctx_1", None);
+        tasks.begin("tsk_1", "ctx_1");
+        tasks.status(
+            "tsk_1",
+            State::Completed,
+            "session ended",
+            Some("first try"),
+        );
+        tasks.begin("tsk_1", "ctx_1");
+        tasks.status("tsk_1", State::Working, "inference turn 1", None);
+        assert_eq!(
+            tasks.snapshot("tsk_1").unwrap().0.status.state,
+            TaskState::Working
+        );
+        tasks.status(
+            "tsk_1",
+            State::Completed,
+            "session ended",
+            Some("second try"),
+        );
+        tasks.end();
+        let (task, _) = tasks.snapshot("tsk_1").unwrap();
+        assert_eq!(task.status.state, TaskState::Completed);
+        assert_eq!(task.status.message.unwrap().text(), Some("second try"));
+        let terminal = kinds(&tasks, "tsk_1")
+            .iter()
+            .filter(|k| k.ends_with("COMPLETED"))
+            .count();
+        assert_eq!(terminal, 1, "one terminal state, the last attempt's");
+    }
+
+    #[test]
+    fn input_required_ends_a_stream_and_a_timeout_is_not_the_end() {
+        let tasks = Tasks::new(10);
+        tasks.submitted("tsk_1", "ctx_1", None);
+        tasks.begin("tsk_1", "ctx_1");
+        tasks.input("tsk_1", State::InputRequired, "Which file?");
+        let (events, ended) = tasks.events_after("tsk_1", 1).unwrap();
+        assert!(events[0].ends && !ended);
+        assert_eq!(tasks.waiting_in("ctx_1").as_deref(), Some("tsk_1"));
+        tasks.input("tsk_1", State::Failed, "input-timeout");
+        let (task, _) = tasks.snapshot("tsk_1").unwrap();
+        assert_eq!(task.status.state, TaskState::Working);
+        assert_eq!(task.status.message.unwrap().text(), Some("input-timeout"));
+    }
+
+    #[test]
+    fn a_streamed_reply_is_one_artifact_in_pieces() {
+        let tasks = Tasks::new(10);
+        tasks.submitted("tsk_1", "ctx_1", None);
+        tasks.begin("tsk_1", "ctx_1");
+        tasks.chunk("tsk_1", "Hel");
+        tasks.chunk("tsk_1", "lo");
+        tasks.reply_end("tsk_1");
+        let (events, _) = tasks.events_after("tsk_1", 1).unwrap();
+        let updates: Vec<Value> = events
+            .iter()
+            .map(|e| serde_json::from_slice::<Value>(&e.json).unwrap()["artifactUpdate"].clone())
+            .collect();
+        let shape: Vec<(bool, bool, &str)> = updates
+            .iter()
+            .map(|u| {
+                (
+                    u["append"].as_bool().unwrap(),
+                    u["lastChunk"].as_bool().unwrap(),
+                    u["artifact"]["parts"][0]["text"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [(false, false, "Hel"), (true, false, "lo"), (true, true, "")]
+        );
+        let (task, _) = tasks.snapshot("tsk_1").unwrap();
+        let artifact = &task.artifacts.unwrap()[0];
+        assert_eq!(artifact.artifact_id, "reply-1");
+        assert_eq!(artifact.parts[0].as_text(), Some("Hello"));
+    }
+
+    #[test]
+    fn a_reader_past_the_kept_events_is_told_which_is_first() {
+        let cap = Cap {
+            events: 4,
+            bytes: usize::MAX,
+            ended: 2,
+        };
+        let tasks = Tasks::with_cap(10, cap);
+        tasks.submitted("tsk_1", "ctx_1", None);
+        tasks.begin("tsk_1", "ctx_1");
+        for n in 1..=5 {
+            tasks.status(
+                "tsk_1",
+                State::Working,
+                &format!("inference turn {n}"),
+                None,
+            );
+        }
+        // Six events written, the last four kept: 3, 4, 5, 6.
+        assert_eq!(
+            tasks.events_after("tsk_1", 1).unwrap_err(),
+            Missed::Gone { first_available: 3 }
+        );
+        assert_eq!(tasks.events_after("tsk_1", 2).unwrap().0.len(), 4);
+        tasks.status("tsk_1", State::Completed, "session ended", Some("done"));
+        tasks.end();
+        // Ended: only the last two are kept (the answer and the end).
+        assert_eq!(
+            tasks.events_after("tsk_1", 5).unwrap_err(),
+            Missed::Gone { first_available: 7 }
+        );
+        assert_eq!(tasks.events_after("tsk_1", 6).unwrap().0.len(), 2);
+        assert_eq!(
+            tasks.events_after("tsk_9", 0).unwrap_err(),
+            Missed::UnknownTask
+        );
+    }
+
+    #[test]
+    fn a_full_store_drops_its_oldest_ended_task_first() {
+        let tasks = Tasks::new(2);
+        tasks.submitted("tsk_running", "ctx_1", None);
+        tasks.submitted("tsk_done", "ctx_1", None);
+        run_to_completion(&tasks, "tsk_done", "ok");
+        tasks.submitted("tsk_new", "ctx_1", None);
+        assert!(tasks.snapshot("tsk_done").is_none());
+        assert!(tasks.snapshot("tsk_running").is_some());
+        assert!(tasks.snapshot("tsk_new").is_some());
+    }
+
+    #[test]
+    fn the_journal_brings_tasks_back_and_fails_the_unfinished() {
+        let dir = std::env::temp_dir().join(format!("mur-a2a-journal-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join(super::super::journal::FILE);
+        let first = Tasks::new(10);
+        let (journal, earlier) = Journal::open(&path, 10);
+        first.keep_in(journal, earlier);
+        first.submitted("tsk_done", "ctx_1", Some(user("one")));
+        run_to_completion(&first, "tsk_done", "answer one");
+        first.submitted("tsk_cut", "ctx_1", Some(user("two")));
+        drop(first);
+
+        let again = Tasks::new(10);
+        let (journal, earlier) = Journal::open(&path, 10);
+        again.keep_in(journal, earlier);
+        let (done, seq) = again.snapshot("tsk_done").unwrap();
+        assert_eq!(done.status.state, TaskState::Completed);
+        assert_eq!(seq, 4, "its numbering goes on where it was");
+        assert!(done.metadata.is_none());
+        let (cut, seq) = again.snapshot("tsk_cut").unwrap();
+        assert_eq!(cut.status.state, TaskState::Failed);
+        assert_eq!(
+            cut.status.message.unwrap().text(),
+            Some("the capsule stopped before the task ended")
+        );
+        assert_eq!(seq, 2, "its failure counts as an event it never streamed");
+        assert_eq!(
+            again.events_after("tsk_cut", 0).unwrap_err(),
+            Missed::Gone { first_available: 3 }
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
