@@ -76,6 +76,12 @@ impl Door {
         format!("http://{}{}", self.live.at.address, self.live.at.path)
     }
 
+    /// The address as `mur` hands it out, which the card names as its interface:
+    /// `http://HOST:PORT` for a `mur run`, `http://HOST:PORT/c/<id>/` when hosted.
+    fn interface(&self) -> String {
+        self.live.at.url()
+    }
+
     fn scenario(&self, client: &Client, scenario: &str) -> Value {
         client.scenario(scenario, &self.url(), self.live.at.token())
     }
@@ -279,6 +285,8 @@ for_each_sdk!(
     tasks_are_fetched_with_their_history_and_listed_newest_first,
     a_dropped_stream_resumes_from_last_event_id_with_nothing_lost_or_repeated,
     a_hosted_capsule_names_its_bearer_scheme_and_answers_with_the_token,
+    a_polling_send_returns_at_once_and_get_task_sees_it_complete,
+    a_subscriber_joining_mid_task_gets_the_task_so_far_then_every_later_event,
 );
 
 /// The card at `<address>.well-known/agent-card.json`, through the SDK's resolver: the
@@ -296,7 +304,7 @@ fn the_card_resolves_to_the_capsule_and_its_interface(client: &Client) {
     );
     assert_eq!(
         card["supportedInterfaces"],
-        json!([{"url": door.url(), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]),
+        json!([{"url": door.interface(), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]),
         "{card:#}"
     );
     assert_eq!(card["capabilities"]["streaming"], true, "{card:#}");
@@ -466,6 +474,11 @@ fn a_canceled_task_ends_canceled_and_its_command_stops(client: &Client) {
     eventually(Duration::from_secs(10), "the canceled command ends", || {
         pids_running(&sleep).is_empty()
     });
+    assert_eq!(
+        seen["cancelAgain"]["error"], "TaskNotCancelableError",
+        "canceling an ended task: {:#}",
+        seen["cancelAgain"]
+    );
 }
 
 /// A tool asks (`request-input`): the stream closes at `INPUT_REQUIRED` with the
@@ -498,6 +511,12 @@ fn an_input_required_task_takes_its_answer_on_the_same_task(client: &Client) {
         labels(asked)
     );
     assert_eq!(text(&waiting["message"]), "Which file?");
+
+    assert_eq!(
+        seen["waiting"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "GetTask while it waits: {:#}",
+        seen["waiting"]
+    );
 
     let answered = events(&seen, "answered");
     assert!(
@@ -614,6 +633,11 @@ fn tasks_are_fetched_with_their_history_and_listed_newest_first(client: &Client)
         "{:#}",
         seen["missing"]
     );
+    assert_eq!(
+        seen["sendToEnded"]["error"], "UnsupportedOperationError",
+        "a message to an ended task: {:#}",
+        seen["sendToEnded"]
+    );
 }
 
 /// A stream dropped after the first tool's artifact, and `SubscribeToTask` with
@@ -693,20 +717,101 @@ fn a_hosted_capsule_names_its_bearer_scheme_and_answers_with_the_token(client: &
     );
     let seen = door.scenario(client, "card");
     let card = &seen["card"];
-    assert!(door.url().contains("/c/"), "{}", door.url());
+    assert!(door.interface().ends_with("/"), "{}", door.interface());
     assert_eq!(
         card["supportedInterfaces"][0]["url"],
         door.url(),
         "{card:#}"
     );
+    let schemes = card["securitySchemes"]
+        .as_object()
+        .expect("security schemes");
+    assert_eq!(schemes.len(), 1, "{card:#}");
     assert_eq!(
-        card["securitySchemes"],
-        json!({"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}}),
+        schemes["bearer"]["httpAuthSecurityScheme"]["scheme"], "Bearer",
         "{card:#}"
     );
-    let required = card["securityRequirements"].to_string();
-    assert!(required.contains("bearer"), "{card:#}");
+    assert_eq!(
+        card["securityRequirements"],
+        json!([{"schemes": {"bearer": {}}}]),
+        "the bearer scheme, no scopes: {card:#}"
+    );
 
     let sent = door.scenario(client, "send");
     assert_completed_task(&events(&sent, "events")[0]["task"], answer);
+}
+
+/// The SDKs' `polling` client: `SendMessage` with `returnImmediately` answers at once
+/// with the task not yet ended, and `GetTask` then sees it complete with the answer.
+fn a_polling_send_returns_at_once_and_get_task_sees_it_complete(client: &Client) {
+    let answer = "Took my time";
+    let door = Door::run("sdk-poll", &[bash_turn("sleep 1"), text_turn(answer)]);
+    let seen = door.scenario(client, "poll");
+    let returned = &seen["returned"];
+    assert!(
+        matches!(
+            returned["status"]["state"].as_str(),
+            Some("TASK_STATE_SUBMITTED" | "TASK_STATE_WORKING")
+        ),
+        "not waited for: {returned:#}"
+    );
+    assert_eq!(seen["task"]["id"], returned["id"]);
+    assert_completed_task(&seen["task"], answer);
+}
+
+/// `SubscribeToTask` without a cursor while another client streams the task: the
+/// subscriber gets the task as it stands first (its seq the last event it includes,
+/// the tool's artifact among its artifacts), then exactly the events the first client
+/// reads after that seq, to the completed status.
+fn a_subscriber_joining_mid_task_gets_the_task_so_far_then_every_later_event(client: &Client) {
+    let answer = "Watched to the end";
+    let door = Door::run(
+        "sdk-subscribe",
+        &[
+            bash_turn("echo first-tool"),
+            bash_turn("sleep 1; echo second-tool"),
+            text_turn(answer),
+        ],
+    );
+    let seen = door.scenario(client, "subscribe");
+    let sent = events(&seen, "sent");
+    let subscribed = events(&seen, "subscribed");
+    contiguous(sent);
+    let (snapshot, _) = contiguous(subscribed);
+
+    let now = &subscribed[0];
+    assert_eq!(
+        kind(now),
+        "task",
+        "the task first: {:?}",
+        labels(subscribed)
+    );
+    assert_eq!(task_of(now), task_of(&sent[0]));
+    assert_eq!(state(now), Some("TASK_STATE_WORKING"), "{now:#}");
+    let so_far = task_artifacts(&now["task"]);
+    assert!(
+        text(artifact(&so_far, "bash")).contains("first-tool"),
+        "{now:#}"
+    );
+    let first_artifact = sent
+        .iter()
+        .position(|e| kind(e) == "artifactUpdate")
+        .unwrap();
+    assert!(
+        snapshot >= seq(&sent[first_artifact]).unwrap(),
+        "the snapshot includes what happened before it: {:?}",
+        labels(subscribed)
+    );
+
+    let later: Vec<&Value> = sent.iter().filter(|e| seq(e) > Some(snapshot)).collect();
+    let live: Vec<&Value> = subscribed[1..].iter().collect();
+    assert_eq!(live, later, "the same events after the snapshot");
+    let done = final_status(subscribed);
+    assert_eq!(
+        done["state"],
+        "TASK_STATE_COMPLETED",
+        "{:?}",
+        labels(subscribed)
+    );
+    assert_eq!(text(&done["message"]), answer);
 }

@@ -6,13 +6,13 @@ mod common;
 
 mod a2a;
 // The v1 door's tests again, against capsules hosted by `mur serve`.
+mod a2a_sdk;
 #[path = "a2a.rs"]
 #[expect(
     clippy::duplicate_mod,
     reason = "the same tests, compiled for the other host"
 )]
 mod a2a_served;
-mod a2a_sdk;
 mod components;
 mod confined_shell;
 mod containment;

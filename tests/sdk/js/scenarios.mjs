@@ -78,6 +78,22 @@ function errorView(error) {
   return { error: a2a?.name, code: a2a?.envelopeCode, message: String(error?.message) };
 }
 
+// The SDK error a call rejects with, or `{ error: null }` if it succeeds.
+async function errorOf(call) {
+  try {
+    await call;
+    return { error: null };
+  } catch (error) {
+    return errorView(error);
+  }
+}
+
+// A stream's first event (undefined if it has none), the stream then closed.
+async function firstEvent(stream) {
+  for await (const event of stream) return event;
+  return undefined;
+}
+
 // The SDK's own way to send a token: an authentication handler around fetch.
 function fetchWithToken() {
   const token = process.env.A2A_TOKEN;
@@ -176,6 +192,8 @@ async function cancel(door, obs) {
   );
   obs.task = Task.toJSON(task);
   obs.seconds = (Date.now() - started) / 1000;
+  // An ended task cannot be canceled again.
+  obs.cancelAgain = await errorOf(client.cancelTask({ tenant: '', id: taskId }));
 }
 
 async function inputRequired(door, obs) {
@@ -190,6 +208,7 @@ async function inputRequired(door, obs) {
   const waiting = asked.filter((e) => eventState(e) === TaskState.TASK_STATE_INPUT_REQUIRED);
   if (waiting.length === 0) throw new Error('the stream closed without TASK_STATE_INPUT_REQUIRED');
   const taskId = eventTaskId(waiting.at(-1));
+  obs.waiting = Task.toJSON(await client.getTask(GetTaskRequest.fromJSON({ id: taskId })));
   // The answer goes on the same task, in its context: a blocking SendMessage, which
   // returns the task once it has ended.
   obs.answered = [resultView(await client.sendMessage(userMessage('README.md', contextId, taskId)))];
@@ -219,12 +238,10 @@ async function tasks(door, obs) {
   const page1 = await client.listTasks(ListTasksRequest.fromJSON({ pageSize: 2 }));
   obs.page1 = ListTasksResponse.toJSON(page1);
   obs.page2 = await list({ pageSize: 2, pageToken: page1.nextPageToken });
-  try {
-    await client.getTask(GetTaskRequest.fromJSON({ id: 'tsk_00000000000000000000000000000000' }));
-    obs.missing = { error: null };
-  } catch (error) {
-    obs.missing = errorView(error);
-  }
+  const missing = GetTaskRequest.fromJSON({ id: 'tsk_00000000000000000000000000000000' });
+  obs.missing = await errorOf(client.getTask(missing));
+  // An ended task takes no more messages.
+  obs.sendToEnded = await errorOf(client.sendMessage(userMessage('more', contextA, first)));
 }
 
 async function resubscribe(door, obs) {
@@ -257,15 +274,48 @@ async function resubscribe(door, obs) {
     obs.second,
   );
   // The task has ended: a subscription without a cursor is refused.
-  try {
-    obs.afterEnd = [];
-    await collect(client.resubscribeTask({ tenant: '', id: taskId }), obs.afterEnd);
-  } catch (error) {
-    obs.afterEnd = errorView(error);
+  obs.afterEnd = await errorOf(firstEvent(client.resubscribeTask({ tenant: '', id: taskId })));
+}
+
+async function poll(door, obs) {
+  // `polling`: sendMessage returns at once (returnImmediately) and the caller polls.
+  const factory = new ClientFactory(
+    ClientFactoryOptions.createFrom(door.factory.options, { clientConfig: { polling: true } }),
+  );
+  const client = await factory.createFromUrl(door.address);
+  const started = Date.now();
+  const returned = await client.sendMessage(userMessage('take your time'));
+  obs.returned = resultView(returned).task ?? resultView(returned);
+  obs.returnedAfter = (Date.now() - started) / 1000;
+  const task = await pollTask(
+    client,
+    returned.id,
+    (t) => t.status?.state === TaskState.TASK_STATE_COMPLETED,
+  );
+  obs.task = Task.toJSON(task);
+}
+
+async function subscribe(door, obs) {
+  const client = await door.client();
+  obs.sent = [];
+  obs.subscribed = [];
+  const sent = client.sendMessageStream(userMessage('a task to watch'));
+  let taskId;
+  for (;;) {
+    const { value: event, done } = await sent.next();
+    if (done) throw new Error('the stream ended before an artifact');
+    obs.sent.push(view(event));
+    taskId ||= eventTaskId(event);
+    if (event.payload?.$case === 'artifactUpdate') break;
   }
+  // A second client joins mid-task, without a cursor, while the first reads on.
+  const watcher = client.resubscribeTask({ tenant: '', id: taskId });
+  await Promise.all([collect(sent, obs.sent), collect(watcher, obs.subscribed)]);
 }
 
 const SCENARIOS = {
+  poll,
+  subscribe,
   card,
   send,
   stream_tool: streamTool,

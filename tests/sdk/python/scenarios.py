@@ -99,6 +99,25 @@ def error_view(error):
     return {"error": type(error).__name__, "message": str(error)}
 
 
+async def error_of(call):
+    """The SDK error a call raises, or `{"error": None, "result": ...}` if it succeeds."""
+    try:
+        result = await call
+    except A2AError as error:
+        return error_view(error)
+    return {"error": None, "result": None if result is None else view(result)}
+
+
+async def first_event(stream):
+    """A stream's first event (None if it has none), the stream then closed."""
+    try:
+        async for event in stream:
+            return event
+        return None
+    finally:
+        await stream.aclose()
+
+
 class Door:
     """One capsule address: its card, resolved once, and the SDK's clients for it."""
 
@@ -195,6 +214,8 @@ async def cancel(door, obs):
     )
     obs["task"] = view(task)
     obs["seconds"] = time.monotonic() - started
+    # An ended task cannot be canceled again.
+    obs["cancelAgain"] = await error_of(blocking.cancel_task(CancelTaskRequest(id=task_id)))
 
 
 async def input_required(door, obs):
@@ -211,6 +232,7 @@ async def input_required(door, obs):
     if not waiting:
         raise AssertionError("the stream closed without TASK_STATE_INPUT_REQUIRED")
     task_id = event_task_id(waiting[-1])
+    obs["waiting"] = view(await blocking.get_task(GetTaskRequest(id=task_id)))
     # The answer goes on the same task, in its context: streamed, as a chat client would.
     obs["answered"] = []
     await collect(
@@ -244,11 +266,12 @@ async def tasks(door, obs):
     obs["page2"] = view(
         await client.list_tasks(ListTasksRequest(page_size=2, page_token=page1.next_page_token))
     )
-    try:
-        await client.get_task(GetTaskRequest(id="tsk_00000000000000000000000000000000"))
-        obs["missing"] = {"error": None}
-    except A2AError as error:
-        obs["missing"] = error_view(error)
+    missing = GetTaskRequest(id="tsk_00000000000000000000000000000000")
+    obs["missing"] = await error_of(client.get_task(missing))
+    # An ended task takes no more messages.
+    obs["sendToEnded"] = await error_of(
+        first_event(client.send_message(user_message("more", context_a, first)))
+    )
 
 
 async def resubscribe(door, obs):
@@ -271,13 +294,44 @@ async def resubscribe(door, obs):
     obs["second"] = []
     await collect(client.subscribe(SubscribeToTaskRequest(id=task_id), context=context), obs["second"])
     # The task has ended: a subscription without a cursor is refused.
-    try:
-        obs["afterEnd"] = [view(e) async for e in client.subscribe(SubscribeToTaskRequest(id=task_id))]
-    except A2AError as error:
-        obs["afterEnd"] = error_view(error)
+    obs["afterEnd"] = await error_of(first_event(client.subscribe(SubscribeToTaskRequest(id=task_id))))
+
+
+async def poll(door, obs):
+    await door.resolve()
+    # `polling`: SendMessage returns at once (returnImmediately) and the caller polls.
+    config = ClientConfig(streaming=False, polling=True, httpx_client=door.http)
+    client = ClientFactory(config).create(door.card)
+    door.clients.append(client)
+    started = time.monotonic()
+    returned = [e.task async for e in client.send_message(user_message("take your time"))]
+    obs["returned"] = view(returned[0])
+    obs["returnedAfter"] = time.monotonic() - started
+    task = await poll_task(
+        client, returned[0].id, lambda t: t.status.state == TaskState.TASK_STATE_COMPLETED
+    )
+    obs["task"] = view(task)
+
+
+async def subscribe(door, obs):
+    await door.resolve()
+    client = door.client(streaming=True)
+    obs["sent"] = []
+    obs["subscribed"] = []
+    sent = client.send_message(user_message("a task to watch"))
+    async for event in sent:
+        obs["sent"].append(view(event))
+        if event.HasField("artifact_update"):
+            break
+    task_id = event_task_id(event)
+    # A second client joins mid-task, without a cursor, while the first reads on.
+    watcher = client.subscribe(SubscribeToTaskRequest(id=task_id))
+    await asyncio.gather(collect(sent, obs["sent"]), collect(watcher, obs["subscribed"]))
 
 
 SCENARIOS = {
+    "poll": poll,
+    "subscribe": subscribe,
     "card": card,
     "send": send,
     "stream_tool": stream_tool,
