@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common::host::{Host, Live};
-use crate::common::sdk::Client;
+use crate::common::sdk::{Client, Sdk};
 use crate::common::*;
 
 const NAME: &str = "sdk-door";
@@ -287,6 +287,7 @@ for_each_sdk!(
     a_hosted_capsule_names_its_bearer_scheme_and_answers_with_the_token,
     a_polling_send_returns_at_once_and_get_task_sees_it_complete,
     a_subscriber_joining_mid_task_gets_the_task_so_far_then_every_later_event,
+    a_resume_from_events_no_longer_kept_is_refused_naming_the_first_kept,
 );
 
 /// The card at `<address>.well-known/agent-card.json`, through the SDK's resolver: the
@@ -814,4 +815,52 @@ fn a_subscriber_joining_mid_task_gets_the_task_so_far_then_every_later_event(cli
         labels(subscribed)
     );
     assert_eq!(text(&done["message"]), answer);
+}
+
+/// A reply streamed in more chunks than an ended task keeps events for: resuming
+/// from the start is refused (invalid params, as the SDK maps it) naming the first
+/// event still kept, in the message and the error's data; resuming from just before
+/// that one replays from it to the end; resuming near the end replays the tail.
+fn a_resume_from_events_no_longer_kept_is_refused_naming_the_first_kept(client: &Client) {
+    let chunks: Vec<String> = (0..300).map(|n| format!("c{n} ")).collect();
+    let door = Door::run("sdk-late", &[format!("  - chunks: {}\n", json!(chunks))]);
+    let seen = door.scenario(client, "late");
+    let seqs: Vec<u64> = seen["seqs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_u64().unwrap())
+        .collect();
+    let last = *seqs.last().unwrap();
+    assert_eq!(seqs, (1..=last).collect::<Vec<_>>());
+    assert!(last > 300, "a chunk an event: {last}");
+    assert_eq!(seen["lastState"], "TASK_STATE_COMPLETED");
+
+    let gone = &seen["gone"];
+    let mapped = match client.sdk() {
+        Sdk::Python => "InvalidParamsError",
+        Sdk::Js => "RequestMalformedError",
+    };
+    assert_eq!(gone["error"], mapped, "{gone:#}");
+    let kept = seen["fromFirstKept"].as_array().unwrap();
+    let first = kept[0].as_u64().unwrap();
+    assert!(first > 2 && first <= last, "{gone:#}");
+    assert!(
+        gone["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("the first kept is {first}")),
+        "{gone:#}"
+    );
+    assert_eq!(
+        kept.iter().map(|s| s.as_u64().unwrap()).collect::<Vec<_>>(),
+        (first..=last).collect::<Vec<_>>()
+    );
+
+    let tail = events(&seen, "tail");
+    assert_eq!(
+        tail.iter().map(seq).collect::<Vec<_>>(),
+        [Some(last - 1), Some(last)]
+    );
+    assert_eq!(final_status(tail)["state"], "TASK_STATE_COMPLETED");
 }

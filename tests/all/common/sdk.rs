@@ -163,6 +163,10 @@ fn install_js(home: &Path) -> Result<Client, String> {
 }
 
 impl Client {
+    pub fn sdk(&self) -> Sdk {
+        self.sdk
+    }
+
     /// Runs `scenario` against the capsule at `url` (its address, ending in `/`),
     /// with `token` when the address wants one, and returns the JSON line the script
     /// printed. A scenario that reports an error, exits non-zero or prints no JSON

@@ -75,7 +75,12 @@ function eventSeq(event) {
 // code. An error inside an event stream arrives wrapped, the A2A error as its cause.
 function errorView(error) {
   const a2a = error?.envelopeCode !== undefined ? error : (error?.cause ?? error);
-  return { error: a2a?.name, code: a2a?.envelopeCode, message: String(error?.message) };
+  return {
+    error: a2a?.name,
+    code: a2a?.envelopeCode,
+    message: String(error?.message),
+    data: a2a?.data,
+  };
 }
 
 // The SDK error a call rejects with, or `{ error: null }` if it succeeds.
@@ -313,7 +318,28 @@ async function subscribe(door, obs) {
   await Promise.all([collect(sent, obs.sent), collect(watcher, obs.subscribed)]);
 }
 
+async function late(door, obs) {
+  const client = await door.client();
+  const events = await collect(client.sendMessageStream(userMessage('a long reply')), []);
+  const taskId = eventTaskId(events[0]);
+  const last = eventSeq(events.at(-1));
+  obs.seqs = events.map(eventSeq);
+  obs.lastState = TaskState[eventState(events.at(-1))];
+  const after = (seq) => ({ serviceParameters: { 'Last-Event-ID': String(seq) } });
+  const subscribe = (seq) => client.resubscribeTask({ tenant: '', id: taskId }, after(seq));
+
+  // Resuming from far back, after the task ended: those events are gone.
+  const gone = await errorOf(firstEvent(subscribe(1)));
+  obs.gone = gone;
+  // The SDK hands over the JSON-RPC error's data as sent: a google.rpc.ErrorInfo.
+  const info = (Array.isArray(gone.data) ? gone.data : []).find((d) => d?.metadata);
+  const first = Number(info?.metadata?.firstAvailableSequence ?? last);
+  obs.fromFirstKept = (await collect(subscribe(first - 1), [])).map(eventSeq);
+  obs.tail = (await collect(subscribe(last - 2), [])).map(view);
+}
+
 const SCENARIOS = {
+  late,
   poll,
   subscribe,
   card,

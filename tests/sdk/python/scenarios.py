@@ -96,7 +96,7 @@ def event_seq(event):
 
 def error_view(error):
     """What a user sees of an SDK error: its class (mapped from the JSON-RPC code)."""
-    return {"error": type(error).__name__, "message": str(error)}
+    return {"error": type(error).__name__, "message": str(error), "data": error.data}
 
 
 async def error_of(call):
@@ -329,7 +329,34 @@ async def subscribe(door, obs):
     await asyncio.gather(collect(sent, obs["sent"]), collect(watcher, obs["subscribed"]))
 
 
+async def late(door, obs):
+    await door.resolve()
+    client = door.client(streaming=True)
+    events = await collect(client.send_message(user_message("a long reply")), [])
+    task_id = event_task_id(events[0])
+    last = event_seq(events[-1])
+    obs["seqs"] = [event_seq(e) for e in events]
+    obs["lastState"] = TaskState.Name(event_state(events[-1]))
+
+    def after(seq):
+        return ClientCallContext(service_parameters={"Last-Event-ID": str(seq)})
+
+    # Resuming from far back, after the task ended: those events are gone.
+    gone = await error_of(first_event(client.subscribe(SubscribeToTaskRequest(id=task_id), context=after(1))))
+    obs["gone"] = gone
+    # The SDK hands over the error's google.rpc.ErrorInfo metadata as its data.
+    first = int((gone.get("data") or {}).get("firstAvailableSequence", last))
+    obs["fromFirstKept"] = [
+        event_seq(e)
+        for e in await collect(client.subscribe(SubscribeToTaskRequest(id=task_id), context=after(first - 1)), [])
+    ]
+    obs["tail"] = [
+        view(e) for e in await collect(client.subscribe(SubscribeToTaskRequest(id=task_id), context=after(last - 2)), [])
+    ]
+
+
 SCENARIOS = {
+    "late": late,
     "poll": poll,
     "subscribe": subscribe,
     "card": card,
