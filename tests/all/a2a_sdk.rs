@@ -28,8 +28,9 @@ const DESCRIPTION: &str = "Answers A2A clients from a script";
 // Capsules.
 
 /// The capsule every scenario drives: the scripted driver, the shell (`bash`, for
-/// tool artifacts and slow tasks) and the `ask` tool (for input-required).
-fn manifest() -> String {
+/// tool artifacts and slow tasks) and the `ask` tool (for input-required);
+/// `lifecycle` is its `lifecycle:` block, if any (the queue flags come from `mur run`).
+fn manifest(lifecycle: &str) -> String {
     format!(
         r#"name: {NAME}
 version: "{VERSION}"
@@ -45,7 +46,7 @@ inference:
 capabilities:
   shell:
     allow: [bash]
-"#,
+{lifecycle}"#,
         ask = guest(MUR_TOOL_ASK).display(),
     )
 }
@@ -58,7 +59,12 @@ struct Door {
 
 impl Door {
     fn start(host: Host, name: &str, turns: &[String]) -> Door {
-        let capsule = Capsule::new(name, &manifest(), &format!("turns:\n{}", turns.concat()));
+        Door::with_lifecycle(host, name, turns, "")
+    }
+
+    fn with_lifecycle(host: Host, name: &str, turns: &[String], lifecycle: &str) -> Door {
+        let script = format!("turns:\n{}", turns.concat());
+        let capsule = Capsule::new(name, &manifest(lifecycle), &script);
         let live = Live::start(host, &capsule, QUEUE, &[]);
         Door {
             live,
@@ -282,12 +288,13 @@ for_each_sdk!(
     a_streamed_task_shows_the_tool_artifact_and_the_answer,
     a_canceled_task_ends_canceled_and_its_command_stops,
     an_input_required_task_takes_its_answer_on_the_same_task,
-    tasks_are_fetched_with_their_history_and_listed_newest_first,
+    tasks_are_fetched_with_their_history_and_listed_by_last_update,
     a_dropped_stream_resumes_from_last_event_id_with_nothing_lost_or_repeated,
     a_hosted_capsule_names_its_bearer_scheme_and_answers_with_the_token,
     a_polling_send_returns_at_once_and_get_task_sees_it_complete,
     a_subscriber_joining_mid_task_gets_the_task_so_far_then_every_later_event,
     a_resume_from_events_no_longer_kept_is_refused_naming_the_first_kept,
+    queued_rejected_canceled_and_failed_tasks_show_v1_states_and_list_by_last_update,
 );
 
 /// The card at `<address>.well-known/agent-card.json`, through the SDK's resolver: the
@@ -564,8 +571,10 @@ fn an_input_required_task_takes_its_answer_on_the_same_task(client: &Client) {
 
 /// Three blocking sends (two in one context, one in another), then `GetTask` with and
 /// without `historyLength`, and `ListTasks`: all, by context, by state, by pages of
-/// two (newest first throughout), and an unknown id's `TaskNotFoundError`.
-fn tasks_are_fetched_with_their_history_and_listed_newest_first(client: &Client) {
+/// two (most recently updated first throughout, as the spec orders them, which for
+/// tasks sent one after another is newest first), an unknown id's
+/// `TaskNotFoundError` and a message to an ended task refused.
+fn tasks_are_fetched_with_their_history_and_listed_by_last_update(client: &Client) {
     let answers = ["one", "two", "three"];
     let door = Door::run("sdk-tasks", &answers.map(text_turn));
     let seen = door.scenario(client, "tasks");
@@ -863,4 +872,60 @@ fn a_resume_from_events_no_longer_kept_is_refused_naming_the_first_kept(client: 
         [Some(last - 1), Some(last)]
     );
     assert_eq!(final_status(tail)["state"], "TASK_STATE_COMPLETED");
+}
+
+/// A capsule with one queue place, busy with task A: task B (sent with
+/// `returnImmediately`) waits `SUBMITTED`, task C is `REJECTED` with the reason, B
+/// canceled in the queue ends `CANCELED` at once, A completes, and D, whose model
+/// turn is an error, ends `FAILED`. `ListTasks` orders them by their last update, as
+/// the spec says: D, A, B, C.
+fn queued_rejected_canceled_and_failed_tasks_show_v1_states_and_list_by_last_update(
+    client: &Client,
+) {
+    let turns = [
+        bash_turn("sleep 2"),
+        text_turn("A done"),
+        "  - error: the model is down\n".to_string(),
+    ];
+    let door = Door::with_lifecycle(
+        Host::Run,
+        "sdk-queue",
+        &turns,
+        "lifecycle:\n  queue_depth: 1\n",
+    );
+    let seen = door.scenario(client, "queue");
+    let state_of = |task: &Value| task["status"]["state"].as_str().unwrap_or("").to_string();
+    let said = |task: &Value| text(&task["status"]["message"]);
+
+    let b = &seen["b"]["task"];
+    assert_eq!(state_of(b), "TASK_STATE_SUBMITTED", "B waits: {b:#}");
+    let c = &seen["c"]["task"];
+    assert_eq!(
+        state_of(c),
+        "TASK_STATE_REJECTED",
+        "C is turned away: {:#}",
+        seen["c"]
+    );
+    assert!(said(c).contains("busy"), "{c:#}");
+    let canceled = &seen["cancelB"];
+    assert_eq!(canceled["id"], b["id"]);
+    assert_eq!(state_of(canceled), "TASK_STATE_CANCELED", "{canceled:#}");
+    assert_eq!(state_of(&seen["getB"]), "TASK_STATE_CANCELED");
+    let a = events(&seen, "a");
+    assert_eq!(
+        final_status(a)["state"],
+        "TASK_STATE_COMPLETED",
+        "{:?}",
+        labels(a)
+    );
+    let d = &seen["d"]["task"];
+    assert_eq!(state_of(d), "TASK_STATE_FAILED", "{:#}", seen["d"]);
+
+    let [a, b, c, d] = [
+        task_of(&a[0]),
+        b["id"].as_str().unwrap(),
+        c["id"].as_str().unwrap(),
+        d["id"].as_str().unwrap(),
+    ];
+    assert_eq!(ids(&seen["list"]), [d, a, b, c], "{:#}", seen["list"]);
 }

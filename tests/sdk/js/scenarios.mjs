@@ -338,7 +338,42 @@ async function late(door, obs) {
   obs.tail = (await collect(subscribe(last - 2), [])).map(view);
 }
 
+async function queue(door, obs) {
+  const client = await door.client();
+  const polling = await new ClientFactory(
+    ClientFactoryOptions.createFrom(door.factory.options, { clientConfig: { polling: true } }),
+  ).createFromUrl(door.address);
+  // A send that returns at once: the task as the door took it, or the error.
+  const sendNow = async (text) => {
+    try {
+      return resultView(await polling.sendMessage(userMessage(text)));
+    } catch (error) {
+      return errorView(error);
+    }
+  };
+
+  obs.a = [];
+  const running = client.sendMessageStream(userMessage('task A'));
+  for (;;) {
+    const { value: event, done } = await running.next();
+    if (done) throw new Error('task A ended before it worked');
+    obs.a.push(view(event));
+    if (eventState(event) === TaskState.TASK_STATE_WORKING) break;
+  }
+  // A runs; B waits in the queue (one place); C finds it full.
+  obs.b = await sendNow('task B');
+  obs.c = await sendNow('task C');
+  const b = obs.b.task.id;
+  obs.cancelB = Task.toJSON(await client.cancelTask({ tenant: '', id: b }));
+  await collect(running, obs.a);
+  obs.getB = Task.toJSON(await client.getTask(GetTaskRequest.fromJSON({ id: b })));
+  // D fails: the model's turn is an error.
+  obs.d = resultView(await client.sendMessage(userMessage('task D')));
+  obs.list = ListTasksResponse.toJSON(await client.listTasks(ListTasksRequest.fromJSON({})));
+}
+
 const SCENARIOS = {
+  queue,
   late,
   poll,
   subscribe,

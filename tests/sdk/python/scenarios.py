@@ -355,7 +355,41 @@ async def late(door, obs):
     ]
 
 
+async def queue(door, obs):
+    await door.resolve()
+    streaming = door.client(streaming=True)
+    blocking = door.client(streaming=False)
+    config = ClientConfig(streaming=False, polling=True, httpx_client=door.http)
+    polling = ClientFactory(config).create(door.card)
+    door.clients.append(polling)
+
+    async def send_now(text):
+        """A send that returns at once: the task as the door took it, or the error."""
+        try:
+            return [view(e) async for e in polling.send_message(user_message(text))][0]
+        except A2AError as error:
+            return error_view(error)
+
+    obs["a"] = []
+    running = streaming.send_message(user_message("task A"))
+    async for event in running:
+        obs["a"].append(view(event))
+        if event_state(event) == TaskState.TASK_STATE_WORKING:
+            break
+    # A runs; B waits in the queue (one place); C finds it full.
+    obs["b"] = await send_now("task B")
+    obs["c"] = await send_now("task C")
+    b = obs["b"]["task"]["id"]
+    obs["cancelB"] = view(await blocking.cancel_task(CancelTaskRequest(id=b)))
+    await collect(running, obs["a"])
+    obs["getB"] = view(await blocking.get_task(GetTaskRequest(id=b)))
+    # D fails: the model's turn is an error.
+    obs["d"] = [view(e) async for e in blocking.send_message(user_message("task D"))][0]
+    obs["list"] = view(await blocking.list_tasks(ListTasksRequest()))
+
+
 SCENARIOS = {
+    "queue": queue,
     "late": late,
     "poll": poll,
     "subscribe": subscribe,
