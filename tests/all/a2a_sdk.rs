@@ -295,6 +295,7 @@ for_each_sdk!(
     a_subscriber_joining_mid_task_gets_the_task_so_far_then_every_later_event,
     a_resume_from_events_no_longer_kept_is_refused_naming_the_first_kept,
     queued_rejected_canceled_and_failed_tasks_show_v1_states_and_list_by_last_update,
+    a_blocking_send_returns_at_input_required_and_a_waiting_task_can_be_canceled,
 );
 
 /// The card at `<address>.well-known/agent-card.json`, through the SDK's resolver: the
@@ -644,6 +645,11 @@ fn tasks_are_fetched_with_their_history_and_listed_by_last_update(client: &Clien
         seen["missing"]
     );
     assert_eq!(
+        seen["sendToUnknown"]["error"], "TaskNotFoundError",
+        "a message to an unknown task: {:#}",
+        seen["sendToUnknown"]
+    );
+    assert_eq!(
         seen["sendToEnded"]["error"], "UnsupportedOperationError",
         "a message to an ended task: {:#}",
         seen["sendToEnded"]
@@ -928,4 +934,50 @@ fn queued_rejected_canceled_and_failed_tasks_show_v1_states_and_list_by_last_upd
         d["id"].as_str().unwrap(),
     ];
     assert_eq!(ids(&seen["list"]), [d, a, b, c], "{:#}", seen["list"]);
+}
+
+/// Blocking `SendMessage` only: a task whose tool asks comes back at
+/// `INPUT_REQUIRED` with the prompt (the call does not wait for an end that needs
+/// the caller); canceled while it waits it ends `CANCELED`; the next task asks too,
+/// and a blocking answer on it returns it completed with the answer.
+fn a_blocking_send_returns_at_input_required_and_a_waiting_task_can_be_canceled(client: &Client) {
+    let door = Door::run(
+        "sdk-blocking-input",
+        &[
+            ask_turn("First?"),
+            ask_turn("Second?"),
+            text_turn("{{last_tool_result}}"),
+        ],
+    );
+    let seen = door.scenario(client, "blocking_input");
+    let first = &seen["first"];
+    assert_eq!(
+        first["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{first:#}"
+    );
+    assert_eq!(text(&first["status"]["message"]), "First?");
+    for key in ["cancelFirst", "getFirst"] {
+        assert_eq!(seen[key]["id"], first["id"]);
+        assert_eq!(
+            seen[key]["status"]["state"], "TASK_STATE_CANCELED",
+            "{key}: {:#}",
+            seen[key]
+        );
+    }
+    let second = &seen["second"];
+    assert_eq!(
+        second["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{second:#}"
+    );
+    assert_eq!(text(&second["status"]["message"]), "Second?");
+    let answered = &seen["answered"];
+    assert_eq!(answered["id"], second["id"]);
+    assert_eq!(
+        answered["status"]["state"], "TASK_STATE_COMPLETED",
+        "{answered:#}"
+    );
+    assert!(
+        text(&answered["status"]["message"]).contains("42"),
+        "{answered:#}"
+    );
 }

@@ -245,6 +245,7 @@ async function tasks(door, obs) {
   obs.page2 = await list({ pageSize: 2, pageToken: page1.nextPageToken });
   const missing = GetTaskRequest.fromJSON({ id: 'tsk_00000000000000000000000000000000' });
   obs.missing = await errorOf(client.getTask(missing));
+  obs.sendToUnknown = await errorOf(client.sendMessage(userMessage('hello?', undefined, missing.id)));
   // An ended task takes no more messages.
   obs.sendToEnded = await errorOf(client.sendMessage(userMessage('more', contextA, first)));
 }
@@ -372,7 +373,23 @@ async function queue(door, obs) {
   obs.list = ListTasksResponse.toJSON(await client.listTasks(ListTasksRequest.fromJSON({})));
 }
 
+async function blockingInput(door, obs) {
+  const client = await door.client();
+  const send = async (text, taskId) =>
+    resultView(await client.sendMessage(userMessage(text, undefined, taskId))).task;
+  const get = async (id) => Task.toJSON(await client.getTask(GetTaskRequest.fromJSON({ id })));
+
+  // A blocking send returns when the task stops to ask, not only when it ends.
+  obs.first = await send('ask me something');
+  const first = obs.first.id;
+  obs.cancelFirst = Task.toJSON(await client.cancelTask({ tenant: '', id: first }));
+  obs.getFirst = await get(first);
+  obs.second = await send('ask me again');
+  obs.answered = await send('42', obs.second.id);
+}
+
 const SCENARIOS = {
+  blocking_input: blockingInput,
   queue,
   late,
   poll,

@@ -268,6 +268,9 @@ async def tasks(door, obs):
     )
     missing = GetTaskRequest(id="tsk_00000000000000000000000000000000")
     obs["missing"] = await error_of(client.get_task(missing))
+    obs["sendToUnknown"] = await error_of(
+        first_event(client.send_message(user_message("hello?", None, missing.id)))
+    )
     # An ended task takes no more messages.
     obs["sendToEnded"] = await error_of(
         first_event(client.send_message(user_message("more", context_a, first)))
@@ -388,7 +391,24 @@ async def queue(door, obs):
     obs["list"] = view(await blocking.list_tasks(ListTasksRequest()))
 
 
+async def blocking_input(door, obs):
+    await door.resolve()
+    client = door.client(streaming=False)
+
+    async def send(text, task_id=None):
+        return [view(e.task) async for e in client.send_message(user_message(text, None, task_id))][0]
+
+    # A blocking send returns when the task stops to ask, not only when it ends.
+    obs["first"] = await send("ask me something")
+    first = obs["first"]["id"]
+    obs["cancelFirst"] = view(await client.cancel_task(CancelTaskRequest(id=first)))
+    obs["getFirst"] = view(await client.get_task(GetTaskRequest(id=first)))
+    obs["second"] = await send("ask me again")
+    obs["answered"] = await send("42", obs["second"]["id"])
+
+
 SCENARIOS = {
+    "blocking_input": blocking_input,
     "queue": queue,
     "late": late,
     "poll": poll,
