@@ -296,6 +296,7 @@ for_each_sdk!(
     a_resume_from_events_no_longer_kept_is_refused_naming_the_first_kept,
     queued_rejected_canceled_and_failed_tasks_show_v1_states_and_list_by_last_update,
     a_blocking_send_returns_at_input_required_and_a_waiting_task_can_be_canceled,
+    a_streamed_reply_comes_in_appended_chunks_that_add_up_to_the_answer,
 );
 
 /// The card at `<address>.well-known/agent-card.json`, through the SDK's resolver: the
@@ -980,4 +981,57 @@ fn a_blocking_send_returns_at_input_required_and_a_waiting_task_can_be_canceled(
         text(&answered["status"]["message"]).contains("42"),
         "{answered:#}"
     );
+}
+
+/// A reply the model streams: artifact updates of one artifact, the first not
+/// appended, the rest appended, the last flagged `lastChunk`; put together as a
+/// client does (by `artifactId`, honouring `append`) they are the answer, byte for
+/// byte (non-ASCII and a newline included), as are the `response` artifact and the
+/// completed status.
+fn a_streamed_reply_comes_in_appended_chunks_that_add_up_to_the_answer(client: &Client) {
+    let chunks = ["Hel", "lo ", "wörld ✓\nsecond line"];
+    let answer = chunks.concat();
+    let door = Door::run("sdk-chunks", &[format!("  - chunks: {}\n", json!(chunks))]);
+    let seen = door.scenario(client, "stream_tool");
+    let events = events(&seen, "events");
+    contiguous(events);
+    let updates: Vec<&Value> = events
+        .iter()
+        .filter(|e| kind(e) == "artifactUpdate")
+        .map(|e| &e["artifactUpdate"])
+        .collect();
+    let mut assembled: Vec<(String, String, bool)> = Vec::new();
+    for update in &updates {
+        let id = update["artifact"]["artifactId"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let part = text(&update["artifact"]);
+        let last = update["lastChunk"] == true;
+        match assembled.iter_mut().find(|(known, _, _)| *known == id) {
+            Some((_, so_far, ended)) => {
+                assert!(!*ended, "an update after the last chunk: {updates:#?}");
+                assert_eq!(update["append"], true, "{update:#}");
+                so_far.push_str(&part);
+                *ended = last;
+            }
+            None => {
+                assert_ne!(update["append"], true, "the first chunk appends to nothing");
+                assembled.push((id, part, last));
+            }
+        }
+    }
+    assert!(
+        assembled.iter().all(|(_, _, ended)| *ended),
+        "{assembled:?}"
+    );
+    let streamed: Vec<&(String, String, bool)> = assembled
+        .iter()
+        .filter(|(id, _, _)| id != "response")
+        .collect();
+    assert_eq!(streamed.len(), 1, "one streamed reply: {assembled:?}");
+    assert_eq!(streamed[0].1, answer);
+    let response = assembled.iter().find(|(id, _, _)| id == "response");
+    assert_eq!(response.map(|r| r.1.as_str()), Some(answer.as_str()));
+    assert_eq!(text(&final_status(events)["message"]), answer);
 }
