@@ -268,12 +268,18 @@ fn run_bounded(cmd: &mut Command, what: &str) -> Result<(), String> {
     if out.status == 0 {
         return Ok(());
     }
+    // The first lines name the cause (npm's error code), the last pip's verdict.
     let said = format!("{}{}", out.stdout, out.stderr);
-    let tail: Vec<&str> = said.lines().rev().take(5).collect();
+    let lines: Vec<&str> = said.lines().filter(|l| !l.trim().is_empty()).collect();
+    let shown: Vec<&str> = if lines.len() <= 6 {
+        lines
+    } else {
+        [&lines[..3], &["..."], &lines[lines.len() - 3..]].concat()
+    };
     Err(format!(
         "{what} exited {}: {}",
         out.status,
-        tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+        shown.join(" | ")
     ))
 }
 
