@@ -321,11 +321,11 @@ async function subscribe(door, obs) {
 
 async function late(door, obs) {
   const client = await door.client();
-  const events = await collect(client.sendMessageStream(userMessage('a long reply')), []);
-  const taskId = eventTaskId(events[0]);
-  const last = eventSeq(events.at(-1));
-  obs.seqs = events.map(eventSeq);
-  obs.lastState = TaskState[eventState(events.at(-1))];
+  // Run to its end with a blocking send: only the resumptions below are streams.
+  const ended = await client.sendMessage(userMessage('a long reply'));
+  obs.task = Task.toJSON(ended);
+  const taskId = ended.id;
+  const last = ended.metadata?.murmur?.seq;
   const after = (seq) => ({ serviceParameters: { 'Last-Event-ID': String(seq) } });
   const subscribe = (seq) => client.resubscribeTask({ tenant: '', id: taskId }, after(seq));
 

@@ -335,11 +335,12 @@ async def subscribe(door, obs):
 async def late(door, obs):
     await door.resolve()
     client = door.client(streaming=True)
-    events = await collect(client.send_message(user_message("a long reply")), [])
-    task_id = event_task_id(events[0])
-    last = event_seq(events[-1])
-    obs["seqs"] = [event_seq(e) for e in events]
-    obs["lastState"] = TaskState.Name(event_state(events[-1]))
+    # Run to its end with a blocking send: only the resumptions below are streams.
+    blocking = door.client(streaming=False)
+    ended = [e async for e in blocking.send_message(user_message("a long reply"))][0]
+    obs["task"] = view(ended.task)
+    task_id = event_task_id(ended)
+    last = event_seq(ended)
 
     def after(seq):
         return ClientCallContext(service_parameters={"Last-Event-ID": str(seq)})
