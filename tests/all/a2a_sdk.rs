@@ -290,7 +290,7 @@ for_each_sdk!(
     an_input_required_task_takes_its_answer_on_the_same_task,
     tasks_are_fetched_with_their_history_and_listed_by_last_update,
     a_dropped_stream_resumes_from_last_event_id_with_nothing_lost_or_repeated,
-    a_hosted_capsule_names_its_bearer_scheme_and_answers_with_the_token,
+    a_hosted_capsule_publishes_its_bearer_scheme_and_the_sdk_authenticates_by_it,
     a_polling_send_returns_at_once_and_get_task_sees_it_complete,
     a_subscriber_joining_mid_task_gets_the_task_so_far_then_every_later_event,
     a_resume_from_events_no_longer_kept_is_refused_naming_the_first_kept,
@@ -722,19 +722,23 @@ fn a_dropped_stream_resumes_from_last_event_id_with_nothing_lost_or_repeated(cli
     );
 }
 
-/// Under `mur serve` the address wants its token: the card names the bearer scheme
-/// and requires it, its interface is the capsule's `/c/<id>/` address, and the SDK,
-/// given the token, sends a message and gets the answer.
-fn a_hosted_capsule_names_its_bearer_scheme_and_answers_with_the_token(client: &Client) {
-    let answer = "Hello through mur serve";
-    let door = Door::start(Host::Serve, "sdk-served", &[text_turn(answer)]);
+/// Under `mur serve` the address wants its token. A client that knows only the
+/// address reads the card without one: it names the bearer scheme and requires it,
+/// and its interface is the capsule's `/c/<id>/` address. Without the token a send is
+/// refused (401); with it, through the SDK's own authentication (Python's
+/// `AuthInterceptor` reading the scheme off the card, JS's handler retrying the 401
+/// that names `Bearer`), the task completes; and so it does with the token simply
+/// sent on every request.
+fn a_hosted_capsule_publishes_its_bearer_scheme_and_the_sdk_authenticates_by_it(client: &Client) {
+    let answers = ["Hello, authenticated", "Hello again"];
+    let door = Door::start(Host::Serve, "sdk-served", &answers.map(text_turn));
     assert!(
         door.live.at.token().is_some(),
         "a hosted capsule has a token"
     );
-    let seen = door.scenario(client, "card");
-    let card = &seen["card"];
     assert!(door.interface().ends_with("/"), "{}", door.interface());
+    let seen = door.scenario(client, "auth");
+    let card = &seen["card"];
     assert_eq!(
         card["supportedInterfaces"][0]["url"],
         door.url(),
@@ -754,8 +758,32 @@ fn a_hosted_capsule_names_its_bearer_scheme_and_answers_with_the_token(client: &
         "the bearer scheme, no scopes: {card:#}"
     );
 
+    // Python reports the HTTP status, JS the JSON-RPC error in the 401's body.
+    let without = &seen["without"];
+    let refused = without["message"].as_str().unwrap_or_default();
+    assert!(
+        without["error"].is_string()
+            && (refused.contains("401") || refused.contains("Unauthorized")),
+        "refused without the token: {without:#}"
+    );
+    if client.sdk() == Sdk::Js {
+        assert_eq!(
+            seen["retriedWithToken"], true,
+            "the 401 asked for the token"
+        );
+    }
+    let authenticated = events(&seen, "events");
+    let done = final_status(authenticated);
+    assert_eq!(
+        done["state"],
+        "TASK_STATE_COMPLETED",
+        "{:?}",
+        labels(authenticated)
+    );
+    assert_eq!(text(&done["message"]), answers[0]);
+
     let sent = door.scenario(client, "send");
-    assert_completed_task(&events(&sent, "events")[0]["task"], answer);
+    assert_completed_task(&events(&sent, "events")[0]["task"], answers[1]);
 }
 
 /// The SDKs' `polling` client: `SendMessage` with `returnImmediately` answers at once

@@ -153,12 +153,25 @@ async function pollTask(client, id, done, withinMs = 10_000) {
 // -----------------------------------------------------------------------------------
 // The scenarios. Each fills `obs` (printed whatever happens).
 
+// The resolver hands back ProtoJSON as fetched unless it had to parse the card (a card
+// with security schemes), then the SDK's objects: shown as ProtoJSON either way.
+function cardView(card) {
+  const parsed = Object.values(card.securitySchemes ?? {}).some((s) => s?.scheme?.$case);
+  return parsed ? AgentCard.toJSON(card) : card;
+}
+
+// A client factory whose transport fetches with `fetchImpl`.
+function factoryWith(fetchImpl) {
+  return new ClientFactory(
+    ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+      transports: [new JsonRpcTransportFactory({ fetchImpl })],
+    }),
+  );
+}
+
 async function card(door, obs) {
   const resolved = await door.resolver.resolve(door.address);
-  // The resolver hands back ProtoJSON as fetched unless it had to parse the card (a
-  // card with security schemes), then the SDK's objects: shown as ProtoJSON either way.
-  const parsed = Object.values(resolved.securitySchemes ?? {}).some((s) => s?.scheme?.$case);
-  obs.card = parsed ? AgentCard.toJSON(resolved) : resolved;
+  obs.card = cardView(resolved);
   // The card must be one the SDK can build a client from.
   await door.factory.createFromAgentCard(resolved);
   obs.client = 'created';
@@ -388,7 +401,33 @@ async function blockingInput(door, obs) {
   obs.answered = await send('42', obs.second.id);
 }
 
+async function auth(door, obs) {
+  // A client that knows only the address and holds a token: no header of its own.
+  const card = await new DefaultAgentCardResolver({ fetchImpl: fetch }).resolve(door.address);
+  obs.card = cardView(card);
+  const plain = await factoryWith(fetch).createFromAgentCard(card);
+  obs.without = await errorOf(plain.sendMessage(userMessage('hello?')));
+  // The SDK's authentication handler: asked by a 401 naming the Bearer scheme, it
+  // retries with the token, and sends it from then on.
+  let learned = {};
+  const fetchImpl = createAuthenticatingFetchWithRetry(fetch, {
+    headers: async () => learned,
+    shouldRetryWithHeaders: async (_request, response) =>
+      response.status === 401 && /^Bearer\b/i.test(response.headers.get('www-authenticate') ?? '')
+        ? { Authorization: `Bearer ${process.env.A2A_TOKEN}` }
+        : undefined,
+    onSuccessfulRetry: async (headers) => {
+      learned = headers;
+      obs.retriedWithToken = true;
+    },
+  });
+  const client = await factoryWith(fetchImpl).createFromAgentCard(card);
+  obs.events = [];
+  await collect(client.sendMessageStream(userMessage('say hello')), obs.events);
+}
+
 const SCENARIOS = {
+  auth,
   blocking_input: blockingInput,
   queue,
   late,

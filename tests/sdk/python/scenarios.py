@@ -25,7 +25,14 @@ import uuid
 import httpx
 from google.protobuf.json_format import MessageToDict
 
-from a2a.client import A2ACardResolver, ClientCallContext, ClientConfig, ClientFactory
+from a2a.client import (
+    A2ACardResolver,
+    AuthInterceptor,
+    ClientCallContext,
+    ClientConfig,
+    ClientFactory,
+    CredentialService,
+)
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     GetTaskRequest,
@@ -143,7 +150,7 @@ class Door:
 
     async def close(self):
         for client in self.clients:
-            await client.close()
+            await (client.aclose() if isinstance(client, httpx.AsyncClient) else client.close())
         await self.http.aclose()
 
 
@@ -408,7 +415,30 @@ async def blocking_input(door, obs):
     obs["answered"] = await send("42", obs["second"]["id"])
 
 
+class Token(CredentialService):
+    """The capsule's token, for the security scheme the card names `bearer`."""
+
+    async def get_credentials(self, security_scheme_name, context):
+        return os.environ.get("A2A_TOKEN") if security_scheme_name == "bearer" else None
+
+
+async def auth(door, obs):
+    # A client that knows only the address and holds a token: no header of its own.
+    http = httpx.AsyncClient(timeout=HTTP_TIMEOUT_SECONDS)
+    door.clients.append(http)
+    card = await A2ACardResolver(http, door.address).get_agent_card()
+    obs["card"] = view(card)
+    plain = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
+    obs["without"] = await error_of(first_event(plain.send_message(user_message("hello?"))))
+    # The SDK's AuthInterceptor puts the token where the card's scheme says.
+    config = ClientConfig(streaming=True, httpx_client=http)
+    client = ClientFactory(config).create(card, interceptors=[AuthInterceptor(Token())])
+    obs["events"] = []
+    await collect(client.send_message(user_message("say hello")), obs["events"])
+
+
 SCENARIOS = {
+    "auth": auth,
     "blocking_input": blocking_input,
     "queue": queue,
     "late": late,
