@@ -150,36 +150,28 @@ fn text(parts_holder: &Value) -> String {
         .unwrap_or_default()
 }
 
-/// One label per event, for failure messages: `task:SUBMITTED`, `status:WORKING`,
-/// `artifact:bash`.
+/// One label per event, for failure messages: `task:SUBMITTED@Some(1)`,
+/// `status:WORKING@Some(2)`, `artifact:bash@Some(3)`.
 fn labels(events: &[Value]) -> Vec<String> {
     events
         .iter()
         .map(|e| {
             let (kind, body) = payload(e);
-            let short = |s: Option<&str>| {
-                s.unwrap_or("?")
-                    .trim_start_matches("TASK_STATE_")
-                    .to_string()
-            };
-            match kind {
-                "task" => format!(
-                    "task:{}@{:?}",
-                    short(body["status"]["state"].as_str()),
-                    seq(e)
-                ),
-                "statusUpdate" => format!(
-                    "status:{}@{:?}",
-                    short(body["status"]["state"].as_str()),
-                    seq(e)
-                ),
-                "artifactUpdate" => format!(
-                    "artifact:{}@{:?}",
-                    body["artifact"]["name"].as_str().unwrap_or("?"),
-                    seq(e)
-                ),
+            let what = match kind {
+                "task" | "statusUpdate" => {
+                    let state = body["status"]["state"].as_str().unwrap_or("?");
+                    let short = if kind == "task" { "task" } else { "status" };
+                    format!("{short}:{}", state.trim_start_matches("TASK_STATE_"))
+                }
+                "artifactUpdate" => {
+                    format!(
+                        "artifact:{}",
+                        body["artifact"]["name"].as_str().unwrap_or("?")
+                    )
+                }
                 other => other.to_string(),
-            }
+            };
+            format!("{what}@{:?}", seq(e))
         })
         .collect()
 }
@@ -220,9 +212,9 @@ fn task_artifacts(task: &Value) -> Vec<&Value> {
         .unwrap_or_default()
 }
 
-/// A stream's sequence numbers, checked: every event carries one, the first event is
-/// the task snapshot (the seq it includes) and each later event is the next number.
-/// Returns the snapshot's seq and the last.
+/// A run of events' sequence numbers, checked: every event carries one and each is
+/// the one before plus one (a task snapshot first counts as the last seq it
+/// includes). Returns the first and the last.
 fn contiguous(events: &[Value]) -> (u64, u64) {
     let seqs: Vec<Option<u64>> = events.iter().map(seq).collect();
     assert!(
