@@ -1050,3 +1050,46 @@ fn a_streamed_reply_comes_in_appended_chunks_that_add_up_to_the_answer(client: &
     assert_eq!(response.map(|r| r.1.as_str()), Some(answer.as_str()));
     assert_eq!(text(&final_status(events)["message"]), answer);
 }
+
+/// The README's Python client ("A2A v1.0 clients"), run as written against the hello
+/// example (started as the README starts it, the address it prints put in place of
+/// the README's): it prints the hello capsule's answer.
+#[test]
+fn the_readmes_python_client_prints_the_hello_answer() {
+    let Some(client) = Sdk::Python.client() else {
+        return;
+    };
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let section = readme
+        .split_once("### A2A v1.0 clients")
+        .expect("the README's A2A section")
+        .1;
+    let code = section
+        .split_once("```python\n")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .expect("a Python block in the A2A section")
+        .0;
+    assert!(code.lines().count() <= 12, "ten lines or so:\n{code}");
+    let readme_url = "http://localhost:52222";
+    assert!(code.contains(readme_url), "{code}");
+
+    let hello = Capsule {
+        dir: repo().join("examples/hello"),
+    };
+    let workdir = scratch("sdk-readme");
+    let mut args = vec!["--workdir", workdir.to_str().unwrap()];
+    args.extend_from_slice(QUEUE);
+    let running = hello.spawn(&args);
+    let url = format!("http://{}", running.address);
+    let run = client.python(&code.replace(readme_url, &url));
+    assert_eq!(
+        run.status, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        run.stdout, run.stderr
+    );
+    assert!(
+        run.stdout.starts_with("My workdir holds the files below"),
+        "{}",
+        run.stdout
+    );
+}

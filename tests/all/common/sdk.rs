@@ -205,6 +205,34 @@ impl Client {
     }
 }
 
+/// What a snippet run printed.
+pub struct Snippet {
+    pub status: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Client {
+    /// Runs Python `code` as a user would paste it (`python -c` in the virtualenv),
+    /// within the scenario bound.
+    pub fn python(&self, code: &str) -> Snippet {
+        assert_eq!(
+            self.sdk,
+            Sdk::Python,
+            "a Python snippet needs the Python SDK"
+        );
+        let mut cmd = Command::new(&self.program);
+        cmd.args(["-c", code]).env("PYTHONDONTWRITEBYTECODE", "1");
+        let out = run_within(&mut cmd, SCENARIO_LIMIT)
+            .unwrap_or_else(|e| panic!("a Python snippet: {e}"));
+        Snippet {
+            status: out.status,
+            stdout: out.stdout,
+            stderr: out.stderr,
+        }
+    }
+}
+
 /// `seen` without its traceback, which is printed after it.
 fn without_traces(seen: &Value) -> Value {
     let mut seen = seen.clone();
