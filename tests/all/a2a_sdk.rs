@@ -447,6 +447,11 @@ fn a_canceled_task_ends_canceled_and_its_command_stops(client: &Client) {
     let seen = door.scenario(client, "cancel");
     let events = events(&seen, "events");
     let task = task_of(&events[0]);
+    assert_eq!(
+        seen["followUp"]["error"], "UnsupportedOperationError",
+        "a follow-up to a running task: {:#}",
+        seen["followUp"]
+    );
     let canceled = &seen["cancel"];
     assert_eq!(canceled["id"], task, "{canceled:#}");
     // The answer to CancelTask may come before the task has stopped.
@@ -637,6 +642,13 @@ fn tasks_are_fetched_with_their_history_and_listed_by_last_update(client: &Clien
         "{:#}",
         seen["missing"]
     );
+    for call in ["cancelMissing", "subscribeMissing"] {
+        assert_eq!(
+            seen[call]["error"], "TaskNotFoundError",
+            "{call}: {:#}",
+            seen[call]
+        );
+    }
     assert_eq!(
         seen["sendToUnknown"]["error"], "TaskNotFoundError",
         "a message to an unknown task: {:#}",

@@ -199,6 +199,10 @@ async function cancel(door, obs) {
     if (obs.cancel === undefined && eventState(event) === TaskState.TASK_STATE_WORKING) {
       // Give the slow tool a moment to start, so the cancel stops it running.
       await sleep(500);
+      // A running task that is not waiting for input takes no follow-up.
+      const followUp = userMessage('hurry up', undefined, taskId);
+      followUp.configuration = { acceptedOutputModes: [], returnImmediately: true };
+      obs.followUp = await errorOf(client.sendMessage(followUp));
       obs.cancel = Task.toJSON(await client.cancelTask({ tenant: '', id: taskId }));
     }
   }
@@ -258,6 +262,8 @@ async function tasks(door, obs) {
   obs.page2 = await list({ pageSize: 2, pageToken: page1.nextPageToken });
   const missing = GetTaskRequest.fromJSON({ id: 'tsk_00000000000000000000000000000000' });
   obs.missing = await errorOf(client.getTask(missing));
+  obs.cancelMissing = await errorOf(client.cancelTask({ tenant: '', id: missing.id }));
+  obs.subscribeMissing = await errorOf(firstEvent(client.resubscribeTask({ tenant: '', id: missing.id })));
   obs.sendToUnknown = await errorOf(client.sendMessage(userMessage('hello?', undefined, missing.id)));
   // An ended task takes no more messages.
   obs.sendToEnded = await errorOf(client.sendMessage(userMessage('more', contextA, first)));

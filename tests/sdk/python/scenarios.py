@@ -214,6 +214,10 @@ async def cancel(door, obs):
         if "cancel" not in obs and event_state(event) == TaskState.TASK_STATE_WORKING:
             # Give the slow tool a moment to start, so the cancel stops it running.
             await asyncio.sleep(0.5)
+            # A running task that is not waiting for input takes no follow-up.
+            follow_up = user_message("hurry up", None, task_id)
+            follow_up.configuration.return_immediately = True
+            obs["followUp"] = await error_of(first_event(blocking.send_message(follow_up)))
             obs["cancel"] = view(await blocking.cancel_task(CancelTaskRequest(id=task_id)))
     obs["streamClosedAfter"] = time.monotonic() - started
     task = await poll_task(
@@ -275,6 +279,11 @@ async def tasks(door, obs):
     )
     missing = GetTaskRequest(id="tsk_00000000000000000000000000000000")
     obs["missing"] = await error_of(client.get_task(missing))
+    obs["cancelMissing"] = await error_of(client.cancel_task(CancelTaskRequest(id=missing.id)))
+    streaming = door.client(streaming=True)
+    obs["subscribeMissing"] = await error_of(
+        first_event(streaming.subscribe(SubscribeToTaskRequest(id=missing.id)))
+    )
     obs["sendToUnknown"] = await error_of(
         first_event(client.send_message(user_message("hello?", None, missing.id)))
     )
