@@ -262,17 +262,28 @@ fn write(path: &Path, text: &str) -> Result<(), String> {
 struct Lock(File);
 
 impl Lock {
+    /// Waits for the lock as long as the holder's install may take (its two steps,
+    /// each bounded), then gives up.
     fn take(path: &Path) -> Result<Lock, String> {
         let file = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        // SAFETY: flock takes a descriptor this function owns, open until the drop.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(format!(
-                "{}: {}",
-                path.display(),
-                std::io::Error::last_os_error()
-            ));
+        let deadline = Instant::now() + 2 * INSTALL_LIMIT + Duration::from_secs(30);
+        loop {
+            // SAFETY: flock takes a descriptor this function owns, open until the drop.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return Ok(Lock(file));
+            }
+            let error = std::io::Error::last_os_error();
+            if error.kind() != std::io::ErrorKind::WouldBlock {
+                return Err(format!("{}: {error}", path.display()));
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "{} is still held by another install",
+                    path.display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
         }
-        Ok(Lock(file))
     }
 }
 
