@@ -57,6 +57,54 @@ pub struct Served {
     pub card: bytes::Bytes,
 }
 
+/// A message that is to become a task, from either door.
+pub struct Arrived {
+    pub message_id: String,
+    pub context_id: Option<String>,
+    /// The task's text, from the message's parts.
+    pub text: String,
+    /// The message as the task's history keeps it.
+    pub v1: ::a2a::Message,
+}
+
+impl Served {
+    /// Hands a new task to the queue: its arrival traced and kept by the task store, and
+    /// if the capsule cannot take it, its refusal too. Returns the task's id and context.
+    pub fn take(
+        &self,
+        request: &Request,
+        arrived: Arrived,
+    ) -> (String, String, Result<(), Refusal>) {
+        let task = Pending {
+            breach: None,
+            id: ids::task(),
+            context_id: arrived.context_id.unwrap_or_else(ids::context),
+            text: arrived.text,
+            origin: Origin::claimed(request.header("x-murmur-task-origin")),
+            source: Source::A2a,
+            message_id: Some(arrived.message_id),
+        };
+        let (task_id, context_id) = (task.id.clone(), task.context_id.clone());
+        let received = line::a2a_task_received(&task, request.header("traceparent"));
+        // A failed trace write is kept by the trace: the loop's next step ends on it.
+        let _ = self.trace.under_session(Some(&task_id), received);
+        let tasks = self.wire.tasks();
+        tasks.submitted(&task_id, &context_id, Some(arrived.v1));
+        let taken = self.queue.submit(task);
+        match &taken {
+            Ok(()) => {}
+            Err(Refusal::Busy) => {
+                // The trace says what became of every task it saw arrive.
+                let rejected = line::task_rejected(&task_id, line::Rejected::Busy);
+                let _ = self.trace.under_session(Some(&task_id), rejected);
+                tasks.rejected(&task_id, &context_id, None, REJECTED_BUSY);
+            }
+            Err(Refusal::Closed) => tasks.rejected(&task_id, &context_id, None, QUEUE_CLOSED),
+        }
+        (task_id, context_id, taken)
+    }
+}
+
 /// What one listener serves.
 #[derive(Clone)]
 pub enum Mount {
@@ -645,34 +693,17 @@ async fn message_stream(socket: TcpStream, request: &Request, served: &Served, p
             // The reply resumes the running task: this connection follows it from here.
             return stream.pump(&conn, |f| f.ends_stream).await.map(|_| ());
         }
-        let task = Pending {
-            breach: None,
-            id: ids::task(),
-            context_id: message.context_id.clone().unwrap_or_else(ids::context),
+        let arrived = Arrived {
+            message_id: message.message_id.clone(),
+            context_id: message.context_id.clone(),
             text: message_text(&message),
-            origin: Origin::claimed(request.header("x-murmur-task-origin")),
-            source: Source::A2a,
-            message_id: Some(message.message_id.clone()),
+            v1: v1_message(&message),
         };
-        let (task_id, context_id) = (task.id.clone(), task.context_id.clone());
-        let received = line::a2a_task_received(&task, request.header("traceparent"));
-        // A failed trace write is kept by the trace: the loop's next step ends on it.
-        let _ = served.trace.under_session(Some(&task_id), received);
-        let tasks = served.wire.tasks();
-        tasks.submitted(&task_id, &context_id, Some(v1_message(&message)));
-        match served.queue.submit(task) {
+        let (task_id, context_id, taken) = served.take(request, arrived);
+        match taken {
             Ok(()) => stream.pump(&conn, |f| f.ends_stream).await.map(|_| ()),
-            Err(Refusal::Busy) => {
-                // The trace says what became of every task it saw arrive.
-                let rejected = line::task_rejected(&task_id, line::Rejected::Busy);
-                let _ = served.trace.under_session(Some(&task_id), rejected);
-                tasks.rejected(&task_id, &context_id, None, REJECTED_BUSY);
-                stream.write(&frames::rejected(&task_id, &context_id)).await
-            }
-            Err(Refusal::Closed) => {
-                tasks.rejected(&task_id, &context_id, None, QUEUE_CLOSED);
-                stream.write(&frames::error(QUEUE_CLOSED)).await
-            }
+            Err(Refusal::Busy) => stream.write(&frames::rejected(&task_id, &context_id)).await,
+            Err(Refusal::Closed) => stream.write(&frames::error(QUEUE_CLOSED)).await,
         }
     };
     let _ = served.await;

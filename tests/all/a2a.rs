@@ -80,17 +80,7 @@ fn send_params(message_id: &str, text: &str) -> Value {
 /// byte, the body returned as sent.
 fn call_with(at: &At, headers: &[(&str, &str)], body: &str) -> String {
     let reply = at.exchange(&at.request("POST", "", headers, body));
-    let (head, body) = reply
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("no head: {reply:?}"));
-    assert_eq!(
-        head,
-        format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close",
-            body.len()
-        )
-    );
-    body.to_string()
+    json_body(&reply).to_string()
 }
 
 /// A v1 call (JSON, `A2A-Version: 1.0`) answered with plain JSON.
@@ -551,237 +541,198 @@ fn a_streamed_reply_arrives_as_chunks_of_one_artifact() {
 // ---------------------------------------------------------------------------------
 // Errors.
 
+/// The exact refusals, by kind.
+fn invalid(why: &str) -> String {
+    error_envelope(
+        json!(1),
+        -32602,
+        &format!("Invalid params: {why}"),
+        "INVALID_PARAMS",
+        None,
+    )
+}
+
+fn not_found(task: &str) -> String {
+    let facts = json!({"taskId": task});
+    error_envelope(
+        json!(1),
+        -32001,
+        &format!("task {task} not found"),
+        "TASK_NOT_FOUND",
+        Some(facts),
+    )
+}
+
+fn unsupported(why: &str) -> String {
+    error_envelope(json!(1), -32004, why, "UNSUPPORTED_OPERATION", None)
+}
+
+fn bad_version(shown: &str) -> String {
+    let why = format!(
+        "A2A version {shown} is not supported: this capsule speaks 1.0 (send the header A2A-Version: 1.0)"
+    );
+    error_envelope(
+        json!(1),
+        -32009,
+        &why,
+        "VERSION_NOT_SUPPORTED",
+        Some(json!({"supportedVersions": "1.0"})),
+    )
+}
+
+fn bad_request(why: &str) -> String {
+    error_envelope(
+        Value::Null,
+        -32600,
+        &format!("Invalid Request: {why}"),
+        "INVALID_REQUEST",
+        None,
+    )
+}
+
+fn message_with(extra: Value) -> Value {
+    let mut message = user("m-2", "x");
+    for (key, value) in extra.as_object().unwrap() {
+        message[key] = value.clone();
+    }
+    json!({"message": message})
+}
+
 #[test]
 fn every_refusal_has_the_specifications_code_and_detail() {
     let (_capsule, live) = queued("a2a-errors", TOOL_THEN_ANSWER);
     let at = &live.at;
-    let done = call_json(at, "SendMessage", send_params("m-1", "do it"));
-    let done = task_id(&done);
-    let cases: Vec<(Vec<(&str, &str)>, String, String)> = vec![
+    let done = task_id(&call_json(at, "SendMessage", send_params("m-1", "do it")));
+    let get_done = v1("GetTask", json!({"id": done}));
+    let sub_done = v1("SubscribeToTask", json!({"id": done}));
+    let ended = |what: &str| format!("task {done} has ended (TASK_STATE_COMPLETED); {what}");
+    let not_cancelable = error_envelope(
+        json!(1),
+        -32002,
+        &format!("task {done} cannot be canceled: it has ended (TASK_STATE_COMPLETED)"),
+        "TASK_NOT_CANCELABLE",
+        Some(json!({"taskId": done})),
+    );
+    let content_type = error_envelope(
+        json!(1),
+        -32005,
+        "this capsule reads text and data parts only; send a file's contents as text",
+        "CONTENT_TYPE_NOT_SUPPORTED",
+        None,
+    );
+    let push = error_envelope(
+        json!(1),
+        -32003,
+        "push notifications are not supported: stream the task, or subscribe to it",
+        "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        None,
+    );
+    let v1_headers = vec![JSON, V1];
+    // (headers, request, the exact answer)
+    type Case<'h> = (Vec<(&'h str, &'h str)>, String, String);
+    let cases: Vec<Case> = vec![
         (
             vec![JSON],
-            v1("GetTask", json!({"id": done})),
-            error_envelope(
-                json!(1),
-                -32009,
-                "A2A version 0.3 (no A2A-Version header) is not supported: this capsule speaks 1.0 (send the header A2A-Version: 1.0)",
-                "VERSION_NOT_SUPPORTED",
-                Some(json!({"supportedVersions": "1.0"})),
-            ),
+            get_done.clone(),
+            bad_version("0.3 (no A2A-Version header)"),
         ),
         (
             vec![JSON, ("a2a-version", "2.0")],
-            v1("GetTask", json!({"id": done})),
-            error_envelope(
-                json!(1),
-                -32009,
-                "A2A version 2.0 is not supported: this capsule speaks 1.0 (send the header A2A-Version: 1.0)",
-                "VERSION_NOT_SUPPORTED",
-                Some(json!({"supportedVersions": "1.0"})),
-            ),
+            get_done.clone(),
+            bad_version("2.0"),
         ),
         (
-            vec![JSON, V1],
-            json!({"jsonrpc": "1.0", "id": 7, "method": "GetTask", "params": {"id": done}})
-                .to_string(),
-            error_envelope(
-                Value::Null,
-                -32600,
-                "Invalid Request: \"jsonrpc\" must be \"2.0\"",
-                "INVALID_REQUEST",
-                None,
-            ),
+            v1_headers.clone(),
+            json!({"jsonrpc": "1.0", "id": 7, "method": "GetTask"}).to_string(),
+            bad_request("\"jsonrpc\" must be \"2.0\""),
         ),
         (
-            vec![JSON, V1],
-            json!({"jsonrpc": "2.0", "id": {"no": 1}, "method": "GetTask", "params": {"id": done}})
-                .to_string(),
-            error_envelope(
-                Value::Null,
-                -32600,
-                "Invalid Request: \"id\" must be a string, a number or null",
-                "INVALID_REQUEST",
-                None,
-            ),
+            v1_headers.clone(),
+            json!({"jsonrpc": "2.0", "id": {"no": 1}, "method": "GetTask"}).to_string(),
+            bad_request("\"id\" must be a string, a number or null"),
         ),
         (
-            vec![JSON, V1],
+            v1_headers.clone(),
             v1("GetTask", json!({"id": "tsk_nope"})),
-            error_envelope(
-                json!(1),
-                -32001,
-                "task tsk_nope not found",
-                "TASK_NOT_FOUND",
-                Some(json!({"taskId": "tsk_nope"})),
-            ),
+            not_found("tsk_nope"),
         ),
         (
-            vec![JSON, V1],
+            v1_headers.clone(),
             v1("GetTask", json!({})),
-            error_envelope(
-                json!(1),
-                -32602,
-                "Invalid params: missing field `id`",
-                "INVALID_PARAMS",
-                None,
-            ),
+            invalid("missing field `id`"),
         ),
         (
-            vec![JSON, V1],
+            v1_headers.clone(),
             v1("GetTask", json!({"id": done, "historyLength": -1})),
-            error_envelope(
-                json!(1),
-                -32602,
-                "Invalid params: historyLength must not be negative",
-                "INVALID_PARAMS",
-                None,
-            ),
+            invalid("historyLength must not be negative"),
         ),
         (
-            vec![JSON, V1],
+            v1_headers.clone(),
             v1("CancelTask", json!({"id": done})),
-            error_envelope(
-                json!(1),
-                -32002,
-                &format!("task {done} cannot be canceled: it has ended (TASK_STATE_COMPLETED)"),
-                "TASK_NOT_CANCELABLE",
-                Some(json!({"taskId": done})),
-            ),
+            not_cancelable,
         ),
         (
-            vec![JSON, V1],
+            v1_headers.clone(),
             v1("CancelTask", json!({"id": "tsk_nope"})),
-            error_envelope(
-                json!(1),
-                -32001,
-                "task tsk_nope not found",
-                "TASK_NOT_FOUND",
-                Some(json!({"taskId": "tsk_nope"})),
-            ),
+            not_found("tsk_nope"),
         ),
         (
-            vec![JSON, V1],
-            v1("SubscribeToTask", json!({"id": done})),
-            error_envelope(
-                json!(1),
-                -32004,
-                &format!("task {done} has ended (TASK_STATE_COMPLETED); read it with GetTask"),
-                "UNSUPPORTED_OPERATION",
-                None,
-            ),
+            v1_headers.clone(),
+            sub_done.clone(),
+            unsupported(&ended("read it with GetTask")),
         ),
         (
             vec![JSON, V1, ("last-event-id", "x")],
-            v1("SubscribeToTask", json!({"id": done})),
-            error_envelope(
-                json!(1),
-                -32602,
-                "Invalid params: Last-Event-ID must be a sequence number this task gave",
-                "INVALID_PARAMS",
-                None,
-            ),
+            sub_done.clone(),
+            invalid("Last-Event-ID must be a sequence number this task gave"),
         ),
         (
             vec![JSON, V1, ("last-event-id", "99")],
-            v1("SubscribeToTask", json!({"id": done})),
-            error_envelope(
-                json!(1),
-                -32602,
-                &format!("Invalid params: Last-Event-ID 99 is past task {done}'s last event (6)"),
-                "INVALID_PARAMS",
-                None,
-            ),
+            sub_done.clone(),
+            invalid(&format!(
+                "Last-Event-ID 99 is past task {done}'s last event (6)"
+            )),
         ),
         (
-            vec![JSON, V1],
+            v1_headers.clone(),
             v1(
                 "SendMessage",
-                json!({"message": {"messageId": "m-2", "role": "ROLE_USER", "parts": [{"url": "https://example.com/a.pdf"}]}}),
+                message_with(json!({"parts": [{"url": "https://example.com/a.pdf"}]})),
             ),
-            error_envelope(
-                json!(1),
-                -32005,
-                "this capsule reads text and data parts only; send a file's contents as text",
-                "CONTENT_TYPE_NOT_SUPPORTED",
-                None,
-            ),
+            content_type,
         ),
         (
-            vec![JSON, V1],
-            v1(
-                "SendMessage",
-                json!({"message": {"messageId": "m-2", "role": "ROLE_AGENT", "parts": [{"text": "x"}]}}),
-            ),
-            error_envelope(
-                json!(1),
-                -32602,
-                "Invalid params: message.role must be ROLE_USER",
-                "INVALID_PARAMS",
-                None,
-            ),
+            v1_headers.clone(),
+            v1("SendMessage", message_with(json!({"role": "ROLE_AGENT"}))),
+            invalid("message.role must be ROLE_USER"),
         ),
         (
-            vec![JSON, V1],
-            v1(
-                "SendMessage",
-                json!({"message": {"messageId": "m-2", "role": "ROLE_USER", "parts": [{"text": "x"}], "taskId": done}}),
-            ),
-            error_envelope(
-                json!(1),
-                -32004,
-                &format!(
-                    "task {done} has ended (TASK_STATE_COMPLETED); send a message without taskId to start a new task"
-                ),
-                "UNSUPPORTED_OPERATION",
-                None,
-            ),
+            v1_headers.clone(),
+            v1("SendMessage", message_with(json!({"taskId": done}))),
+            unsupported(&ended("send a message without taskId to start a new task")),
         ),
         (
-            vec![JSON, V1],
+            v1_headers.clone(),
             v1("SendMessage", json!({})),
-            error_envelope(
-                json!(1),
-                -32602,
-                "Invalid params: missing field `message`",
-                "INVALID_PARAMS",
-                None,
-            ),
+            invalid("missing field `message`"),
         ),
         (
-            vec![JSON, V1],
+            v1_headers.clone(),
             v1("ListTasks", json!({"pageToken": "abc"})),
-            error_envelope(
-                json!(1),
-                -32602,
-                "Invalid params: pageToken \"abc\" is not one this capsule gave",
-                "INVALID_PARAMS",
-                None,
-            ),
+            invalid("pageToken \"abc\" is not one this capsule gave"),
         ),
         (
-            vec![JSON, V1],
+            v1_headers.clone(),
             v1(
                 "CreateTaskPushNotificationConfig",
                 json!({"taskId": done, "url": "http://127.0.0.1:9/"}),
             ),
-            error_envelope(
-                json!(1),
-                -32003,
-                "push notifications are not supported: stream the task, or subscribe to it",
-                "PUSH_NOTIFICATION_NOT_SUPPORTED",
-                None,
-            ),
+            push,
         ),
         (
-            vec![JSON, V1],
+            v1_headers.clone(),
             v1("GetExtendedAgentCard", json!({})),
-            error_envelope(
-                json!(1),
-                -32004,
-                "this capsule has no extended agent card: its public card is all there is",
-                "UNSUPPORTED_OPERATION",
-                None,
-            ),
+            unsupported("this capsule has no extended agent card: its public card is all there is"),
         ),
     ];
     for (headers, request, expected) in cases {
@@ -789,7 +740,7 @@ fn every_refusal_has_the_specifications_code_and_detail() {
         assert_eq!(answered, expected, "{request}");
     }
     // A method neither door knows is the seed's answer, unchanged.
-    let unknown = call_with(at, &[JSON, V1], &v1("SendMessages", json!({})));
+    let unknown = call_with(at, &v1_headers, &v1("SendMessages", json!({})));
     assert_eq!(
         unknown,
         r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found"}}"#
@@ -860,10 +811,10 @@ fn get_and_list_tasks_cut_history_filter_and_page() {
         with["result"]["tasks"][0]["artifacts"][1]["artifactId"],
         "response"
     );
-    assert_eq!(ids(&with), [third.clone()]);
+    assert_eq!(ids(&with), std::slice::from_ref(&third));
     assert_eq!(with["result"]["nextPageToken"], "1");
     let page2 = call_json(at, "ListTasks", json!({"pageSize": 1, "pageToken": "1"}));
-    assert_eq!(ids(&page2), [second.clone()]);
+    assert_eq!(ids(&page2), std::slice::from_ref(&second));
     let context = call_json(at, "ListTasks", json!({"contextId": "ctx-a"}));
     assert_eq!(ids(&context), [third.clone(), first.clone()]);
     let none = call_json(at, "ListTasks", json!({"status": "TASK_STATE_WORKING"}));
@@ -1184,16 +1135,7 @@ fn the_store_keeps_its_most_recent_tasks_and_forgets_the_rest() {
         })
         .collect();
     let forgotten = call(at, "GetTask", json!({"id": ids[0]}));
-    assert_eq!(
-        forgotten,
-        error_envelope(
-            json!(1),
-            -32001,
-            &format!("task {} not found", ids[0]),
-            "TASK_NOT_FOUND",
-            Some(json!({"taskId": ids[0]}))
-        )
-    );
+    assert_eq!(forgotten, not_found(&ids[0]));
     let listed = call_json(at, "ListTasks", json!({}));
     assert_eq!(listed["result"]["totalSize"], 2);
 }
@@ -1250,4 +1192,48 @@ fn a_restarted_server_still_answers_for_its_capsules_tasks() {
         "{got}"
     );
     assert_eq!(got["result"]["artifacts"][0]["name"], "bash");
+}
+
+#[test]
+fn the_model_key_is_redacted_from_every_v1_answer_and_the_store_on_disk() {
+    const KEY: &str = "sk-door-test-0123456789";
+    let script = format!(
+        "turns:\n{}{}",
+        bash_turn(&format!("echo {KEY}")),
+        text_turn(&format!("The key is {KEY}."))
+    );
+    let extra = format!("  api_key: {KEY}\n");
+    let manifest = manifest("").replace(
+        "  model: scripted-test\n",
+        &format!("  model: scripted-test\n{extra}"),
+    );
+    let capsule = Capsule::new("a2a-secret", &manifest, &script);
+    capsule.file("script.yaml", &script);
+    let live = Live::start(host(), &capsule, QUEUE, &[]);
+    let at = &live.at;
+    let events = stream(at, "SendStreamingMessage", send_params("m-1", "tell")).rest();
+    let task = task_id(&events[0].json);
+    let answers = [
+        events
+            .iter()
+            .map(|e| e.data.clone())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        call(at, "GetTask", json!({"id": task})),
+        call(at, "ListTasks", json!({"includeArtifacts": true})),
+    ];
+    for answer in &answers {
+        assert!(!answer.contains(KEY), "the key is in {answer}");
+        assert!(answer.contains("[redacted]"), "{answer}");
+    }
+    // `mur run` keeps it with the session's records; `mur serve` with the capsule's,
+    // across its sessions.
+    let records = live.session().records;
+    let journal = match host() {
+        Host::Run => records.join("a2a-tasks.jsonl"),
+        Host::Serve => records.parent().unwrap().join("a2a-tasks.jsonl"),
+    };
+    let kept = log_file(&journal);
+    assert!(kept.contains(&task), "{kept}");
+    assert!(!kept.contains(KEY), "the key is on disk: {kept}");
 }

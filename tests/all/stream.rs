@@ -56,17 +56,7 @@ fn post_request(a: &At, headers: &[(&str, &str)], body: &str) -> String {
 /// A JSON-RPC call answered with plain JSON: the head is checked, the body returned.
 fn rpc(a: &At, body: &str) -> Value {
     let reply = a.exchange(&post_request(a, &[JSON], body));
-    let (head, body) = reply
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("no head: {reply:?}"));
-    assert_eq!(
-        head,
-        format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close",
-            body.len()
-        )
-    );
-    serde_json::from_str(body).unwrap()
+    serde_json::from_str(json_body(&reply)).unwrap()
 }
 
 /// A `POST` to the capsule's address as an event stream, its head read and checked.

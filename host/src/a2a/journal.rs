@@ -102,10 +102,12 @@ impl Journal {
     }
 }
 
+/// One task, as one line; the secrets the host knows never reach the disk.
 fn write_line(file: &mut File, task: &Task) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(task).map_err(std::io::Error::other)?;
-    line.push(b'\n');
-    file.write_all(&line)
+    let json = serde_json::to_string(task).map_err(std::io::Error::other)?;
+    let mut line = crate::secret::scrub(&json).into_owned();
+    line.push('\n');
+    file.write_all(line.as_bytes())
 }
 
 /// The tasks a journal holds, oldest first, each as last written. A line that does

@@ -15,10 +15,8 @@ use super::rpc::{self, Fault};
 use super::stream::{self, reply};
 use super::tasks::{Event, Missed, Tasks, numbered, with_seq};
 use crate::control::CancelError;
-use crate::ids;
-use crate::queue::{Acceptance, Origin, Pending, Refusal, Source};
-use crate::server::{Request, Served};
-use crate::trace::line;
+use crate::queue::{Acceptance, Refusal};
+use crate::server::{Arrived, Request, Served};
 
 /// How long `CancelTask` waits for a running task to reach its canceled state before
 /// it answers with the task as it stands.
@@ -61,8 +59,10 @@ fn params<T: DeserializeOwned>(params: Value) -> Result<T, Fault> {
     serde_json::from_value(params).map_err(Fault::invalid_params)
 }
 
+/// A result as JSON, with every secret the host knows redacted, as in the seed's frames.
 fn encode(value: &impl serde::Serialize) -> String {
-    serde_json::to_string(value).unwrap_or_else(|_| "null".into())
+    let json = serde_json::to_string(value).unwrap_or_else(|_| "null".into());
+    crate::secret::scrub(&json).into_owned()
 }
 
 /// `SendMessage` and `SendStreamingMessage`: a new task, or the answer to a task that
@@ -165,34 +165,17 @@ fn submit(
     message: Message,
     text: String,
 ) -> Result<String, Fault> {
-    let tasks = served.wire.tasks();
-    let pending = Pending {
-        breach: None,
-        id: ids::task(),
-        context_id: message.context_id.clone().unwrap_or_else(ids::context),
+    let arrived = Arrived {
+        message_id: message.message_id.clone(),
+        context_id: message.context_id.clone(),
         text,
-        origin: Origin::claimed(request.header("x-murmur-task-origin")),
-        source: Source::A2a,
-        message_id: Some(message.message_id.clone()),
+        v1: message,
     };
-    let (task, context) = (pending.id.clone(), pending.context_id.clone());
-    let received = line::a2a_task_received(&pending, request.header("traceparent"));
-    // A failed trace write is kept by the trace: the loop's next step ends on it.
-    let _ = served.trace.under_session(Some(&task), received);
-    tasks.submitted(&task, &context, Some(message));
-    match served.queue.submit(pending) {
-        Ok(()) => Ok(task),
-        Err(Refusal::Busy) => {
-            let rejected = line::task_rejected(&task, line::Rejected::Busy);
-            let _ = served.trace.under_session(Some(&task), rejected);
-            tasks.rejected(&task, &context, None, "task rejected: capsule is busy");
-            Ok(task)
-        }
-        Err(Refusal::Closed) => {
-            let why = "the capsule is stopping and takes no more tasks";
-            tasks.rejected(&task, &context, None, why);
-            Err(Fault::internal(why))
-        }
+    match served.take(request, arrived) {
+        (task, _, Ok(()) | Err(Refusal::Busy)) => Ok(task),
+        (_, _, Err(Refusal::Closed)) => Err(Fault::internal(
+            "the capsule is stopping and takes no more tasks",
+        )),
     }
 }
 
@@ -235,11 +218,13 @@ fn answer_input(served: &Served, task: &str, message: Message, text: String) -> 
 }
 
 /// Waits until the task, past `after`, ends or waits for input.
-async fn settle(tasks: &Tasks, task: &str, after: u64) {
+async fn settle(tasks: &Tasks, task: &str, mut after: u64) {
     let mut changes = tasks.watch();
     loop {
         match tasks.events_after(task, after) {
-            Ok((events, _)) if events.iter().all(|e| !e.ends) => {}
+            Ok((events, _)) if events.iter().all(|e| !e.ends) => {
+                after = events.last().map_or(after, |e| e.seq);
+            }
             _ => return,
         }
         if changes.changed().await.is_err() {
@@ -310,7 +295,7 @@ fn list(tasks: &Tasks, params: Value) -> Result<String, Fault> {
         .map(|(t, seq)| with_seq(t, seq))
         .collect();
     // Stable: tasks updated at the same instant stay newest-created first.
-    found.sort_by(|a, b| b.status.timestamp.cmp(&a.status.timestamp));
+    found.sort_by_key(|t| std::cmp::Reverse(t.status.timestamp));
     let total = found.len();
     let include_artifacts = list.include_artifacts.unwrap_or(false);
     let page: Vec<Task> = found

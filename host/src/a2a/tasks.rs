@@ -331,12 +331,12 @@ impl Tasks {
                 first_available: first,
             });
         }
-        let events = record
-            .log
-            .iter()
-            .filter(|e| e.seq > after)
-            .cloned()
-            .collect();
+        // The log holds consecutive numbers from `first`: the reader's place is an
+        // index, so a reader that keeps up pays for what it reads, not for the log.
+        let skip = usize::try_from(after.saturating_add(1).saturating_sub(first))
+            .unwrap_or(usize::MAX)
+            .min(record.log.len());
+        let events = record.log.range(skip..).cloned().collect();
         Ok((events, record.task.status.state.is_terminal()))
     }
 }

@@ -260,6 +260,22 @@ pub const QUEUE: &[&str] = &[
     "sleep",
 ];
 
+/// The body of a whole plain-JSON answer, after checking its head to the byte: `200`,
+/// JSON, its length, and the connection closed after it.
+pub fn json_body(reply: &str) -> &str {
+    let (head, body) = reply
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no head: {reply:?}"));
+    assert_eq!(
+        head,
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close",
+            body.len()
+        )
+    );
+    body
+}
+
 /// The exact head of every event-stream response.
 pub const SSE_HEAD: &str = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: keep-alive\r\n\r\n";
 
