@@ -6,6 +6,7 @@ mod common;
 
 mod a2a;
 // The v1 door's tests again, against capsules hosted by `mur serve`.
+mod a2a_sdk;
 #[path = "a2a.rs"]
 #[expect(
     clippy::duplicate_mod,

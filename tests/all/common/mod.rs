@@ -3,6 +3,7 @@
 
 pub mod host;
 pub mod mock_model;
+pub mod sdk;
 pub mod served;
 pub mod sse_frames;
 
