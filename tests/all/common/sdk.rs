@@ -36,6 +36,14 @@ const INSTALL_LIMIT: Duration = Duration::from_secs(300);
 /// past that.
 const SCENARIO_LIMIT: Duration = Duration::from_secs(60);
 
+/// Set (to anything but empty) where a skip would hide a failure: CI, whose machines
+/// have Python, Node and the registries, sets it so the SDK scenarios must run.
+const REQUIRED: &str = "MUR_REQUIRE_SDKS";
+
+fn required() -> bool {
+    std::env::var_os(REQUIRED).is_some_and(|v| !v.is_empty())
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sdk {
     Python,
@@ -69,6 +77,12 @@ impl Sdk {
         };
         match cell.get_or_init(|| self.install()) {
             Ok(client) => Some(client),
+            Err(reason) if required() => {
+                panic!(
+                    "the {} A2A SDK could not be installed and {REQUIRED} is set: {reason}",
+                    self.name()
+                )
+            }
             Err(reason) => {
                 println!(
                     "skipped: the {} A2A SDK is not installed: {reason}",
