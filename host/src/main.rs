@@ -5,7 +5,23 @@ use std::process::ExitCode;
 use clap::Parser;
 use mur::{cli, client, run, serve};
 
+/// Blocks of 256 KiB and more are mapped for themselves and unmapped when freed.
+/// glibc otherwise raises that threshold as big blocks are freed and serves them from
+/// its heaps, where a stream of megabyte-sized pieces (a tool flooding chunks, each
+/// framed for the seed's wire and for the A2A door) leaves holes that hold tens of
+/// megabytes: the capsule's peak memory would grow with how its pieces interleave,
+/// not with what it keeps.
+fn big_blocks_from_the_kernel() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; it is called before any thread
+    // is started.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
+    }
+}
+
 fn main() -> ExitCode {
+    big_blocks_from_the_kernel();
     let cli = cli::Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -7,7 +7,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use super::rpc::{self, Fault};
-use super::tasks::{Event, Missed, Tasks};
+use super::tasks::{Event, Follower, Missed, Tasks};
 use crate::server::Stream;
 
 /// A whole JSON answer (a result or an error), then the connection closes.
@@ -44,6 +44,9 @@ pub async fn follow(
     first: Option<Event>,
     after: u64,
 ) {
+    // Followed before the first await, so nothing the task writes meanwhile can be
+    // trimmed away from this connection.
+    let follower = tasks.follow(task, after);
     let Ok(mut stream) = Stream::open(socket).await else {
         return;
     };
@@ -51,7 +54,7 @@ pub async fn follow(
         if let Some(first) = &first {
             stream.write_raw(&frame(id, first)).await?;
         }
-        pump(&mut stream, tasks, task, id, after).await
+        pump(&mut stream, tasks, task, id, follower).await
     };
     let _ = written.await;
     stream.close().await;
@@ -62,12 +65,11 @@ async fn pump(
     tasks: &Tasks,
     task: &str,
     id: &Value,
-    after: u64,
+    follower: Follower<'_>,
 ) -> std::io::Result<()> {
     // Watched before the first read, so a change between the read and the wait is
-    // not missed; followed, so what it has not read is kept for it.
+    // not missed.
     let mut changes = tasks.watch();
-    let follower = tasks.follow(task, after);
     loop {
         match follower.next() {
             Ok((events, _)) => {

@@ -549,8 +549,7 @@ impl Book {
         record.seq += 1;
         let seq = record.seq;
         let ends = ends_stream(&event);
-        let json = serde_json::to_string(&numbered(event, seq)).unwrap_or_default();
-        let json = Bytes::from(crate::secret::scrub(&json).into_owned());
+        let json = encode_event(numbered(event, seq));
         record.log_bytes += json.len();
         record.log.push_back(Event { seq, json, ends });
         let events = record.kept_events(&cap);
@@ -623,20 +622,17 @@ impl Book {
         let artifacts = record.task.artifacts.get_or_insert_with(Vec::new);
         let (artifact_id, append) = match &record.reply {
             Some(open) => {
-                if let Some(part) = artifacts
-                    .iter_mut()
-                    .find(|a| &a.artifact_id == open)
-                    .and_then(|a| a.parts.first_mut())
-                    && let PartContent::Text(whole) = &mut part.content
-                {
-                    whole.push_str(text);
+                if let Some(artifact) = artifacts.iter_mut().find(|a| &a.artifact_id == open) {
+                    keep_piece(artifact, text);
                 }
                 (open.clone(), true)
             }
             None => {
                 record.replies_made += 1;
                 let open = format!("reply-{}", record.replies_made);
-                artifacts.push(reply_artifact(&open, text));
+                let mut artifact = reply_artifact(&open, "");
+                keep_piece(&mut artifact, text);
+                artifacts.push(artifact);
                 record.reply = Some(open.clone());
                 (open, false)
             }
@@ -741,6 +737,38 @@ fn status_now(state: TaskState, message: Option<Message>) -> TaskStatus {
     }
 }
 
+/// An event as the wire carries it, secrets redacted. Sized up front: a streamed piece
+/// may be a megabyte, and growing its buffer by doubling, then copying it to redact,
+/// churns the allocator for every piece.
+fn encode_event(event: StreamResponse) -> Bytes {
+    let mut json = Vec::with_capacity(encoded_hint(&event));
+    if serde_json::to_writer(&mut json, &event).is_err() {
+        return Bytes::new();
+    }
+    let Ok(json) = String::from_utf8(json) else {
+        return Bytes::new();
+    };
+    match crate::secret::scrub(&json) {
+        std::borrow::Cow::Borrowed(_) => Bytes::from(json),
+        std::borrow::Cow::Owned(redacted) => Bytes::from(redacted),
+    }
+}
+
+/// About the size of `event` encoded: its text, and room for the rest.
+fn encoded_hint(event: &StreamResponse) -> usize {
+    let text = match event {
+        StreamResponse::ArtifactUpdate(update) => update
+            .artifact
+            .parts
+            .iter()
+            .filter_map(|p| p.as_text())
+            .map(str::len)
+            .sum(),
+        _ => 0,
+    };
+    text + text / 8 + 1024
+}
+
 /// Where a stream of the task ends: a terminal state, or one that waits on the client.
 fn ends_stream(event: &StreamResponse) -> bool {
     let state = match event {
@@ -790,6 +818,32 @@ fn tool_artifact(n: u64, frame: &ArtifactFrame<'_>) -> Artifact {
         parts: vec![Part::text(frame.content)],
         metadata: Some(HashMap::from([(META.to_string(), facts)])),
         extensions: None,
+    }
+}
+
+/// How much of one streamed reply the task keeps (a tool may stream without end; the
+/// stream carries every piece, and the answer is kept whole in `response`).
+const REPLY_KEEP: usize = 1024 * 1024;
+
+/// Appends `piece` to a kept reply, up to [`REPLY_KEEP`]; past it, the artifact says it
+/// was cut (`metadata.murmur.truncated`).
+fn keep_piece(artifact: &mut Artifact, piece: &str) {
+    let Some(PartContent::Text(kept)) = artifact.parts.first_mut().map(|p| &mut p.content) else {
+        return;
+    };
+    if kept.len() + piece.len() <= REPLY_KEEP {
+        kept.push_str(piece);
+    } else if artifact.metadata.is_none() {
+        let room = REPLY_KEEP - kept.len();
+        let cut = (0..=room)
+            .rev()
+            .find(|&n| piece.is_char_boundary(n))
+            .unwrap_or(0);
+        kept.push_str(&piece[..cut]);
+        artifact.metadata = Some(HashMap::from([(
+            META.to_string(),
+            json!({"truncated": true}),
+        )]));
     }
 }
 
@@ -956,6 +1010,33 @@ mod tests {
         let artifact = &task.artifacts.unwrap()[0];
         assert_eq!(artifact.artifact_id, "reply-1");
         assert_eq!(artifact.parts[0].as_text(), Some("Hello"));
+    }
+
+    #[test]
+    fn a_reply_streamed_without_end_is_kept_up_to_its_ceiling() {
+        let tasks = Tasks::new(10);
+        tasks.submitted("tsk_1", "ctx_1", None);
+        tasks.begin("tsk_1", "ctx_1");
+        let piece = "é".repeat(100_000);
+        for _ in 0..10 {
+            tasks.chunk("tsk_1", &piece);
+        }
+        let (task, seq) = tasks.snapshot("tsk_1").unwrap();
+        assert_eq!(seq, 11, "every piece is an event");
+        let artifact = &task.artifacts.unwrap()[0];
+        let kept = artifact.parts[0].as_text().unwrap();
+        assert!(
+            kept.len() <= REPLY_KEEP && kept.len() > REPLY_KEEP - 2,
+            "{}",
+            kept.len()
+        );
+        assert_eq!(
+            artifact.metadata,
+            Some(HashMap::from([(
+                META.to_string(),
+                json!({"truncated": true})
+            )]))
+        );
     }
 
     #[test]
