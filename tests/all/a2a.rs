@@ -468,6 +468,58 @@ fn send_message_answers_with_the_completed_task() {
     );
     assert_eq!(norm(&body, &[]), expected);
     assert!(is_minted(&task, "tsk_", 32), "{task}");
+
+    // The same task, as every read answers it.
+    let completed = |history: Value, artifacts: Option<Value>| {
+        let mut task = json!({
+            "id": "TSK",
+            "contextId": "CTX",
+            "status": status_json("TASK_STATE_COMPLETED", Some("All done.")),
+            "artifacts": artifacts,
+            "history": history,
+            "metadata": seq(6),
+        });
+        if task["artifacts"].is_null() {
+            task.as_object_mut().unwrap().shift_remove("artifacts");
+        }
+        task
+    };
+    let both = json!([
+        message_json("m-1", "ROLE_USER", "do it"),
+        message_json("MSG", "ROLE_AGENT", "All done.")
+    ]);
+    let artifacts = json!([bash_artifact(), response_artifact("All done.")]);
+    let got = call(&live.at, "GetTask", json!({"id": task}));
+    assert_eq!(
+        norm(&got, &[]),
+        envelope(json!(1), completed(both.clone(), Some(artifacts.clone())))
+    );
+    let last = call(&live.at, "GetTask", json!({"id": task, "historyLength": 1}));
+    let one = json!([message_json("MSG", "ROLE_AGENT", "All done.")]);
+    assert_eq!(
+        norm(&last, &[]),
+        envelope(json!(1), completed(one, Some(artifacts)))
+    );
+    let listed = call(&live.at, "ListTasks", json!({}));
+    let page = json!({"tasks": [completed(both, None)], "nextPageToken": "", "pageSize": 50, "totalSize": 1});
+    assert_eq!(norm(&listed, &[]), envelope(json!(1), page));
+    let tail = V1Stream::open(
+        &live.at,
+        &[JSON, V1, ("last-event-id", "4")],
+        &v1("SubscribeToTask", json!({"id": task})),
+    )
+    .rest();
+    let tail: Vec<(Option<u64>, String)> =
+        tail.iter().map(|e| (e.seq, norm(&e.data, &[]))).collect();
+    let response = json!({"artifactUpdate": {"taskId": "TSK", "contextId": "CTX", "artifact": response_artifact("All done."), "append": false, "lastChunk": true, "metadata": seq(5)}});
+    let end = json!({"statusUpdate": {"taskId": "TSK", "contextId": "CTX", "status": status_json("TASK_STATE_COMPLETED", Some("All done.")), "metadata": seq(6)}});
+    assert_eq!(
+        tail,
+        [
+            (Some(5), envelope(json!(1), response)),
+            (Some(6), envelope(json!(1), end))
+        ]
+    );
 }
 
 #[test]
@@ -855,12 +907,20 @@ fn canceling_a_running_task_ends_it_canceled_on_both_doors() {
         stream.next().unwrap().label(),
         "statusUpdate:TASK_STATE_WORKING"
     );
-    let canceled = call_json(at, "CancelTask", json!({"id": task}));
-    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
-    assert_eq!(
-        canceled["result"]["status"]["message"]["parts"][0]["text"],
-        "task canceled"
+    let canceled = call(at, "CancelTask", json!({"id": task}));
+    let seq_now: Value =
+        serde_json::from_str::<Value>(&canceled).unwrap()["result"]["metadata"].clone();
+    let expected = envelope(
+        json!(1),
+        json!({
+            "id": "TSK",
+            "contextId": "CTX",
+            "status": status_json("TASK_STATE_CANCELED", Some("task canceled")),
+            "history": [message_json("m-1", "ROLE_USER", "sleep")],
+            "metadata": seq_now,
+        }),
     );
+    assert_eq!(norm(&canceled, &[]), expected);
     let rest: Vec<String> = stream.rest().iter().map(Event::label).collect();
     assert_eq!(rest.last().unwrap(), "statusUpdate:TASK_STATE_CANCELED");
     // The seed's wire says the same, in its own frames.
