@@ -418,6 +418,10 @@ fn the_agent_card_names_the_capsule_its_address_and_its_tools() {
 
 #[test]
 fn a_hosted_card_is_public_and_its_address_still_wants_the_token() {
+    if host() == Host::Run {
+        // A server of its own: once is enough (in `a2a_served`).
+        return;
+    }
     let served = Served::start("a2a-card-served");
     let capsule = Capsule::new("a2a-card-served", &manifest(""), TOOL_THEN_ANSWER);
     let hosted = served.create(&Create::path(&capsule.manifest()));
