@@ -37,6 +37,12 @@ pub struct Cap {
     pub ended: usize,
     pub hard_events: usize,
     pub hard_bytes: usize,
+    /// How much of its tool results one task keeps (the stream carries each whole): a
+    /// model may call a tool a thousand times for megabytes each.
+    pub task_results: usize,
+    /// How much text the whole store keeps (messages and artifacts, all tasks). Past
+    /// it the oldest ended tasks go first, whatever `lifecycle.task_history` allows.
+    pub store_text: usize,
 }
 
 impl Default for Cap {
@@ -49,6 +55,8 @@ impl Default for Cap {
             // A task's answer is logged up to three times (its chunks, the `response`
             // artifact, the final status), and a driver's reply may be 16 MiB.
             hard_bytes: 64 * 1024 * 1024,
+            task_results: 16 * 1024 * 1024,
+            store_text: 256 * 1024 * 1024,
         }
     }
 }
@@ -88,6 +96,8 @@ struct Book {
     order: VecDeque<String>,
     keep: usize,
     cap: Cap,
+    /// The text the kept tasks hold, in bytes (see [`Cap::store_text`]).
+    kept: usize,
     /// The task the wire is on.
     current: Option<String>,
     journal: Option<Journal>,
@@ -100,6 +110,9 @@ struct Record {
     log_bytes: usize,
     /// The last event each connection following the task has read.
     followers: Vec<Arc<AtomicU64>>,
+    /// The text this task holds, in bytes, and of it its tool results'.
+    kept: usize,
+    results_kept: usize,
     /// The artifact a streamed reply is being appended to.
     reply: Option<String>,
     replies_made: u64,
@@ -133,6 +146,7 @@ impl Tasks {
                 order: VecDeque::new(),
                 keep: keep.max(1),
                 cap,
+                kept: 0,
                 current: None,
                 journal: None,
             }),
@@ -419,6 +433,8 @@ impl Record {
             log: VecDeque::new(),
             log_bytes: 0,
             followers: Vec::new(),
+            kept: 0,
+            results_kept: 0,
             reply: None,
             replies_made: 0,
             held: None,
@@ -481,7 +497,10 @@ impl Book {
         if self.records.contains_key(id) {
             return;
         }
-        let history = message.map(|m| vec![joined(m, id, context)]);
+        let history: Option<Vec<Message>> = message.map(|m| vec![joined(m, id, context)]);
+        let held = history
+            .as_deref()
+            .map_or(0, |h| h.iter().map(|m| text_size(&m.parts)).sum());
         let task = Task {
             id: id.to_string(),
             context_id: context.to_string(),
@@ -491,6 +510,7 @@ impl Book {
             metadata: None,
         };
         self.insert(Record::new(task));
+        self.hold(id, held);
         let snapshot = self.records.get(id).map(|r| r.task.clone());
         if let Some(task) = snapshot {
             self.log(id, StreamResponse::Task(task));
@@ -510,12 +530,14 @@ impl Book {
                 Some(agent_message(&task.id, &task.context_id, why)),
             );
         }
-        self.records.remove(&task.id);
-        self.order.retain(|id| id != &task.id);
+        self.forget(&task.id);
+        let held = task_size(&task);
+        let id = task.id.clone();
         self.insert(Record {
             seq,
             ..Record::new(task)
         });
+        self.hold(&id, held);
     }
 
     /// Adds a record, dropping the oldest ended task (else the oldest) when full.
@@ -530,14 +552,45 @@ impl Book {
                         .is_none_or(|r| r.task.status.state.is_terminal())
                 })
                 .unwrap_or(0);
-            let Some(id) = self.order.remove(victim) else {
+            let Some(id) = self.order.get(victim).cloned() else {
                 break;
             };
-            self.records.remove(&id);
+            self.forget(&id);
         }
         let id = record.task.id.clone();
         self.order.push_back(id.clone());
         self.records.insert(id, record);
+    }
+
+    /// Counts `bytes` more text held by `id`, then sheds the oldest ended tasks while
+    /// the store holds more than [`Cap::store_text`].
+    fn hold(&mut self, id: &str, bytes: usize) {
+        if let Some(record) = self.records.get_mut(id) {
+            record.kept += bytes;
+            self.kept += bytes;
+        }
+        while self.kept > self.cap.store_text {
+            let current = self.current.as_deref();
+            let oldest_ended = self.order.iter().find(|t| {
+                Some(t.as_str()) != current
+                    && t.as_str() != id
+                    && self
+                        .records
+                        .get(*t)
+                        .is_some_and(|r| r.task.status.state.is_terminal())
+            });
+            let Some(victim) = oldest_ended.cloned() else {
+                break;
+            };
+            self.forget(&victim);
+        }
+    }
+
+    fn forget(&mut self, id: &str) {
+        if let Some(record) = self.records.remove(id) {
+            self.kept -= record.kept;
+        }
+        self.order.retain(|t| t != id);
     }
 
     /// Numbers `event` for its task and keeps it.
@@ -599,11 +652,18 @@ impl Book {
         let Some(record) = self.records.get_mut(id) else {
             return;
         };
+        let mut kept = artifact.clone();
+        if artifact.artifact_id != RESPONSE {
+            let room = self.cap.task_results.saturating_sub(record.results_kept);
+            cut_to(&mut kept, room);
+            record.results_kept += text_size(&kept.parts);
+        }
+        let held = text_size(&kept.parts);
         record
             .task
             .artifacts
             .get_or_insert_with(Vec::new)
-            .push(artifact.clone());
+            .push(kept);
         let event = TaskArtifactUpdateEvent {
             task_id: id.to_string(),
             context_id: record.task.context_id.clone(),
@@ -613,6 +673,7 @@ impl Book {
             metadata: None,
         };
         self.log(id, StreamResponse::ArtifactUpdate(event));
+        self.hold(id, held);
     }
 
     fn chunk(&mut self, id: &str, text: &str) {
@@ -620,10 +681,11 @@ impl Book {
             return;
         };
         let artifacts = record.task.artifacts.get_or_insert_with(Vec::new);
+        let mut held = 0;
         let (artifact_id, append) = match &record.reply {
             Some(open) => {
                 if let Some(artifact) = artifacts.iter_mut().find(|a| &a.artifact_id == open) {
-                    keep_piece(artifact, text);
+                    held = keep_piece(artifact, text);
                 }
                 (open.clone(), true)
             }
@@ -631,7 +693,7 @@ impl Book {
                 record.replies_made += 1;
                 let open = format!("reply-{}", record.replies_made);
                 let mut artifact = reply_artifact(&open, "");
-                keep_piece(&mut artifact, text);
+                held = keep_piece(&mut artifact, text);
                 artifacts.push(artifact);
                 record.reply = Some(open.clone());
                 (open, false)
@@ -639,6 +701,7 @@ impl Book {
         };
         let event = self.reply_event(id, &artifact_id, text, append, false);
         self.log(id, event);
+        self.hold(id, held);
     }
 
     fn reply_end(&mut self, id: &str) {
@@ -670,6 +733,7 @@ impl Book {
     }
 
     fn push_history(&mut self, id: &str, message: Message) {
+        let held = text_size(&message.parts);
         if let Some(record) = self.records.get_mut(id) {
             let context = record.task.context_id.clone();
             record
@@ -678,6 +742,7 @@ impl Book {
                 .get_or_insert_with(Vec::new)
                 .push(joined(message, id, &context));
         }
+        self.hold(id, held);
     }
 
     /// Writes the task as it stands to the journal, if the store has one.
@@ -827,24 +892,66 @@ const REPLY_KEEP: usize = 1024 * 1024;
 
 /// Appends `piece` to a kept reply, up to [`REPLY_KEEP`]; past it, the artifact says it
 /// was cut (`metadata.murmur.truncated`).
-fn keep_piece(artifact: &mut Artifact, piece: &str) {
+fn keep_piece(artifact: &mut Artifact, piece: &str) -> usize {
     let Some(PartContent::Text(kept)) = artifact.parts.first_mut().map(|p| &mut p.content) else {
-        return;
+        return 0;
     };
     if kept.len() + piece.len() <= REPLY_KEEP {
         kept.push_str(piece);
-    } else if artifact.metadata.is_none() {
-        let room = REPLY_KEEP - kept.len();
-        let cut = (0..=room)
-            .rev()
-            .find(|&n| piece.is_char_boundary(n))
-            .unwrap_or(0);
-        kept.push_str(&piece[..cut]);
-        artifact.metadata = Some(HashMap::from([(
-            META.to_string(),
-            json!({"truncated": true}),
-        )]));
+        return piece.len();
     }
+    if artifact.metadata.is_some() {
+        return 0;
+    }
+    let cut = boundary(piece, REPLY_KEEP - kept.len());
+    kept.push_str(&piece[..cut]);
+    artifact.metadata = Some(HashMap::from([(
+        META.to_string(),
+        json!({"truncated": true}),
+    )]));
+    cut
+}
+
+/// The longest prefix of `text` of at most `room` bytes that ends between characters.
+fn boundary(text: &str, room: usize) -> usize {
+    (0..=room.min(text.len()))
+        .rev()
+        .find(|&n| text.is_char_boundary(n))
+        .unwrap_or(0)
+}
+
+/// A tool result as the task keeps it: whole if `room` holds it, else its first `room`
+/// bytes and `metadata.murmur.keptTruncated` (its stream event had it whole).
+fn cut_to(artifact: &mut Artifact, room: usize) {
+    if text_size(&artifact.parts) <= room {
+        return;
+    }
+    let mut left = room;
+    for part in &mut artifact.parts {
+        if let PartContent::Text(text) = &mut part.content {
+            let keep = boundary(text, left);
+            text.truncate(keep);
+            left -= keep;
+        }
+    }
+    let facts = artifact
+        .metadata
+        .get_or_insert_with(HashMap::new)
+        .entry(META.to_string())
+        .or_insert_with(|| json!({}));
+    if let Value::Object(facts) = facts {
+        facts.insert("keptTruncated".into(), Value::Bool(true));
+    }
+}
+
+fn text_size(parts: &[Part]) -> usize {
+    parts.iter().filter_map(Part::as_text).map(str::len).sum()
+}
+
+fn task_size(task: &Task) -> usize {
+    let artifacts = task.artifacts.iter().flatten().map(|a| text_size(&a.parts));
+    let history = task.history.iter().flatten().map(|m| text_size(&m.parts));
+    artifacts.chain(history).sum()
 }
 
 /// A turn's streamed reply, or one piece of it.
@@ -859,11 +966,14 @@ fn reply_artifact(id: &str, text: &str) -> Artifact {
     }
 }
 
+/// The id and name of the task's answer.
+const RESPONSE: &str = "response";
+
 /// The task's answer, as upstream Murmur hands it to v1 clients.
 fn response_artifact(text: &str) -> Artifact {
     Artifact {
-        artifact_id: "response".to_string(),
-        name: Some("response".to_string()),
+        artifact_id: RESPONSE.to_string(),
+        name: Some(RESPONSE.to_string()),
         description: None,
         parts: vec![Part::text(text)],
         metadata: None,
@@ -1047,6 +1157,7 @@ mod tests {
             ended: 2,
             hard_events: 8,
             hard_bytes: usize::MAX,
+            ..Cap::default()
         };
         let tasks = Tasks::with_cap(10, cap);
         tasks.submitted("tsk_1", "ctx_1", None);
@@ -1087,6 +1198,7 @@ mod tests {
             ended: 2,
             hard_events: 8,
             hard_bytes: usize::MAX,
+            ..Cap::default()
         };
         let tasks = Tasks::with_cap(10, cap);
         tasks.submitted("tsk_1", "ctx_1", None);
@@ -1132,6 +1244,61 @@ mod tests {
             stalled.next().unwrap_err(),
             Missed::Gone { first_available: 3 }
         );
+    }
+
+    #[test]
+    fn a_task_keeps_its_tool_results_up_to_its_share_and_the_store_its_text() {
+        let cap = Cap {
+            task_results: 10,
+            store_text: 40,
+            ..Cap::default()
+        };
+        let tasks = Tasks::with_cap(10, cap);
+        let result = |content: &'static str| ArtifactFrame {
+            tool_name: "bash",
+            content,
+            fence_source: None,
+            tool_call_id: None,
+            is_error: false,
+            duration_ms: None,
+            exit_code: None,
+            truncated: false,
+        };
+        tasks.submitted("tsk_1", "ctx_1", None);
+        tasks.begin("tsk_1", "ctx_1");
+        tasks.artifact("tsk_1", &result("123456"));
+        tasks.artifact("tsk_1", &result("abcdef"));
+        let (task, _) = tasks.snapshot("tsk_1").unwrap();
+        let kept = task.artifacts.unwrap();
+        assert_eq!(
+            kept[1].parts[0].as_text(),
+            Some("abcd"),
+            "cut to the task's share"
+        );
+        assert_eq!(
+            kept[1].metadata.as_ref().unwrap()[META]["keptTruncated"],
+            true
+        );
+        let (events, _) = tasks.events_after("tsk_1", 2).unwrap();
+        let streamed: Value = serde_json::from_slice(&events[0].json).unwrap();
+        assert_eq!(
+            streamed["artifactUpdate"]["artifact"]["parts"][0]["text"],
+            "abcdef"
+        );
+        tasks.status("tsk_1", State::Completed, "session ended", Some("x"));
+        tasks.end();
+
+        // Three more tasks of 12 bytes each: past 40 bytes in all, the oldest ended goes.
+        for n in 2..=4 {
+            let id = format!("tsk_{n}");
+            tasks.submitted(&id, "ctx_1", Some(user("twelve bytes")));
+            run_to_completion(&tasks, &id, "");
+        }
+        assert!(
+            tasks.snapshot("tsk_1").is_none(),
+            "the oldest ended task was shed"
+        );
+        assert!(tasks.snapshot("tsk_4").is_some());
     }
 
     #[test]
