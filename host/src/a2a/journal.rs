@@ -16,13 +16,19 @@ use ::a2a::Task;
 pub const FILE: &str = "a2a-tasks.jsonl";
 
 /// A journal larger than this is not read back: a file that big was not written by
-/// a store that keeps its tasks bounded.
-const MAX_READ: u64 = 256 * 1024 * 1024;
+/// a store that keeps its tasks bounded (256 MiB of text, rewritten once appends
+/// pass `REWRITE_BYTES`).
+const MAX_READ: u64 = 512 * 1024 * 1024;
+
+/// Appends past this many bytes since the last rewrite make the next write a rewrite.
+const REWRITE_BYTES: usize = 64 * 1024 * 1024;
 
 pub struct Journal {
     path: PathBuf,
     file: Option<File>,
     lines: usize,
+    /// Bytes appended since the file was last rewritten.
+    appended: usize,
     keep: usize,
     warned: bool,
 }
@@ -35,6 +41,7 @@ impl Journal {
             path: path.to_path_buf(),
             file: None,
             lines: 0,
+            appended: 0,
             keep: keep.max(1),
             warned: false,
         };
@@ -44,12 +51,15 @@ impl Journal {
     /// Keeps `task` as it stands; `kept` is every task the store holds, for when the
     /// file is due to be rewritten.
     pub fn append(&mut self, task: &Task, kept: &[Task]) {
-        if self.lines > self.keep.saturating_mul(4) + 16 {
+        if self.lines > self.keep.saturating_mul(4) + 16 || self.appended > REWRITE_BYTES {
             return self.rewrite(kept);
         }
         let written = self.file().and_then(|file| write_line(file, task));
         match written {
-            Ok(()) => self.lines += 1,
+            Ok(bytes) => {
+                self.lines += 1;
+                self.appended += bytes;
+            }
             Err(e) => self.warn(&e),
         }
     }
@@ -70,7 +80,10 @@ impl Journal {
             fs::rename(&tmp, &self.path)
         })();
         match written {
-            Ok(()) => self.lines = kept.len(),
+            Ok(()) => {
+                self.lines = kept.len();
+                self.appended = 0;
+            }
             Err(e) => self.warn(&e),
         }
     }
@@ -102,12 +115,14 @@ impl Journal {
     }
 }
 
-/// One task, as one line; the secrets the host knows never reach the disk.
-fn write_line(file: &mut File, task: &Task) -> std::io::Result<()> {
+/// One task, as one line (its length returned); the secrets the host knows never
+/// reach the disk.
+fn write_line(file: &mut File, task: &Task) -> std::io::Result<usize> {
     let json = serde_json::to_string(task).map_err(std::io::Error::other)?;
     let mut line = crate::secret::scrub(&json).into_owned();
     line.push('\n');
-    file.write_all(line.as_bytes())
+    file.write_all(line.as_bytes())?;
+    Ok(line.len())
 }
 
 /// The tasks a journal holds, oldest first, each as last written. A line that does
