@@ -617,6 +617,10 @@ struct FanOut {
     /// Events read by all readers from the turn's start on, per second until the last
     /// reader was done.
     per_sec: Option<f64>,
+    /// Events read by all readers, and the CPU time `mur` spent on the whole run (all
+    /// its threads: the task, the submitting stream and every reader's connection).
+    delivered: u64,
+    server_cpu: Duration,
 }
 
 /// What `summarise` reads of one reader.
@@ -670,6 +674,8 @@ fn summarise<T>(
         },
         gone_first_kept: gone.iter().map(|g| g.1).max().unwrap_or(0),
         per_sec: turn_2.map(|t| after as f64 / (last - t).as_secs_f64()),
+        delivered: events.iter().sum(),
+        server_cpu: Duration::ZERO,
     }
 }
 
@@ -956,6 +962,15 @@ fn report(label: &str, runs: &[FanOut], fault: &str) -> Option<(f64, f64)> {
             r.per_sec.map_or("n/a".into(), |e| format!("{e:.0}")),
         );
     }
+    let cpu: Duration = runs.iter().map(|r| r.server_cpu).sum();
+    let delivered: u64 = runs.iter().map(|r| r.delivered).sum();
+    println!(
+        "    mur's CPU over the {} runs: {:.0} ms for {delivered} events delivered to the \
+         readers: {:.2} us per event",
+        runs.len(),
+        ms(cpu),
+        cpu.as_secs_f64() * 1e6 / delivered as f64
+    );
     let good: Vec<&FanOut> = runs.iter().filter(|r| lossless(r)).collect();
     let time = med_of(&good, |r| r.from_turn_2.map(ms));
     let rate = med_of(&good, |r| r.per_sec);
@@ -979,7 +994,28 @@ fn report(label: &str, runs: &[FanOut], fault: &str) -> Option<(f64, f64)> {
     }
 }
 
-async fn fan_out(addr: SocketAddr) -> Res<()> {
+/// The CPU time a process's threads have run (`/proc/<pid>/task/*/schedstat`).
+fn cpu_time(pid: u32) -> Duration {
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Duration::ZERO;
+    };
+    let ns: u64 = threads
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    Duration::from_nanos(ns)
+}
+
+/// One run, with the CPU time `mur` spent on it.
+async fn timed(pid: u32, run: impl Future<Output = Res<FanOut>>) -> Res<FanOut> {
+    let before = cpu_time(pid);
+    let mut done = run.await?;
+    done.server_cpu = cpu_time(pid).saturating_sub(before);
+    Ok(done)
+}
+
+async fn fan_out(addr: SocketAddr, pid: u32) -> Res<()> {
     // `MUR_BENCH_A2A_DOORS=v1` or `seed` runs one side only (to profile it).
     let doors = std::env::var("MUR_BENCH_A2A_DOORS").unwrap_or_else(|_| "v1,seed".into());
     let (do_v1, do_seed) = (doors.contains("v1"), doors.contains("seed"));
@@ -994,17 +1030,17 @@ async fn fan_out(addr: SocketAddr) -> Res<()> {
     for run in 0..FAN_OUT_RUNS {
         if run % 2 == 0 {
             if do_v1 {
-                v1s.push(v1_fan_out(addr).await?);
+                v1s.push(timed(pid, v1_fan_out(addr)).await?);
             }
             if do_seed {
-                seeds.push(seed_fan_out(addr).await?);
+                seeds.push(timed(pid, seed_fan_out(addr)).await?);
             }
         } else {
             if do_seed {
-                seeds.push(seed_fan_out(addr).await?);
+                seeds.push(timed(pid, seed_fan_out(addr)).await?);
             }
             if do_v1 {
-                v1s.push(v1_fan_out(addr).await?);
+                v1s.push(timed(pid, v1_fan_out(addr)).await?);
             }
         }
     }
@@ -1326,7 +1362,7 @@ fn main() {
         let turns = format!("{}{}", bash_turn(SLEEP), chunks_turn());
         let mur = Mur::start(&capsule("fanout", &turns, ""));
         println!("  (mur pid {})", mur.child.id());
-        if let Err(e) = client.block_on(fan_out(mur.addr)) {
+        if let Err(e) = client.block_on(fan_out(mur.addr, mur.child.id())) {
             println!("  failed: {e}");
         }
         drop(mur);
