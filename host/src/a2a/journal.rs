@@ -48,11 +48,11 @@ impl Journal {
         (journal, tasks)
     }
 
-    /// Keeps `task` as it stands; `kept` is every task the store holds, for when the
-    /// file is due to be rewritten.
-    pub fn append(&mut self, task: &Task, kept: &[Task]) {
+    /// Keeps `task` as it stands; `kept` lists every task the store holds, asked only
+    /// when the file is due to be rewritten.
+    pub fn append(&mut self, task: &Task, kept: impl FnOnce() -> Vec<Task>) {
         if self.lines > self.keep.saturating_mul(4) + 16 || self.appended > REWRITE_BYTES {
-            return self.rewrite(kept);
+            return self.rewrite(&kept());
         }
         let written = self.file().and_then(|file| write_line(file, task));
         match written {

@@ -22,10 +22,49 @@ pub async fn reply(mut socket: TcpStream, body: String) {
     let _ = socket.shutdown().await;
 }
 
-/// One event as an SSE frame: `id: <seq>` and the envelope on one `data:` line.
-fn frame(id: &Value, event: &Event) -> Vec<u8> {
-    let envelope = rpc::result(id, std::str::from_utf8(&event.json).unwrap_or("null"));
-    format!("id: {}\ndata: {envelope}\n\n", event.seq).into_bytes()
+/// How many bytes of waiting events one write may carry.
+const BATCH_BYTES: usize = 64 * 1024;
+
+/// One connection's framing: each event's own bytes spliced between this request's
+/// envelope pieces, with no per-event formatting.
+struct Framer {
+    /// `,"id":<the request's id>,"result":` after `{"jsonrpc":"2.0"`.
+    envelope: Vec<u8>,
+    batch: Vec<u8>,
+}
+
+impl Framer {
+    fn new(id: &Value) -> Framer {
+        let mut envelope = b",\"id\":".to_vec();
+        envelope.extend_from_slice(id.to_string().as_bytes());
+        envelope.extend_from_slice(b",\"result\":");
+        Framer {
+            envelope,
+            batch: Vec::with_capacity(BATCH_BYTES),
+        }
+    }
+
+    /// Appends one event as an SSE frame: `id: <seq>` and the envelope on one line.
+    fn push(&mut self, event: &Event) {
+        use std::io::Write;
+        let _ = write!(self.batch, "id: {}\ndata: {{\"jsonrpc\":\"2.0\"", event.seq);
+        self.batch.extend_from_slice(&self.envelope);
+        self.batch.extend_from_slice(&event.json);
+        self.batch.extend_from_slice(b"}\n\n");
+    }
+
+    fn full(&self) -> bool {
+        self.batch.len() >= BATCH_BYTES
+    }
+
+    /// Writes what is batched, keeping the buffer for the next batch.
+    async fn flush(&mut self, stream: &mut Stream) -> std::io::Result<()> {
+        if !self.batch.is_empty() {
+            stream.write_raw(&self.batch).await?;
+            self.batch.clear();
+        }
+        Ok(())
+    }
 }
 
 /// An error inside an open stream: an envelope with no `id:`.
@@ -51,10 +90,12 @@ pub async fn follow(
         return;
     };
     let written = async {
+        let mut framer = Framer::new(id);
         if let Some(first) = &first {
-            stream.write_raw(&frame(id, first)).await?;
+            framer.push(first);
+            framer.flush(&mut stream).await?;
         }
-        pump(&mut stream, tasks, task, id, follower).await
+        pump(&mut stream, &mut framer, tasks, task, id, follower).await
     };
     let _ = written.await;
     stream.close().await;
@@ -62,6 +103,7 @@ pub async fn follow(
 
 async fn pump(
     stream: &mut Stream,
+    framer: &mut Framer,
     tasks: &Tasks,
     task: &str,
     id: &Value,
@@ -73,21 +115,16 @@ async fn pump(
     loop {
         match follower.next() {
             Ok((events, _)) => {
-                let mut batch = Vec::new();
-                let mut ends = false;
                 for event in &events {
-                    batch.extend_from_slice(&frame(id, event));
+                    framer.push(event);
                     if event.ends {
-                        ends = true;
-                        break;
+                        return framer.flush(stream).await;
+                    }
+                    if framer.full() {
+                        framer.flush(stream).await?;
                     }
                 }
-                if !batch.is_empty() {
-                    stream.write_raw(&batch).await?;
-                }
-                if ends {
-                    return Ok(());
-                }
+                framer.flush(stream).await?;
             }
             Err(Missed::Gone { first_available }) => {
                 // This reader fell further behind than even a followed task's log

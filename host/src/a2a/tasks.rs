@@ -757,9 +757,11 @@ impl Book {
         else {
             return;
         };
-        let kept = self.kept();
-        if let Some(journal) = &mut self.journal {
-            journal.append(&task, &kept);
+        // Taken out for the call, so the journal can ask for the kept tasks only when it
+        // rewrites its file.
+        if let Some(mut journal) = self.journal.take() {
+            journal.append(&task, || self.kept());
+            self.journal = Some(journal);
         }
     }
 }
@@ -846,7 +848,7 @@ fn ends_stream(event: &StreamResponse) -> bool {
 
 /// `event` carrying its sequence number in its metadata.
 pub fn numbered(event: StreamResponse, seq: u64) -> StreamResponse {
-    let meta = Some(HashMap::from([(META.to_string(), json!({"seq": seq}))]));
+    let meta = Some(seq_meta(seq));
     match event {
         StreamResponse::Task(mut task) => {
             task.metadata = meta;
@@ -862,6 +864,13 @@ pub fn numbered(event: StreamResponse, seq: u64) -> StreamResponse {
         }
         other => other,
     }
+}
+
+/// `{"murmur": {"seq": n}}`.
+fn seq_meta(seq: u64) -> HashMap<String, Value> {
+    let mut inner = serde_json::Map::with_capacity(1);
+    inner.insert("seq".into(), Value::from(seq));
+    HashMap::from([(META.to_string(), Value::Object(inner))])
 }
 
 /// A tool call's result as a v1 artifact: the exact content the model received, and
