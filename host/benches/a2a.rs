@@ -33,13 +33,15 @@
     reason = "the benches' shared client; this one uses part of it"
 )]
 mod client;
+mod mur;
 
 use client::*;
+use mur::{Mur, cache};
 
-use std::io::{self, BufRead, BufReader};
+use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -129,79 +131,14 @@ fn capsule(name: &str, turns: &str, lifecycle: &str) -> PathBuf {
     dir
 }
 
-/// A running `mur run`; dropping it kills the process.
-struct Mur {
-    child: Child,
-    addr: SocketAddr,
+/// `VmRSS` and `RssAnon` of `mur`, in KiB.
+fn rss_kib(mur: &Mur) -> Res<(u64, u64)> {
+    Ok((mur.status_kib("VmRSS:")?, mur.status_kib("RssAnon:")?))
 }
 
-impl Mur {
-    fn start(capsule: &Path) -> Mur {
-        let stderr = std::fs::File::create(capsule.join("mur.stderr")).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mur"))
-            .current_dir(capsule)
-            .env(
-                "MUR_CACHE_DIR",
-                repo().join("target").join("bench").join("a2a-cache"),
-            )
-            .args(["run", "--json", "--bind", "127.0.0.1", "--port", "0"])
-            .args(["--lifecycle-task-acceptance", "queue"])
-            .args(["--lifecycle-after-task", "sleep"])
-            .arg("--manifest")
-            .arg(capsule.join("murmur.yaml"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .expect("mur starts");
-        let stdout = child.stdout.take().unwrap();
-        // From here on a panic kills the process.
-        let mut mur = Mur {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        };
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut stdout = BufReader::new(stdout);
-            let mut line = String::new();
-            let _ = stdout.read_line(&mut line);
-            let _ = tx.send(line);
-            let _ = io::copy(&mut stdout, &mut io::sink());
-        });
-        let line = rx.recv_timeout(LAUNCH_LIMIT).unwrap_or_default();
-        let launch: Value = serde_json::from_str(&line).unwrap_or_else(|_| {
-            let log = std::fs::read_to_string(capsule.join("mur.stderr")).unwrap_or_default();
-            panic!("mur printed no launch line ({line:?}); stderr:\n{log}")
-        });
-        mur.addr = launch["address"]
-            .as_str()
-            .and_then(|a| a.strip_prefix("http://"))
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no address in the launch line: {line}"));
-        mur
-    }
-
-    /// `VmRSS` and `RssAnon`, in KiB.
-    fn rss_kib(&self) -> Res<(u64, u64)> {
-        let pid = self.child.id();
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .map_err(|e| format!("/proc/{pid}/status: {e}"))?;
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-                .ok_or_else(|| format!("no {name} line"))
-        };
-        Ok((field("VmRSS:")?, field("RssAnon:")?))
-    }
-}
-
-impl Drop for Mur {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Starts `mur run` on `capsule`.
+fn start(capsule: &Path) -> Mur {
+    Mur::start(capsule, &cache(&repo(), "a2a-cache"), LAUNCH_LIMIT)
 }
 
 // ---------------------------------------------------------------------------------
@@ -1125,7 +1062,7 @@ async fn send_message(addr: SocketAddr) -> Res<(Duration, String)> {
 async fn fill(mur: &Mur, dir: &Path, after: impl AsyncFn(&[String]) -> Res<()>) -> Res<Kept> {
     let settle = Duration::from_secs(1);
     tokio::time::sleep(settle).await;
-    let (rss, anon) = mur.rss_kib()?;
+    let (rss, anon) = rss_kib(mur)?;
     let mut kept = Kept {
         rss: vec![(0, rss, anon)],
         send_early: Vec::new(),
@@ -1147,7 +1084,7 @@ async fn fill(mur: &Mur, dir: &Path, after: impl AsyncFn(&[String]) -> Res<()>) 
             sent += 1;
         }
         tokio::time::sleep(settle).await;
-        let (rss, anon) = mur.rss_kib()?;
+        let (rss, anon) = rss_kib(mur)?;
         kept.rss.push((sent, rss, anon));
         if sent == 100 {
             kept.journal_bytes = journal_size(dir);
@@ -1250,7 +1187,7 @@ async fn memory() -> Res<()> {
     for (name, keep) in [("memory-100", None), ("memory-1", Some(1))] {
         let lifecycle = keep.map_or(String::new(), |k| format!("  task_history: {k}\n"));
         let dir = capsule(name, &turns, &lifecycle);
-        let mur = Mur::start(&dir);
+        let mur = start(&dir);
         let addr = mur.addr;
         let measure_lookups = keep.is_none();
         let kept = fill(&mur, &dir, async |ids: &[String]| {
@@ -1345,7 +1282,7 @@ fn main() {
              SendStreamingMessage vs message/stream, submission to the end, alternating, after \
              a warm-up of each"
         );
-        let mur = Mur::start(&capsule("streaming", &chunks_turn(), ""));
+        let mur = start(&capsule("streaming", &chunks_turn(), ""));
         if let Err(e) = client.block_on(streaming(mur.addr)) {
             println!("  failed: {e}");
         }
@@ -1360,7 +1297,7 @@ fn main() {
             fan_out_n()
         );
         let turns = format!("{}{}", bash_turn(SLEEP), chunks_turn());
-        let mur = Mur::start(&capsule("fanout", &turns, ""));
+        let mur = start(&capsule("fanout", &turns, ""));
         println!("  (mur pid {})", mur.child.id());
         if let Err(e) = client.block_on(fan_out(mur.addr, mur.child.id())) {
             println!("  failed: {e}");

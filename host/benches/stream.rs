@@ -25,15 +25,17 @@
     reason = "the benches' shared client; this one uses part of it"
 )]
 mod client;
+mod mur;
 
 use client::*;
+use mur::{Mur, cache};
 
 use std::convert::Infallible;
-use std::io::{self, BufRead, BufReader};
+use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::process::{Child, Command, Stdio};
+
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -115,79 +117,14 @@ fn capsule(name: &str, turns: usize) -> PathBuf {
     dir
 }
 
-/// A running `mur run`; dropping it kills the process.
-struct Mur {
-    child: Child,
-    addr: SocketAddr,
+/// `VmRSS` of `mur`, in KiB.
+fn rss_kib(mur: &Mur) -> Res<u64> {
+    mur.status_kib("VmRSS:")
 }
 
-impl Mur {
-    fn start(capsule: &Path) -> Mur {
-        let stderr = std::fs::File::create(capsule.join("mur.stderr")).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mur"))
-            .current_dir(capsule)
-            .env(
-                "MUR_CACHE_DIR",
-                repo().join("target").join("bench").join("stream-cache"),
-            )
-            .args(["run", "--json", "--bind", "127.0.0.1", "--port", "0"])
-            .args(["--lifecycle-task-acceptance", "queue"])
-            .args(["--lifecycle-after-task", "sleep"])
-            .arg("--manifest")
-            .arg(capsule.join("murmur.yaml"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .expect("mur starts");
-        let stdout = child.stdout.take().unwrap();
-        // From here on a panic kills the process.
-        let mut mur = Mur {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        };
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut stdout = BufReader::new(stdout);
-            let mut line = String::new();
-            let _ = stdout.read_line(&mut line);
-            let _ = tx.send(line);
-            // `--json` prints nothing else; keep the pipe drained all the same.
-            let _ = io::copy(&mut stdout, &mut io::sink());
-        });
-        let line = rx.recv_timeout(LAUNCH_LIMIT).unwrap_or_default();
-        let launch: Value = serde_json::from_str(&line).unwrap_or_else(|_| {
-            let log = std::fs::read_to_string(capsule.join("mur.stderr")).unwrap_or_default();
-            panic!("mur printed no launch line ({line:?}); stderr:\n{log}")
-        });
-        mur.addr = launch["address"]
-            .as_str()
-            .and_then(|a| a.strip_prefix("http://"))
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no address in the launch line: {line}"));
-        mur
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn rss_kib(&self) -> Res<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
-            .map_err(|e| format!("/proc/{}/status: {e}", self.pid()))?;
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .ok_or_else(|| "no VmRSS line".to_string())
-    }
-}
-
-impl Drop for Mur {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Starts `mur run` on `capsule`.
+fn start(capsule: &Path) -> Mur {
+    Mur::start(capsule, &cache(&repo(), "stream-cache"), LAUNCH_LIMIT)
 }
 
 /// Raises this process's soft open-file limit (and the hard one when it is too low and
@@ -606,7 +543,7 @@ async fn replay(addr: SocketAddr) -> Res<(Vec<Duration>, u64)> {
 /// RSS with no connection, then with `IDLE_CONNECTIONS` idle watches, each ~1 s after.
 async fn idle_memory(mur: &Mur) -> Res<(u64, u64)> {
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let before = mur.rss_kib()?;
+    let before = rss_kib(mur)?;
     let addr = mur.addr;
     let gate = Arc::new(Semaphore::new(CONNECTING));
     let mut opening = JoinSet::new();
@@ -630,7 +567,7 @@ async fn idle_memory(mur: &Mur) -> Res<(u64, u64)> {
         );
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let after = mur.rss_kib()?;
+    let after = rss_kib(mur)?;
     drop(open);
     Ok((before, after))
 }
@@ -661,7 +598,7 @@ fn main() {
     // the last run left.
     let tasks = 1 + FAN_OUT.iter().map(|(_, runs)| runs).sum::<usize>();
     let dir = capsule("fanout", tasks + 2);
-    let mur = Mur::start(&dir);
+    let mur = start(&dir);
     let addr = mur.addr;
     println!(
         "fan-out: one task streaming {CHUNKS} chunks to N stream/watch connections (medians of the runs)"
@@ -753,7 +690,7 @@ fn main() {
     println!(
         "memory: RSS of a fresh mur process, idle, then with {IDLE_CONNECTIONS} idle stream/watch connections"
     );
-    let mur = Mur::start(&capsule("memory", 1));
+    let mur = start(&capsule("memory", 1));
     match client.block_on(idle_memory(&mur)) {
         Ok((before, after)) => println!(
             "  {:.1} MiB with 0, {:.1} MiB with {IDLE_CONNECTIONS}: {:.1} KiB per connection",
