@@ -87,21 +87,8 @@ type Res<T> = Result<T, String>;
 // ---------------------------------------------------------------------------------
 // Capsules and the `mur` process.
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
 fn scratch(name: &str) -> PathBuf {
-    let dir = repo()
-        .join("target")
-        .join("bench")
-        .join(format!("a2a-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    mur::scratch("a2a", name)
 }
 
 fn chunk(i: usize) -> String {
@@ -138,7 +125,7 @@ fn rss_kib(mur: &Mur) -> Res<(u64, u64)> {
 
 /// Starts `mur run` on `capsule`.
 fn start(capsule: &Path) -> Mur {
-    Mur::start(capsule, &cache(&repo(), "a2a-cache"), LAUNCH_LIMIT)
+    Mur::start(capsule, &cache("a2a-cache"), LAUNCH_LIMIT)
 }
 
 // ---------------------------------------------------------------------------------
@@ -649,6 +636,33 @@ where
     Ok(())
 }
 
+/// Every reader's result and the submitting stream's, each by `deadline`.
+async fn joined<T: Send + 'static>(
+    mut readers: JoinSet<io::Result<T>>,
+    submitter: tokio::task::JoinHandle<io::Result<T>>,
+    deadline: tokio::time::Instant,
+    who: &str,
+    end: &str,
+) -> Res<(Vec<T>, T)> {
+    let mut got = Vec::with_capacity(fan_out_n());
+    while let Some(reader) = tokio::time::timeout_at(deadline, readers.join_next())
+        .await
+        .map_err(|_| format!("the {who}s did not all read {end} in time"))?
+    {
+        got.push(
+            reader
+                .map_err(|e| format!("{who}: {e}"))?
+                .map_err(|e| format!("{who}: {e}"))?,
+        );
+    }
+    let sub = tokio::time::timeout_at(deadline, submitter)
+        .await
+        .map_err(|_| "the submitting stream did not end in time".to_string())?
+        .map_err(|e| format!("submitting stream: {e}"))?
+        .map_err(|e| format!("submitting stream: {e}"))?;
+    Ok((got, sub))
+}
+
 async fn subscriber(
     addr: SocketAddr,
     task: String,
@@ -728,22 +742,7 @@ async fn v1_fan_out(addr: SocketAddr) -> Res<FanOut> {
         deadline,
     )
     .await?;
-    let mut got = Vec::with_capacity(fan_out_n());
-    while let Some(joined) = tokio::time::timeout_at(deadline, readers.join_next())
-        .await
-        .map_err(|_| "the subscribers did not all read COMPLETED in time".to_string())?
-    {
-        got.push(
-            joined
-                .map_err(|e| format!("subscriber: {e}"))?
-                .map_err(|e| format!("subscriber: {e}"))?,
-        );
-    }
-    let sub = tokio::time::timeout_at(deadline, submitter)
-        .await
-        .map_err(|_| "the submitting stream did not end in time".to_string())?
-        .map_err(|e| format!("submitting stream: {e}"))?
-        .map_err(|e| format!("submitting stream: {e}"))?;
+    let (got, sub) = joined(readers, submitter, deadline, "subscriber", "COMPLETED").await?;
     // The streaming turn began when the first reader read its status.
     let turn_2 = got.iter().chain([&sub]).filter_map(|r| r.turn_2_at).min();
     for r in &got {
@@ -817,22 +816,7 @@ async fn seed_fan_out(addr: SocketAddr) -> Res<FanOut> {
         deadline,
     )
     .await?;
-    let mut got = Vec::with_capacity(fan_out_n());
-    while let Some(joined) = tokio::time::timeout_at(deadline, readers.join_next())
-        .await
-        .map_err(|_| "the watchers did not all read the final status in time".to_string())?
-    {
-        got.push(
-            joined
-                .map_err(|e| format!("watcher: {e}"))?
-                .map_err(|e| format!("watcher: {e}"))?,
-        );
-    }
-    let sub = tokio::time::timeout_at(deadline, submitter)
-        .await
-        .map_err(|_| "the submitting stream did not end in time".to_string())?
-        .map_err(|e| format!("submitting stream: {e}"))?
-        .map_err(|e| format!("submitting stream: {e}"))?;
+    let (got, sub) = joined(readers, submitter, deadline, "watcher", "the final status").await?;
     let turn_2 = got.iter().chain([&sub]).filter_map(|r| r.turn_2_at).min();
     Ok(summarise(&got, submitted, turn_2, |s| Row {
         attached: s.first_at.unwrap(),

@@ -80,21 +80,8 @@ type Res<T> = Result<T, String>;
 // ---------------------------------------------------------------------------------
 // The capsule and the `mur` process.
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
 fn scratch(name: &str) -> PathBuf {
-    let dir = repo()
-        .join("target")
-        .join("bench")
-        .join(format!("stream-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    mur::scratch("stream", name)
 }
 
 fn chunk(i: usize) -> String {
@@ -124,7 +111,7 @@ fn rss_kib(mur: &Mur) -> Res<u64> {
 
 /// Starts `mur run` on `capsule`.
 fn start(capsule: &Path) -> Mur {
-    Mur::start(capsule, &cache(&repo(), "stream-cache"), LAUNCH_LIMIT)
+    Mur::start(capsule, &cache("stream-cache"), LAUNCH_LIMIT)
 }
 
 /// Raises this process's soft open-file limit (and the hard one when it is too low and

@@ -86,7 +86,23 @@ impl Drop for Mur {
     }
 }
 
+/// The repository's root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
 /// Where a bench keeps `mur`'s compiled components between runs.
-pub fn cache(repo: &Path, name: &str) -> PathBuf {
-    repo.join("target").join("bench").join(name)
+pub fn cache(name: &str) -> PathBuf {
+    repo().join("target").join("bench").join(name)
+}
+
+/// A fresh folder for one of `bench`'s capsules, under the repository's target.
+pub fn scratch(bench: &str, name: &str) -> PathBuf {
+    let dir = cache(&format!("{bench}-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }

@@ -315,9 +315,12 @@ impl Tasks {
     /// The inference call that streamed a reply returned: its artifact is complete.
     pub fn reply_end(&self, id: &str) {
         let mut book = self.book();
-        book.reply_end(id);
+        let ended = book.reply_end(id);
         drop(book);
-        self.bump();
+        // Called before every inference call: only a reply that was open is news.
+        if ended {
+            self.bump();
+        }
     }
 
     /// The task as it stands, with the sequence number of the last event it includes.
@@ -704,12 +707,14 @@ impl Book {
         self.hold(id, held);
     }
 
-    fn reply_end(&mut self, id: &str) {
+    /// Closes the open reply, if there is one; says whether there was.
+    fn reply_end(&mut self, id: &str) -> bool {
         let Some(open) = self.records.get_mut(id).and_then(|r| r.reply.take()) else {
-            return;
+            return false;
         };
         let event = self.reply_event(id, &open, "", true, true);
         self.log(id, event);
+        true
     }
 
     /// One piece of a streamed reply, as its artifact update says it.
@@ -1020,6 +1025,18 @@ mod tests {
             .collect()
     }
 
+    /// A log of 4 events while running, 2 once ended, 8 past any follower.
+    fn short_log() -> Cap {
+        Cap {
+            events: 4,
+            bytes: usize::MAX,
+            ended: 2,
+            hard_events: 8,
+            hard_bytes: usize::MAX,
+            ..Cap::default()
+        }
+    }
+
     fn run_to_completion(tasks: &Tasks, id: &str, answer: &str) {
         tasks.begin(id, "ctx_1");
         tasks.status(id, State::Working, "inference turn 1", None);
@@ -1160,15 +1177,7 @@ mod tests {
 
     #[test]
     fn a_reader_past_the_kept_events_is_told_which_is_first() {
-        let cap = Cap {
-            events: 4,
-            bytes: usize::MAX,
-            ended: 2,
-            hard_events: 8,
-            hard_bytes: usize::MAX,
-            ..Cap::default()
-        };
-        let tasks = Tasks::with_cap(10, cap);
+        let tasks = Tasks::with_cap(10, short_log());
         tasks.submitted("tsk_1", "ctx_1", None);
         tasks.begin("tsk_1", "ctx_1");
         for n in 1..=5 {
@@ -1201,15 +1210,7 @@ mod tests {
 
     #[test]
     fn a_follower_keeps_what_it_has_not_read_up_to_the_hard_cap() {
-        let cap = Cap {
-            events: 4,
-            bytes: usize::MAX,
-            ended: 2,
-            hard_events: 8,
-            hard_bytes: usize::MAX,
-            ..Cap::default()
-        };
-        let tasks = Tasks::with_cap(10, cap);
+        let tasks = Tasks::with_cap(10, short_log());
         tasks.submitted("tsk_1", "ctx_1", None);
         let follower = tasks.follow("tsk_1", 0);
         assert_eq!(follower.next().unwrap().0.len(), 1);
