@@ -53,3 +53,18 @@ pub mod hook {
         with: { "murmur:message/types": crate::bindings::message },
     });
 }
+
+/// Upstream Murmur's tool and driver worlds (murmur-cli 0.8.0, `wit/upstream/`): both
+/// export `murmur:tool/run@0.1.0`, linked through the adapters in `crate::upstream`.
+pub mod upstream {
+    wasmtime::component::bindgen!({
+        world: "murmur:tool/tool",
+        path: [
+            "../wit/upstream/task",
+            "../wit/upstream/stream",
+            "../wit/upstream/tool",
+        ],
+        imports: { default: async | trappable },
+        exports: { default: async },
+    });
+}

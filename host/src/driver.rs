@@ -18,6 +18,7 @@ use crate::bindings::driver::exports::murmur::driver::inference::{
 };
 use crate::bindings::driver::{Driver as Bindings, DriverPre};
 use crate::bindings::message::Block;
+use crate::bindings::upstream;
 use crate::bindings::{chunks, message};
 use crate::deadline::{self, Clock};
 use crate::engine::{self, Engine};
@@ -54,9 +55,22 @@ impl Sandboxed for DriverState {
 }
 sandbox::wasi_view!(DriverState);
 
+/// A driver component linked against its world: ours, or upstream's through
+/// `crate::upstream::driver`.
+enum Pre {
+    Ours(DriverPre<DriverState>),
+    Upstream(upstream::ToolPre<DriverState>),
+}
+
+/// An instance's exports, by world.
+enum Linked {
+    Ours(Bindings),
+    Upstream(upstream::Tool),
+}
+
 /// A driver ready to instantiate: compiled, checked and linked once.
 pub struct DriverComponent {
-    pre: DriverPre<DriverState>,
+    pre: Pre,
     settings: Settings,
     env: Vec<(String, String)>,
     memory: crate::memory::Cap,
@@ -88,11 +102,18 @@ impl DriverComponent {
         settings: Settings,
         limits: DriverLimits,
     ) -> Result<Self, Error> {
-        let pre = engine.linked(component, || link(engine, component, &label))?;
+        let mut env = limits.env;
+        let pre = if engine::classify(engine.wasmtime(), component) == engine::Kind::UpstreamRun {
+            // Upstream drivers are configured by their environment, not by a call.
+            env.extend(crate::upstream::driver::environment(&settings, &label));
+            Pre::Upstream(engine.linked(component, || link_upstream(engine, component, &label))?)
+        } else {
+            Pre::Ours(engine.linked(component, || link(engine, component, &label))?)
+        };
         Ok(DriverComponent {
             pre,
             settings,
-            env: limits.env,
+            env,
             memory: limits.memory.clone(),
             deadline: limits.deadline,
             max_reply_bytes: limits.max_reply_bytes,
@@ -120,13 +141,26 @@ impl DriverComponent {
             http: WasiHttpCtx::new(),
             outbound: Outbound::new(self.network.clone(), self.events.clone()),
         };
-        let mut store = Store::new(self.pre.engine(), state);
+        let engine = match &self.pre {
+            Pre::Ours(pre) => pre.engine(),
+            Pre::Upstream(pre) => pre.engine(),
+        };
+        let mut store = Store::new(engine, state);
         sandbox::limit(&mut store);
         // Starting and configuring is one call with one deadline; past it the store
         // is dropped with this future.
         let configured = async {
-            let bindings = self
-                .pre
+            let pre = match &self.pre {
+                Pre::Ours(pre) => pre,
+                Pre::Upstream(pre) => {
+                    let bindings = pre
+                        .instantiate_async(&mut store)
+                        .await
+                        .map_err(|e| trap_text(&e))?;
+                    return Ok(Linked::Upstream(bindings));
+                }
+            };
+            let bindings = pre
                 .instantiate_async(&mut store)
                 .await
                 .map_err(|e| trap_text(&e))?;
@@ -136,7 +170,7 @@ impl DriverComponent {
                 .await
                 .map_err(|e| trap_text(&e))?
                 .map_err(|e| format!("{} refused its configuration: {e}", self.label))?;
-            Ok(bindings)
+            Ok(Linked::Ours(bindings))
         };
         let bindings = Clock::running(self.deadline)
             .bound(configured)
@@ -157,7 +191,7 @@ impl DriverComponent {
 
 pub struct Driver {
     store: Store<DriverState>,
-    bindings: Bindings,
+    bindings: Linked,
     max_reply_bytes: u64,
 }
 
@@ -173,8 +207,31 @@ impl Driver {
         let sandbox = &mut self.store.data_mut().sandbox;
         sandbox.running_since = Instant::now();
         let limit = sandbox.deadline;
-        let call = self
-            .bindings
+        let bindings = match &self.bindings {
+            Linked::Ours(bindings) => bindings,
+            Linked::Upstream(bindings) => {
+                let input = crate::upstream::driver::input(request);
+                let call = bindings.murmur_tool_run().call_run(&mut self.store, &input);
+                let result = Clock::running(limit)
+                    .bound(call)
+                    .await
+                    .unwrap_or_else(|| Err(wasmtime::Error::msg(deadline::exceeded(limit))))?;
+                // Measured before parsing, so a flood is never copied into blocks.
+                let size = crate::upstream::driver::result_bytes(&result);
+                if size > self.max_reply_bytes {
+                    drop(result);
+                    let why = crate::limits::over(
+                        "driver reply",
+                        size,
+                        "max_driver_reply_bytes",
+                        self.max_reply_bytes,
+                    );
+                    return Err(wasmtime::Error::msg(why));
+                }
+                return Ok(crate::upstream::driver::response(result));
+            }
+        };
+        let call = bindings
             .murmur_driver_inference()
             .call_infer(&mut self.store, request);
         let reply = Clock::running(limit)
@@ -230,6 +287,32 @@ fn link(
         .instantiate_pre(component)
         .and_then(DriverPre::new)
         .map_err(link_error(label))
+}
+
+/// Checks an upstream driver's imports and links it: WASI, wasi:http (through the same
+/// outbound policy as ours) and upstream's stream events.
+fn link_upstream(
+    engine: &Engine,
+    component: &Component,
+    label: &str,
+) -> Result<upstream::ToolPre<DriverState>, Error> {
+    crate::upstream::check_imports(engine, component, label, &crate::upstream::DRIVER_IMPORTS)?;
+    let mut linker = Linker::<DriverState>::new(engine.wasmtime());
+    let error = |e: wasmtime::Error| {
+        Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}")).hint(
+            "an upstream driver may import only WASI 0.2 (wasi:http included) and murmur:stream/events@0.1.0",
+        )
+    };
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(error)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(error)?;
+    upstream::murmur::stream::events::add_to_linker::<_, HasSelf<Arc<Wire>>>(&mut linker, |s| {
+        &mut s.wire
+    })
+    .map_err(error)?;
+    linker
+        .instantiate_pre(component)
+        .and_then(upstream::ToolPre::new)
+        .map_err(error)
 }
 
 fn link_error(label: &str) -> impl Fn(wasmtime::Error) -> Error + '_ {

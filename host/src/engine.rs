@@ -315,6 +315,9 @@ pub fn check_world(
         .map(|(n, _)| n.to_string())
         .collect();
     let served = format!("{}@{VERSION}", world.export);
+    if world.name == HOOK.name && classify(&engine.engine, component) == Kind::UpstreamHook {
+        return Err(crate::upstream::hook::refused(label));
+    }
 
     let exported = exports.iter().find(|e| split_version(e).0 == world.export);
     match exported {
@@ -401,6 +404,66 @@ fn world_error(label: &str, exports: &[String], world: &World) -> Error {
         "a {} component exports {}@{VERSION}",
         world.name, world.export
     ))
+}
+
+/// What a component is, read from what it exports: the one place the host tells the
+/// worlds apart, before it checks or links anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Exports the interface of one of this host's worlds (`SESSION_LOOP`, `DRIVER`,
+    /// `TOOL`, `HOOK`), at any version: `check_world` then refuses another version, our
+    /// retired `murmur:tool/run@0.1.0` (`describe` + `call`) included.
+    Ours(&'static str),
+    /// Upstream Murmur's `murmur:tool/run@0.1.0` with its `run` function: a tool or a
+    /// driver, as the manifest entry's `runtime` says.
+    UpstreamRun,
+    /// Upstream Murmur's hook, `murmur:hook/lifecycle@0.9.0`.
+    UpstreamHook,
+    /// No world this host knows.
+    Unknown,
+}
+
+/// Upstream's tool and driver export, which our retired tool world also named.
+pub const UPSTREAM_RUN: &str = "murmur:tool/run@0.1.0";
+/// Upstream's hook export.
+pub const UPSTREAM_HOOK: &str = "murmur:hook/lifecycle@0.9.0";
+
+#[allow(dead_code, reason = "`mur component check` names the world with it")]
+impl Kind {
+    /// The world's name as errors and `mur component check` print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Ours(name) => name,
+            Kind::UpstreamRun => "upstream tool or driver (murmur:tool/run@0.1.0)",
+            Kind::UpstreamHook => "upstream hook (murmur:hook/lifecycle@0.9.0)",
+            Kind::Unknown => "unknown",
+        }
+    }
+}
+
+/// Which world `component` targets, by its exports alone (imports are checked when it
+/// is linked). Upstream's shapes are told from ours by the functions they export, since
+/// upstream's tool and our retired tool share a name and version.
+pub fn classify(engine: &wasmtime::Engine, component: &Component) -> Kind {
+    use wasmtime::component::types::ComponentItem;
+    let ty = component.component_type();
+    let mut kind = Kind::Unknown;
+    for (name, item) in ty.exports(engine) {
+        let functions = |f: &str| match &item.ty {
+            ComponentItem::ComponentInstance(i) => i.exports(engine).any(|(n, _)| n == f),
+            _ => false,
+        };
+        if name == UPSTREAM_RUN && functions("run") && !functions("describe") {
+            return Kind::UpstreamRun;
+        }
+        if name == UPSTREAM_HOOK {
+            return Kind::UpstreamHook;
+        }
+        if let Some(world) = WORLDS.iter().find(|w| split_version(name).0 == w.export) {
+            kind = Kind::Ours(world.name);
+        }
+    }
+    kind
 }
 
 #[cfg(test)]

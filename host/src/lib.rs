@@ -49,5 +49,6 @@ pub mod sse;
 mod threads;
 mod tools;
 mod trace;
+mod upstream;
 mod wire;
 mod workdir;

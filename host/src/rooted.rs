@@ -80,6 +80,29 @@ impl Rooted {
         self.dir.read_to_string(rel)
     }
 
+    /// At most `limit` bytes of the regular file at `rel`, if it resolves beneath this
+    /// directory, and whether the file holds more: for files a guest names, which may
+    /// be endless (a fifo, a device) or huge. Links are followed only while they stay
+    /// beneath this directory.
+    pub fn read_bounded(&self, rel: &str, limit: u64) -> io::Result<(Vec<u8>, bool)> {
+        use std::io::Read;
+        // Checked before opening too: opening a fifo for reading would wait for a writer.
+        if !self.dir.metadata(rel)?.is_file() {
+            return Err(io::Error::other(format!("{rel} is not a regular file")));
+        }
+        let file = self.dir.open(rel)?;
+        if !file.metadata()?.is_file() {
+            return Err(io::Error::other(format!("{rel} is not a regular file")));
+        }
+        let mut bytes = Vec::new();
+        file.into_std()
+            .take(limit.saturating_add(1))
+            .read_to_end(&mut bytes)?;
+        let more = bytes.len() as u64 > limit;
+        bytes.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        Ok((bytes, more))
+    }
+
     /// Removes the file (or link) at `rel`, beneath this directory.
     pub fn remove_file(&self, rel: &str) -> io::Result<()> {
         self.dir.remove_file(rel).map_err(|e| refused(rel, e))

@@ -15,6 +15,7 @@ use crate::bindings::message::ToolSpec;
 use crate::bindings::tool::exports::murmur::tool::run::Status;
 use crate::bindings::tool::murmur::task::task::{self as task_api, TaskInfo};
 use crate::bindings::tool::{Tool as Bindings, ToolPre};
+use crate::bindings::upstream::{self, murmur::stream::events as upstream_events};
 use crate::confine::Jail;
 use crate::deadline::{self, Clock};
 use crate::driver::trap_text;
@@ -63,10 +64,30 @@ impl task_api::Host for ToolState {
     }
 }
 
+/// Upstream's `request-input` has no error value: where ours answers `err`, it traps,
+/// and the tool call fails with the reason.
+impl upstream::murmur::task::task::Host for ToolState {
+    async fn request_input(&mut self, prompt: String) -> wasmtime::Result<String> {
+        task_api::Host::request_input(self, prompt)
+            .await?
+            .map_err(wasmtime::Error::msg)
+    }
+}
+
 pub enum Kind {
-    Shell { binary: String },
-    Component { pre: ToolPre<ToolState> },
-    Skill { text: PathBuf },
+    Shell {
+        binary: String,
+    },
+    Component {
+        pre: ToolPre<ToolState>,
+    },
+    /// Upstream Murmur's tool shape, through `crate::upstream::tool`.
+    Upstream {
+        pre: upstream::ToolPre<ToolState>,
+    },
+    Skill {
+        text: PathBuf,
+    },
 }
 
 pub struct Tool {
@@ -81,7 +102,7 @@ impl Tool {
     pub fn runtime(&self) -> &'static str {
         match self.kind {
             Kind::Shell { .. } => "shell",
-            Kind::Component { .. } => "tool",
+            Kind::Component { .. } | Kind::Upstream { .. } => "tool",
             Kind::Skill { .. } => "skill",
         }
     }
@@ -222,16 +243,32 @@ impl Tools {
         });
     }
 
-    /// Links a tool component and asks it to describe itself.
+    /// Links a tool component and asks it to describe itself (an upstream one is
+    /// described by its manifest entry or its packaging instead).
     pub async fn add_component(
         &mut self,
         engine: &Engine,
         component: &Component,
-        name: &str,
-        version: Option<String>,
+        entry: &ToolEntry<'_>,
         wire: &Arc<Wire>,
     ) -> Result<(), Error> {
+        let ToolEntry { name, .. } = *entry;
+        let version = entry.version.clone();
         let label = format!("tool artifact '{name}'");
+        if engine::classify(engine.wasmtime(), component) == engine::Kind::UpstreamRun {
+            let pre = engine.linked(component, || link_upstream(engine, component, &label))?;
+            let (description, schema) =
+                crate::upstream::tool::describe(entry.description, entry.source);
+            self.typed = std::sync::OnceLock::new();
+            self.list.push(Tool {
+                name: name.to_string(),
+                version,
+                description,
+                schema,
+                kind: Kind::Upstream { pre },
+            });
+            return Ok(());
+        }
         let pre = engine.linked(component, || {
             engine::check_world(engine, component, &engine::TOOL, &label)?;
             let mut linker = Linker::<ToolState>::new(engine.wasmtime());
@@ -294,6 +331,21 @@ impl Tools {
         input: Option<Port>,
         clock: &Arc<Clock>,
     ) -> wasmtime::Result<(Store<ToolState>, Bindings)> {
+        let mut store = self.store(name, pre.engine(), wire, task, input, clock)?;
+        let bindings = pre.instantiate_async(&mut store).await?;
+        Ok((store, bindings))
+    }
+
+    /// A store for one instance of tool `name`, in its sandbox, with its limits.
+    fn store(
+        &self,
+        name: &str,
+        engine: &wasmtime::Engine,
+        wire: Arc<Wire>,
+        task: Option<TaskInfo>,
+        input: Option<Port>,
+        clock: &Arc<Clock>,
+    ) -> wasmtime::Result<Store<ToolState>> {
         // Describing itself at start-up, before the workdir exists, a tool needs no files.
         let workdir = task.is_some().then_some(self.grants.workdir.as_path());
         let sandbox = Sandbox::new(&Grants {
@@ -305,7 +357,7 @@ impl Tools {
         })
         .map_err(|e| wasmtime::Error::msg(e.message))?;
         let mut store = Store::new(
-            pre.engine(),
+            engine,
             ToolState {
                 sandbox,
                 wire,
@@ -315,8 +367,7 @@ impl Tools {
             },
         );
         sandbox::limit(&mut store);
-        let bindings = pre.instantiate_async(&mut store).await?;
-        Ok((store, bindings))
+        Ok(store)
     }
 
     /// What the model is told about the tools: `[{name, description?, parameters}]`.
@@ -387,7 +438,7 @@ impl Tools {
         match &tool.kind {
             Kind::Shell { binary } => self.run_shell(&tool.name, binary, input).await,
             Kind::Skill { text } => run_skill(&self.grants.workdir, text),
-            Kind::Component { pre } => {
+            Kind::Component { .. } | Kind::Upstream { .. } => {
                 if !matches!(serde_json::from_str::<Value>(input), Ok(Value::Object(_))) {
                     return Dispatched::not_reached(format!(
                         "tool '{}' input must be a JSON object",
@@ -399,7 +450,13 @@ impl Tools {
                     wire: wire.clone(),
                     port,
                 };
-                self.run_component(&tool.name, pre, input, call).await
+                match &tool.kind {
+                    Kind::Upstream { pre } => self.run_upstream(&tool.name, pre, input, call).await,
+                    Kind::Component { pre } => {
+                        self.run_component(&tool.name, pre, input, call).await
+                    }
+                    _ => unreachable!("matched above"),
+                }
             }
         }
     }
@@ -494,6 +551,91 @@ impl Tools {
             }
         }
     }
+}
+
+impl Tools {
+    /// One call of an upstream tool: a fresh instance, the same sandbox, deadline and
+    /// result limit as ours, its `tool-result` read by `crate::upstream::tool`.
+    async fn run_upstream(
+        &self,
+        name: &str,
+        pre: &upstream::ToolPre<ToolState>,
+        input: &str,
+        call: Call,
+    ) -> Dispatched {
+        let clock = Arc::new(Clock::running(self.grants.deadline));
+        let called = async {
+            let mut store = self.store(
+                name,
+                pre.engine(),
+                call.wire,
+                Some(call.task),
+                call.port,
+                &clock,
+            )?;
+            let bindings = pre.instantiate_async(&mut store).await?;
+            bindings
+                .murmur_tool_run()
+                .call_run(&mut store, &crate::upstream::tool::input(input))
+                .await
+        };
+        let called = clock
+            .bound(called)
+            .await
+            .unwrap_or_else(|| Err(wasmtime::Error::msg(deadline::exceeded(clock.limit()))));
+        let read = called.map_err(|trap| trap_text(&trap)).and_then(|result| {
+            crate::upstream::tool::outcome(
+                result,
+                &self.grants.workdir,
+                self.grants.max_result_bytes,
+            )
+        });
+        match read {
+            Ok(outcome) => {
+                let mut out = Dispatched::fenced(name, &outcome.text, outcome.is_error);
+                out.truncated = outcome.truncated;
+                out
+            }
+            Err(why) => {
+                let mut out = Dispatched::not_reached(format!("tool '{name}' failed: {why}"));
+                out.reach = Reach::Tool;
+                out
+            }
+        }
+    }
+}
+
+/// What the manifest says of a tool component besides its bytes.
+pub struct ToolEntry<'a> {
+    pub name: &'a str,
+    pub version: Option<String>,
+    pub description: Option<&'a str>,
+    /// The `.wasm` file; an upstream tool's packaging `murmur.yaml` sits beside it.
+    pub source: &'a std::path::Path,
+}
+
+/// Checks an upstream tool's imports and links it: WASI, upstream's task and stream
+/// interfaces, and nothing else of ours.
+fn link_upstream(
+    engine: &Engine,
+    component: &Component,
+    label: &str,
+) -> Result<upstream::ToolPre<ToolState>, Error> {
+    crate::upstream::check_imports(engine, component, label, &crate::upstream::TOOL_IMPORTS)?;
+    let mut linker = Linker::<ToolState>::new(engine.wasmtime());
+    let link = |e: wasmtime::Error| {
+        Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}"))
+            .hint("an upstream tool may import only WASI 0.2, murmur:task/task@0.1.0 and murmur:stream/events@0.1.0")
+    };
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
+    upstream_events::add_to_linker::<_, HasSelf<Arc<Wire>>>(&mut linker, |s| &mut s.wire)
+        .map_err(link)?;
+    upstream::murmur::task::task::add_to_linker::<_, HasSelf<ToolState>>(&mut linker, |s| s)
+        .map_err(link)?;
+    linker
+        .instantiate_pre(component)
+        .and_then(upstream::ToolPre::new)
+        .map_err(link)
 }
 
 /// A result over `max_tool_result_bytes`, in words; checked before anything copies it.

@@ -20,7 +20,7 @@ use crate::memory::Cap;
 use crate::murmur_md;
 use crate::outbound;
 use crate::session::LoopComponent;
-use crate::tools::{ToolGrants, Tools};
+use crate::tools::{ToolEntry, ToolGrants, Tools};
 use crate::wire::Wire;
 use crate::workdir::Workdir;
 
@@ -119,10 +119,13 @@ pub(super) async fn stage(
         tools.add_shell(binary);
     }
     for artifact in &tool_artifacts {
-        let version = artifact.version.clone();
-        tools
-            .add_component(engine, &next()?, &artifact.name, version, wire)
-            .await?;
+        let entry = ToolEntry {
+            name: &artifact.name,
+            version: artifact.version.clone(),
+            description: artifact.description.as_deref(),
+            source: &artifact.source,
+        };
+        tools.add_component(engine, &next()?, &entry, wire).await?;
     }
     for skill in m.artifacts.iter().filter(|a| a.runtime == Runtime::Skill) {
         let text = PathBuf::from(format!("tools/{}/skill.md", skill.name));

@@ -104,3 +104,48 @@ fn every_package_is_locked_at_the_version_served() {
         );
     }
 }
+
+/// Upstream Murmur's packages this host serves to upstream's components (`wit/upstream/`).
+const UPSTREAM: [&str; 3] = [
+    "murmur:tool@0.1.0",
+    "murmur:task@0.1.0",
+    "murmur:%stream@0.1.0",
+];
+
+#[test]
+fn every_upstream_package_is_locked_under_upstream() {
+    for package in UPSTREAM {
+        assert!(
+            lock()
+                .iter()
+                .any(|(p, file, _)| p == package && file.starts_with("upstream/")),
+            "{package} is not in wit/versions.lock under upstream/"
+        );
+    }
+}
+
+/// The same package@version may be locked twice only as our retired shape and
+/// upstream's, which differ: any other repeat is a second file for one release.
+#[test]
+fn a_package_version_locked_twice_is_retired_and_upstream_in_two_shapes() {
+    let lock = lock();
+    for (package, file, hash) in &lock {
+        let same: Vec<_> = lock.iter().filter(|(p, _, _)| p == package).collect();
+        match same.len() {
+            1 => {}
+            2 => {
+                let other = same.iter().find(|(_, f, _)| f != file).expect("two files");
+                let mut places = [file.split('/').next(), other.1.split('/').next()];
+                places.sort();
+                assert_eq!(
+                    places,
+                    [Some("retired"), Some("upstream")],
+                    "{package} is locked twice: {file} and {}",
+                    other.1
+                );
+                assert_ne!(hash, &other.2, "{package}: the two shapes are one file");
+            }
+            n => panic!("{package} is locked {n} times"),
+        }
+    }
+}
