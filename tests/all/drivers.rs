@@ -42,7 +42,7 @@ struct Setup {
     read_secs: u64,
 }
 
-const ONE_TASK: &str = "lifecycle:\n  task_acceptance: none\n";
+pub(crate) const ONE_TASK: &str = "lifecycle:\n  task_acceptance: none\n";
 const OVER_HTTP: &str = "";
 const THREADED: &str =
     "lifecycle:\n  conversation: threaded\n  task_acceptance: queue\n  after_task: sleep\n";

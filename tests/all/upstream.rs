@@ -34,7 +34,10 @@ fn the_vendored_components_match_their_recorded_sha256() {
     let sources = std::fs::read_to_string(fixture("SOURCES.md")).unwrap();
     let mut checked = 0;
     for line in sources.lines().filter(|l| l.starts_with("| `")) {
-        let cells: Vec<&str> = line.split('|').map(|c| c.trim().trim_matches('`')).collect();
+        let cells: Vec<&str> = line
+            .split('|')
+            .map(|c| c.trim().trim_matches('`'))
+            .collect();
         let (file, hash) = (cells[1], cells[3]);
         let bytes = std::fs::read(fixture(file)).unwrap();
         let digest: String = sha2::Sha256::digest(&bytes)
@@ -46,9 +49,18 @@ fn the_vendored_components_match_their_recorded_sha256() {
     }
     let vendored = std::fs::read_dir(fixture(""))
         .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "wasm"))
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "wasm")
+        })
         .count();
-    assert_eq!(checked, vendored, "every vendored .wasm has its line in SOURCES.md");
+    assert_eq!(
+        checked, vendored,
+        "every vendored .wasm has its line in SOURCES.md"
+    );
 }
 
 // ---------------------------------------------------------------------------------
@@ -92,7 +104,11 @@ fn jsonl_line_count_counts_the_lines_of_a_file_in_the_workdir() {
     let capsule = line_count_capsule("jsonl-count", &call_once(&input));
     let workdir = capsule.dir.join("wd");
     std::fs::create_dir_all(&workdir).unwrap();
-    std::fs::write(workdir.join(input.to_string()), "{\"id\":1}\n{\"id\":2}\n{\"id\":3}\n").unwrap();
+    std::fs::write(
+        workdir.join(input.to_string()),
+        "{\"id\":1}\n{\"id\":2}\n{\"id\":3}\n",
+    )
+    .unwrap();
     let run = capsule.run(&["--task", "count", "--workdir", workdir.to_str().unwrap()]);
     run.assert_ok();
     let s = run.session();
@@ -106,7 +122,10 @@ fn jsonl_line_count_counts_the_lines_of_a_file_in_the_workdir() {
 /// The seed's failed `jsonl-line-count` call, byte for byte in its content.
 #[test]
 fn jsonl_line_count_fails_on_a_missing_file_as_the_seed_shows() {
-    let capsule = line_count_capsule("jsonl-missing", &call_once(&json!({"data": "missing.jsonl"})));
+    let capsule = line_count_capsule(
+        "jsonl-missing",
+        &call_once(&json!({"data": "missing.jsonl"})),
+    );
     let run = capsule.run(&["--task", "count"]);
     run.assert_ok();
     let calls = run.session().events("tool_call");
@@ -160,7 +179,14 @@ fn an_upstream_hook_is_refused_with_the_reason() {
 // Drivers.
 
 /// Upstream's driver for `provider`, pointed at `endpoint`, allowed `allow`.
-fn driver_capsule(name: &str, provider: &str, endpoint: &str, allow: &str, config: &str) -> Capsule {
+fn driver_capsule(
+    name: &str,
+    provider: &str,
+    endpoint: &str,
+    allow: &str,
+    config: &str,
+    extra_limits: &str,
+) -> Capsule {
     let manifest = format!(
         r#"name: upstream-driver
 version: "0.1.0"
@@ -185,9 +211,294 @@ capabilities:
     allow: [{allow}]
   limits:
     deadline_seconds: 5
-"#,
+{extra_limits}"#,
         driver = fixture(&format!("murmur-driver-{provider}.wasm")).display(),
         tool = fixture("jsonl-line-count.wasm").display(),
     );
     Capsule::new(name, &manifest, "")
+}
+
+/// A task over `message/stream` to a `single` capsule: the frames and the session.
+fn stream_task(capsule: &Capsule, text: &str) -> (Vec<(Option<u64>, String, Value)>, Run, Session) {
+    let running = capsule.spawn_env(&[], ENV);
+    let session = running.session();
+    let raw = read_to_close(post(
+        &running.address,
+        &[("content-type", "application/json")],
+        &message_stream_body(text),
+    ));
+    let body = raw
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    let run = running.wait(WAIT);
+    (frames(&body), run, session)
+}
+
+/// One of upstream's drivers and its provider's payloads, as the mock serves them.
+struct Provider {
+    name: &'static str,
+    endpoint: fn(&MockModel) -> String,
+    path: &'static str,
+    /// A JSON answer asking for `jsonl-line-count` on `missing.jsonl`, usage (20, 5).
+    json_call: fn() -> Value,
+    /// A JSON answer with `text`, usage (30, 6).
+    json_text: fn(&str) -> Value,
+    /// A stream of "Counting." then the same call.
+    sse_call: fn() -> Vec<Vec<u8>>,
+    /// A stream of `pieces`.
+    sse_text: fn(&[&str]) -> Vec<Vec<u8>>,
+    /// The tool result in the second request, as the provider's own message.
+    tool_result: fn(&Value) -> Value,
+}
+
+const CALL_INPUT: &str = r#"{"data":"missing.jsonl"}"#;
+/// The seed's failed `jsonl-line-count` call, as the model receives it.
+const FAILED_CALL: &str = "<untrusted-content source=tool:jsonl-line-count>\nfailed to read '{\"data\":\"missing.jsonl\"}': No such file or directory (os error 44)\n</untrusted-content>";
+
+const OPENAI: Provider = Provider {
+    name: "openai",
+    endpoint: |mock| format!("{}/v1", mock.origin()),
+    path: "/v1/chat/completions",
+    json_call: || {
+        openai::completion(
+            None,
+            &[openai::tool_call(
+                "toolu_02",
+                "jsonl-line-count",
+                CALL_INPUT,
+            )],
+            "tool_calls",
+            (20, 5),
+        )
+    },
+    json_text: |text| openai::completion(Some(text), &[], "stop", (30, 6)),
+    sse_call: || {
+        openai::Stream::new()
+            .text("Counting.")
+            .tool_call(0, "toolu_02", "jsonl-line-count")
+            .tool_args(0, r#"{"data":"#)
+            .tool_args(0, r#""missing.jsonl"}"#)
+            .finish("tool_calls")
+            .usage(20, 5)
+            .done()
+            .events()
+    },
+    sse_text: |pieces| {
+        let mut s = openai::Stream::new();
+        for p in pieces {
+            s = s.text(p);
+        }
+        s.finish("stop").usage(30, 6).done().events()
+    },
+    tool_result: |body| {
+        messages(body)
+            .into_iter()
+            .find(|m| m["role"] == "tool")
+            .map(|m| json!({"id": m["tool_call_id"], "content": m["content"]}))
+            .unwrap_or(Value::Null)
+    },
+};
+
+const ANTHROPIC: Provider = Provider {
+    name: "anthropic",
+    endpoint: |mock| mock.origin(),
+    path: "/v1/messages",
+    json_call: || {
+        anthropic::message(
+            vec![
+                json!({"type": "tool_use", "id": "toolu_02", "name": "jsonl-line-count", "input": {"data": "missing.jsonl"}}),
+            ],
+            "tool_use",
+            (20, 5),
+        )
+    },
+    json_text: |text| anthropic::message(vec![anthropic::text(text)], "end_turn", (30, 6)),
+    sse_call: || {
+        anthropic::Stream::new(20)
+            .text_block(&["Counting."])
+            .tool_use_block(
+                "toolu_02",
+                "jsonl-line-count",
+                &[r#"{"data":"#, r#""missing.jsonl"}"#],
+            )
+            .message_delta("tool_use", 5)
+            .stop()
+            .events()
+    },
+    sse_text: |pieces| {
+        anthropic::Stream::new(30)
+            .text_block(pieces)
+            .message_delta("end_turn", 6)
+            .stop()
+            .events()
+    },
+    tool_result: |body| {
+        messages(body)
+            .iter()
+            .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+            .find(|b| b["type"] == "tool_result")
+            .map(|b| {
+                let content = match &b["content"] {
+                    Value::Array(parts) => parts[0]["text"].clone(),
+                    other => other.clone(),
+                };
+                json!({"id": b["tool_use_id"], "content": content})
+            })
+            .unwrap_or(Value::Null)
+    },
+};
+
+fn provider_capsule(p: &Provider, mock: &MockModel, name: &str, extra_limits: &str) -> Capsule {
+    driver_capsule(
+        &format!("up-{}-{name}", p.name),
+        p.name,
+        &(p.endpoint)(mock),
+        &mock.origin(),
+        "{}",
+        extra_limits,
+    )
+}
+
+/// What the provider was sent on the second turn: the call's result, as the seed's.
+fn assert_second_request_carries_the_result(p: &Provider, mock: &MockModel) {
+    let sent = mock.requests();
+    assert_eq!(sent.len(), 2);
+    for r in &sent {
+        assert_eq!(r.path, p.path);
+    }
+    let first = sent[0].json();
+    assert_eq!(first["model"], "test-model");
+    assert!(first.to_string().contains("You are terse."), "{first}");
+    assert_eq!(
+        (p.tool_result)(&sent[1].json()),
+        json!({"id": "toolu_02", "content": FAILED_CALL})
+    );
+}
+
+/// The trace of a two-turn task: the call, failed, then the answer; each turn with the
+/// usage the provider reported.
+fn assert_trace(s: &Session) {
+    let calls = s.events("tool_call");
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0]["tool_call_id"], "toolu_02", "{}", calls[0]);
+    assert_eq!(calls[0]["status"], "error");
+    let turns = s.events("inference");
+    let seen: Vec<(Value, Value, Value)> = turns
+        .iter()
+        .map(|t| {
+            (
+                t["stop_reason"].clone(),
+                t["input_tokens_actual"].clone(),
+                t["output_tokens_actual"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (json!("tool_call"), json!(20), json!(5)),
+            (json!("end_turn"), json!(30), json!(6)),
+        ]
+    );
+}
+
+/// The artifact frame of the failed call: the seed's line, but for the duration.
+fn assert_artifact(frame: &Value) {
+    let mut artifact = frame["artifact"].clone();
+    assert!(artifact["duration_ms"].is_u64());
+    artifact["duration_ms"] = json!(5);
+    assert_eq!(
+        artifact,
+        json!({"tool_name":"jsonl-line-count","content":FAILED_CALL,"fence_source":"tool:jsonl-line-count","tool_call_id":"toolu_02","is_error":true,"duration_ms":5,"exit_code":null,"truncated":false})
+    );
+}
+
+/// Plain JSON answers: a tool call, then the answer in one final `text` frame.
+fn answers_a_tool_call_then_the_text(p: &Provider) {
+    let mock = MockModel::with(vec![
+        Reply::json(200, (p.json_call)()),
+        Reply::json(200, (p.json_text)("There is no such file.")),
+    ]);
+    let capsule = provider_capsule(p, &mock, "json", "");
+    let (frames, run, session) = stream_task(&capsule, "Count the lines of missing.jsonl");
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    assert_eq!(
+        labels(&frames),
+        [
+            l(0, "status:working"),
+            l(1, "artifact"),
+            l(2, "status:working"),
+            l(3, "text:final"),
+            l(3, "status:completed"),
+        ]
+    );
+    assert_artifact(&frames[1].2);
+    assert_eq!(frames[3].2["text"], "There is no such file.");
+    assert_eq!(frames[4].2["status"]["response"], "There is no such file.");
+    assert_second_request_carries_the_result(p, &mock);
+    assert_trace(&session);
+}
+
+/// Streamed answers: each piece a `text` frame, the turn's chunks closed by
+/// `text ""` `final:true`, as our own drivers' streams are.
+fn streams_text_and_a_tool_call(p: &Provider) {
+    let mock = MockModel::with(vec![
+        Reply::sse((p.sse_call)()),
+        Reply::sse((p.sse_text)(&["There is ", "no such file."])),
+    ]);
+    let capsule = provider_capsule(p, &mock, "sse", "");
+    let (frames, run, session) = stream_task(&capsule, "Count the lines of missing.jsonl");
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    assert_eq!(
+        labels(&frames),
+        [
+            l(0, "status:working"),
+            l(1, "text"),
+            l(2, "text:final"),
+            l(3, "artifact"),
+            l(4, "status:working"),
+            l(5, "text"),
+            l(6, "text"),
+            l(7, "text:final"),
+            l(8, "status:completed"),
+        ]
+    );
+    let texts: Vec<&Value> = [1, 2, 5, 6, 7]
+        .iter()
+        .map(|&i| &frames[i].2["text"])
+        .collect();
+    assert_eq!(texts, ["Counting.", "", "There is ", "no such file.", ""]);
+    assert_artifact(&frames[3].2);
+    assert_eq!(frames[8].2["status"]["response"], "There is no such file.");
+    assert_second_request_carries_the_result(p, &mock);
+    assert_trace(&session);
+}
+
+mod openai_driver {
+    use super::*;
+
+    #[test]
+    fn answers_a_tool_call_then_the_text() {
+        super::answers_a_tool_call_then_the_text(&OPENAI);
+    }
+
+    #[test]
+    fn streams_text_and_a_tool_call() {
+        super::streams_text_and_a_tool_call(&OPENAI);
+    }
+}
+
+mod anthropic_driver {
+    use super::*;
+
+    #[test]
+    fn answers_a_tool_call_then_the_text() {
+        super::answers_a_tool_call_then_the_text(&ANTHROPIC);
+    }
+
+    #[test]
+    fn streams_text_and_a_tool_call() {
+        super::streams_text_and_a_tool_call(&ANTHROPIC);
+    }
 }
