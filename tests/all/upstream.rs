@@ -502,3 +502,121 @@ mod anthropic_driver {
         super::streams_text_and_a_tool_call(&ANTHROPIC);
     }
 }
+
+// ---------------------------------------------------------------------------------
+// request-input.
+
+mod request_input {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::common::sse_frames::{Sse, labels};
+
+    /// The prompt the tool asks: upstream's tool asks with its whole `tool-input.data`,
+    /// which is the model's input JSON.
+    const PROMPT: &str = r#"{"prompt":"Which file?"}"#;
+
+    /// The input-wait counter's start, for every `request-input` call.
+    const WAIT_START: u64 = 9_223_372_036_854_775_807;
+
+    fn capsule(name: &str, lifecycle: &str) -> Capsule {
+        let manifest = format!(
+            r#"name: upstream-ask
+version: "0.1.0"
+artifacts:
+  - name: ask
+    runtime: tool
+    source: {ask}
+inference:
+  driver: scripted
+  script: ./script.yaml
+  model: scripted-test
+{lifecycle}"#,
+            ask = fixture("request-input-tool.wasm").display(),
+        );
+        let script = "turns:\n  - tool_calls: [{id: a1, name: ask, input: {prompt: \"Which file?\"}}]\n  - text: \"{{last_tool_result}}\"\n";
+        Capsule::new(name, &manifest, script)
+    }
+
+    fn send(address: &str, text: &str, context_id: &str) -> Sse {
+        let opened = Instant::now();
+        let socket = post(
+            address,
+            &[("content-type", "application/json")],
+            &message_stream_body_in(text, context_id),
+        );
+        Sse::open(socket, opened, WAIT)
+    }
+
+    /// The exact bytes of a wait's status frame: no `context_id` key.
+    fn wait_block(id: u64, task: &str, state: &str, message: &str, fin: bool) -> String {
+        let data = json!({"id": task, "status": {"state": state, "message": message}, "final": fin});
+        format!("id: {id}\nevent: status\ndata: {data}")
+    }
+
+    #[test]
+    fn an_answered_wait_resumes_the_tool_with_the_reply() {
+        let running = capsule("up-ask", "").spawn(QUEUE);
+        let address = running.address.clone();
+        let mut asker = send(&address, "summarise a file", "ctx_human");
+        let before = asker.until(WAIT, |f| f.state() == "input-required");
+        let prompt = before.last().unwrap().clone();
+        let task = prompt.data["id"].as_str().unwrap().to_string();
+        assert_eq!(
+            prompt.block,
+            wait_block(WAIT_START, &task, "input-required", PROMPT, false)
+        );
+
+        let mut replier = send(&address, "README.md", "ctx_human");
+        let after = replier.rest(WAIT);
+        assert_eq!(
+            after[0].block,
+            wait_block(WAIT_START + 1, &task, "working", "resumed", false)
+        );
+        assert_eq!(
+            labels(&after),
+            vec![
+                (Some(WAIT_START + 1), "status:working".to_string()),
+                (Some(1), "artifact".to_string()),
+                (Some(2), "status:working".to_string()),
+                (Some(3), "text:final".to_string()),
+                (Some(3), "status:completed".to_string()),
+            ]
+        );
+        let artifact = &after[1].data["artifact"];
+        assert_eq!(artifact["is_error"], false);
+        assert_eq!(artifact["content"], fenced("ask", "README.md"));
+        let session = running.session();
+        assert_eq!(session.events("input_requested").len(), 1);
+        assert_eq!(session.events("input_received")[0]["reply_bytes"], "README.md".len());
+    }
+
+    /// Upstream's `request-input` traps on a timeout: the frames are the seed's, and the
+    /// tool call fails with the reason while the task goes on.
+    #[test]
+    fn a_wait_that_times_out_fails_the_call_and_the_task_goes_on() {
+        let running = capsule("up-ask-timeout", "lifecycle:\n  input_timeout_secs: 1\n").spawn(QUEUE);
+        let address = running.address.clone();
+        let mut asker = send(&address, "ask and wait", "ctx_alone");
+        let frames = asker.rest(WAIT);
+        let timed_out = frames.last().unwrap();
+        let task = timed_out.data["id"].as_str().unwrap().to_string();
+        assert_eq!(
+            timed_out.block,
+            wait_block(WAIT_START + 1, &task, "failed", "input-timeout", true)
+        );
+        assert_eq!(
+            frames[frames.len() - 2].block,
+            wait_block(WAIT_START, &task, "input-required", PROMPT, false)
+        );
+        let session = running.session();
+        eventually(WAIT, "the call is traced", || !session.events("tool_call").is_empty());
+        let call = &session.events("tool_call")[0];
+        assert_eq!(call["status"], "error");
+        assert_eq!(
+            call["error"],
+            "tool 'ask' failed: error[E-RUN-051]: request-input timed out: no reply within 1 s"
+        );
+        assert_eq!(session.events("input_timeout").len(), 1);
+    }
+}
