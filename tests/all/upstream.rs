@@ -178,7 +178,8 @@ fn an_upstream_hook_is_refused_with_the_reason() {
 // ---------------------------------------------------------------------------------
 // Drivers.
 
-/// Upstream's driver for `provider`, pointed at `endpoint`, allowed `allow`.
+/// Upstream's driver for `provider`, pointed at `endpoint`, allowed `allow`; `extra_limits`
+/// replaces the `capabilities.limits` lines (a 5 s deadline).
 fn driver_capsule(
     name: &str,
     provider: &str,
@@ -210,8 +211,12 @@ capabilities:
   network:
     allow: [{allow}]
   limits:
-    deadline_seconds: 5
-{extra_limits}"#,
+{limits}"#,
+        limits = if extra_limits.is_empty() {
+            "    deadline_seconds: 5\n"
+        } else {
+            extra_limits
+        },
         driver = fixture(&format!("murmur-driver-{provider}.wasm")).display(),
         tool = fixture("jsonl-line-count.wasm").display(),
     );
@@ -550,7 +555,8 @@ inference:
 
     /// The exact bytes of a wait's status frame: no `context_id` key.
     fn wait_block(id: u64, task: &str, state: &str, message: &str, fin: bool) -> String {
-        let data = json!({"id": task, "status": {"state": state, "message": message}, "final": fin});
+        let data =
+            json!({"id": task, "status": {"state": state, "message": message}, "final": fin});
         format!("id: {id}\nevent: status\ndata: {data}")
     }
 
@@ -588,14 +594,18 @@ inference:
         assert_eq!(artifact["content"], fenced("ask", "README.md"));
         let session = running.session();
         assert_eq!(session.events("input_requested").len(), 1);
-        assert_eq!(session.events("input_received")[0]["reply_bytes"], "README.md".len());
+        assert_eq!(
+            session.events("input_received")[0]["reply_bytes"],
+            "README.md".len()
+        );
     }
 
     /// Upstream's `request-input` traps on a timeout: the frames are the seed's, and the
     /// tool call fails with the reason while the task goes on.
     #[test]
     fn a_wait_that_times_out_fails_the_call_and_the_task_goes_on() {
-        let running = capsule("up-ask-timeout", "lifecycle:\n  input_timeout_secs: 1\n").spawn(QUEUE);
+        let running =
+            capsule("up-ask-timeout", "lifecycle:\n  input_timeout_secs: 1\n").spawn(QUEUE);
         let address = running.address.clone();
         let mut asker = send(&address, "ask and wait", "ctx_alone");
         let frames = asker.rest(WAIT);
@@ -610,7 +620,9 @@ inference:
             wait_block(WAIT_START, &task, "input-required", PROMPT, false)
         );
         let session = running.session();
-        eventually(WAIT, "the call is traced", || !session.events("tool_call").is_empty());
+        eventually(WAIT, "the call is traced", || {
+            !session.events("tool_call").is_empty()
+        });
         let call = &session.events("tool_call")[0];
         assert_eq!(call["status"], "error");
         assert_eq!(
@@ -619,4 +631,120 @@ inference:
         );
         assert_eq!(session.events("input_timeout").len(), 1);
     }
+}
+
+// ---------------------------------------------------------------------------------
+// The same limits as ours.
+
+/// A launch task run to its end: the session and the run.
+fn launch(capsule: &Capsule) -> (Session, Run) {
+    let running = capsule.spawn_env(&["--task", "Count the lines of missing.jsonl"], ENV);
+    let session = running.session();
+    (session, running.wait(WAIT))
+}
+
+/// The allow-list holds for upstream's drivers as for ours: a model server not in it is
+/// never contacted, and the task fails naming it.
+#[test]
+fn upstream_drivers_reach_no_server_outside_the_allow_list() {
+    let other = MockModel::start();
+    for p in [&OPENAI, &ANTHROPIC] {
+        let mock = MockModel::with(vec![Reply::json(200, (p.json_text)("never"))]);
+        let capsule = driver_capsule(
+            &format!("up-denied-{}", p.name),
+            p.name,
+            &(p.endpoint)(&mock),
+            &other.origin(),
+            "{}",
+            "",
+        );
+        let (session, run) = launch(&capsule);
+        assert_eq!(run.status, 1, "{}: {}", p.name, run.stderr);
+        assert!(
+            mock.requests().is_empty(),
+            "{}: the mock was contacted",
+            p.name
+        );
+        let denied = session.events("http_denied");
+        assert!(!denied.is_empty(), "{}: no http_denied line", p.name);
+        assert_eq!(denied[0]["origin"], mock.origin(), "{}", denied[0]);
+        let result = session.read("out/result.txt");
+        assert!(result.starts_with("error: "), "{}: {result}", p.name);
+    }
+    assert!(other.requests().is_empty());
+}
+
+/// An upstream driver that does not return within the deadline is stopped there.
+#[test]
+fn an_upstream_driver_past_its_deadline_is_stopped() {
+    let mock = MockModel::with(vec![
+        Reply::sse((OPENAI.sse_text)(&["late ", "and later"])).with_delay(Duration::from_secs(5)),
+    ]);
+    let capsule = provider_capsule(&OPENAI, &mock, "deadline", "    deadline_seconds: 1\n");
+    let started = std::time::Instant::now();
+    let (session, run) = launch(&capsule);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    assert_eq!(
+        session.read("out/result.txt"),
+        "error: driver invocation failed: deadline exceeded: the component ran for more \
+         than 1 s without returning"
+    );
+    assert_eq!(
+        session.events("inference")[0]["error_code"],
+        "driver_failed"
+    );
+}
+
+/// An upstream driver's reply is measured against `max_driver_reply_bytes` before the
+/// host parses it.
+#[test]
+fn an_upstream_drivers_big_reply_fails_naming_the_limit() {
+    let big = "x".repeat(8000);
+    let mock = MockModel::with(vec![Reply::json(200, (ANTHROPIC.json_text)(&big))]);
+    let capsule = provider_capsule(
+        &ANTHROPIC,
+        &mock,
+        "big",
+        "    deadline_seconds: 5\n    max_driver_reply_bytes: 4096\n",
+    );
+    let (session, run) = launch(&capsule);
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    let result = session.read("out/result.txt");
+    assert!(
+        result.starts_with("error: driver invocation failed: driver reply of ")
+            && result.ends_with(" bytes is over capabilities.limits.max_driver_reply_bytes (4096)"),
+        "{result}"
+    );
+}
+
+/// An upstream tool's result is held to `max_tool_result_bytes`; the model is told the
+/// limit instead.
+#[test]
+fn an_upstream_tools_big_result_is_refused_naming_the_limit() {
+    let manifest = std::fs::read_to_string(line_count_capsule("jsonl-big-probe", "").manifest())
+        .unwrap()
+        .replace(
+            "lifecycle:",
+            "capabilities:\n  limits:\n    max_tool_result_bytes: 16\nlifecycle:",
+        );
+    let capsule = Capsule::new(
+        "jsonl-big",
+        &manifest,
+        &call_once(&json!({"data": "missing.jsonl"})),
+    );
+    let run = capsule.run(&["--task", "count"]);
+    run.assert_ok();
+    let call = &run.session().events("tool_call")[0];
+    assert_eq!(call["status"], "error");
+    let error = call["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("tool 'jsonl-line-count' failed: tool result of ")
+            && error.ends_with(" bytes is over capabilities.limits.max_tool_result_bytes (16)"),
+        "{error}"
+    );
 }
