@@ -197,6 +197,7 @@ artifacts:
     source: {driver}
   - name: jsonl-line-count
     runtime: tool
+    description: Counts the lines of a JSONL file.
     source: {tool}
 inference:
   driver:
@@ -223,8 +224,11 @@ capabilities:
     Capsule::new(name, &manifest, "")
 }
 
+/// Frames as `common::frames` reads them: id, event, data.
+type Frames = Vec<(Option<u64>, String, Value)>;
+
 /// A task over `message/stream` to a `single` capsule: the frames and the session.
-fn stream_task(capsule: &Capsule, text: &str) -> (Vec<(Option<u64>, String, Value)>, Run, Session) {
+fn stream_task(capsule: &Capsule, text: &str) -> (Frames, Run, Session) {
     let running = capsule.spawn_env(&[], ENV);
     let session = running.session();
     let raw = read_to_close(post(
@@ -375,6 +379,16 @@ fn assert_second_request_carries_the_result(p: &Provider, mock: &MockModel) {
     let first = sent[0].json();
     assert_eq!(first["model"], "test-model");
     assert!(first.to_string().contains("You are terse."), "{first}");
+    // Upstream's tool cannot describe itself: its entry's description, the default schema.
+    let tools = first["tools"].to_string();
+    assert!(
+        tools.contains(r#""description":"Counts the lines of a JSONL file.""#),
+        "{tools}"
+    );
+    assert!(
+        tools.contains(r#"{"properties":{},"type":"object"}"#),
+        "{tools}"
+    );
     assert_eq!(
         (p.tool_result)(&sent[1].json()),
         json!({"id": "toolu_02", "content": FAILED_CALL})
