@@ -76,6 +76,7 @@ mod guest_tests {
     pub(crate) use crate::run::a_loop_built_against_the_released_0_1_0_is_refused as mur_loop_legacy;
     pub(crate) use crate::run::hello_example_prints_its_answer_and_exits_zero as mur_session_loop;
     pub(crate) use crate::run::loop_swap_runs_the_other_loop as mur_loop_oneshot;
+    pub(crate) use crate::upstream::a_hostile_upstream_tool_is_contained_as_ours_are as mur_tool_upstream_hostile;
     pub(crate) use crate::upstream::a_tool_of_the_retired_0_1_0_world_gets_its_version_error as mur_tool_legacy;
 }
 

@@ -762,3 +762,111 @@ fn an_upstream_tools_big_result_is_refused_naming_the_limit() {
         "{error}"
     );
 }
+
+/// A hostile tool of upstream's shape (`components/tool-upstream-hostile`) is contained
+/// as ours are: no file outside the workdir, by path or by `data-path` or by a link; its
+/// `data-path` read no further than `max_tool_result_bytes`; a spin stopped at the
+/// deadline and a balloon at the memory cap. Each failure reaches the model, and the task
+/// goes on.
+#[test]
+pub(crate) fn a_hostile_upstream_tool_is_contained_as_ours_are() {
+    let calls = [
+        json!({"act": "read", "path": "/etc/passwd"}),
+        json!({"act": "read", "path": "../../../../etc/passwd"}),
+        json!({"act": "result-at", "path": "/etc/passwd"}),
+        json!({"act": "result-at", "path": "../../../../etc/passwd"}),
+        json!({"act": "plant", "at": "leak", "to": "../../../../../../etc/passwd"}),
+        json!({"act": "big", "path": "big.txt", "n": 100000}),
+        json!({"act": "big", "path": "small.txt", "n": 10}),
+        json!({"act": "spin"}),
+        json!({"act": "balloon"}),
+    ];
+    let mut script = String::from("turns:\n");
+    for (i, input) in calls.iter().enumerate() {
+        script.push_str(&format!(
+            "  - tool_calls: [{{id: h{i}, name: hostile, input: {input}}}]\n"
+        ));
+    }
+    script.push_str("  - text: survived\n");
+    let manifest = format!(
+        r#"name: upstream-hostile
+version: "0.1.0"
+artifacts:
+  - name: hostile
+    runtime: tool
+    source: {hostile}
+inference:
+  driver: scripted
+  script: ./script.yaml
+  model: scripted-test
+capabilities:
+  limits:
+    memory_bytes: 67108864
+    deadline_seconds: 1
+    max_tool_result_bytes: 4096
+lifecycle:
+  task_acceptance: none
+trace:
+  include_tool_output: true
+"#,
+        hostile = guest(MUR_TOOL_UPSTREAM_HOSTILE).display(),
+    );
+    let capsule = Capsule::new("upstream-hostile", &manifest, &script);
+    let run = capsule.run(&["--task", "attack"]);
+    run.assert_ok();
+    let s = run.session();
+    assert_eq!(s.read("out/result.txt"), "survived");
+    let traced = s.events("tool_call");
+    let seen: Vec<(&str, &str)> = traced
+        .iter()
+        .map(|c| (c["status"].as_str().unwrap(), c["output"].as_str().unwrap()))
+        .collect();
+    let failed = |why: &str| format!("tool 'hostile' failed: {why}");
+    assert_eq!(
+        seen,
+        [
+            (
+                "ok",
+                fenced("hostile", "err: No such file or directory (os error 44)").as_str()
+            ),
+            (
+                "ok",
+                fenced("hostile", "err: Operation not permitted (os error 63)").as_str()
+            ),
+            (
+                "error",
+                &failed(
+                    "data-path '/etc/passwd' could not be read: No such file or directory (os error 2)"
+                ),
+            ),
+            (
+                "error",
+                &failed(
+                    "data-path '../../../../etc/passwd' could not be read: a path led outside of the filesystem"
+                ),
+            ),
+            (
+                "error",
+                &failed("data-path 'leak' could not be read: a path led outside of the filesystem"),
+            ),
+            (
+                "error",
+                &failed(
+                    "data-path 'big.txt': tool result of more than 4096 bytes is over capabilities.limits.max_tool_result_bytes (4096)"
+                ),
+            ),
+            ("ok", fenced("hostile", "xxxxxxxxxx").as_str()),
+            (
+                "error",
+                &failed("deadline exceeded: the component ran for more than 1 s without returning"),
+            ),
+            // The cap refuses the memory; the guest's allocator aborts.
+            (
+                "error",
+                &failed("wasm trap: wasm `unreachable` instruction executed")
+            ),
+        ]
+    );
+    let balloon = &traced[8];
+    assert!(balloon["duration_ms"].as_u64().unwrap() < 1000, "{balloon}");
+}

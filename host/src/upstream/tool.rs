@@ -74,14 +74,8 @@ fn read_data_path(workdir: &Path, path: &str, limit: u64) -> Result<String, Stri
         .map_err(refused)?;
     if more {
         return Err(format!(
-            "data-path '{path}': {}",
-            limits::over(
-                "tool result",
-                limit.saturating_add(1),
-                "max_tool_result_bytes",
-                limit
-            )
-            .replace(" of ", " of more than ")
+            "data-path '{path}': tool result of more than {limit} bytes is over \
+             capabilities.limits.max_tool_result_bytes ({limit})"
         ));
     }
     String::from_utf8(bytes).map_err(|_| format!("data-path '{path}' is not UTF-8 text"))
