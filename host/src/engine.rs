@@ -468,3 +468,6 @@ pub fn classify(engine: &wasmtime::Engine, component: &Component) -> Kind {
 
 #[cfg(test)]
 mod wit_lock;
+
+#[cfg(test)]
+mod classify_tests;
