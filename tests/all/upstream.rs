@@ -870,3 +870,60 @@ trace:
     let balloon = &traced[8];
     assert!(balloon["duration_ms"].as_u64().unwrap() < 1000, "{balloon}");
 }
+
+/// Upstream's tool-progress fixture driver (no provider): it streams a thought and text,
+/// announces a call with `tool-call-started` and `tool-call-input-bytes`, which the host
+/// accepts and ignores, then asks upstream's echo tool, and answers.
+#[test]
+fn upstream_progress_events_are_accepted_and_chunks_become_frames() {
+    let manifest = format!(
+        r#"name: upstream-progress
+version: "0.1.0"
+artifacts:
+  - name: progress
+    runtime: driver
+    source: {driver}
+  - name: echo-tool
+    runtime: tool
+    source: {echo}
+inference:
+  driver:
+    artifact: progress
+  endpoint: http://127.0.0.1:1
+  model: tool-progress-streaming
+capabilities:
+  network:
+    allow: [http://127.0.0.1:1]
+"#,
+        driver = fixture("tool-progress-driver.wasm").display(),
+        echo = fixture("echo-tool.wasm").display(),
+    );
+    let capsule = Capsule::new("upstream-progress", &manifest, "");
+    let (frames, run, session) = stream_task(&capsule, "Show your progress");
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    assert_eq!(run.stderr, "", "nothing to warn about");
+    assert_eq!(
+        labels(&frames),
+        [
+            l(0, "status:working"),
+            l(1, "thinking"),
+            l(2, "text"),
+            l(3, "text:final"),
+            l(4, "artifact"),
+            l(5, "status:working"),
+            l(6, "text:final"),
+            l(6, "status:completed"),
+        ]
+    );
+    let texts: Vec<&Value> = [1, 2, 3, 6].iter().map(|&i| &frames[i].2["text"]).collect();
+    assert_eq!(texts, ["planning", "Writing it. ", "", "PROGRESS-ANSWER"]);
+    // Upstream's echo tool answers its `tool-input.data`: the model's input, whole.
+    assert_eq!(
+        frames[4].2["artifact"]["content"],
+        fenced("echo-tool", r#"{"msg":"progress-marker-7f3a"}"#)
+    );
+    let calls = session.events("tool_call");
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0]["status"], "ok");
+    assert_eq!(frames[7].2["status"]["response"], "PROGRESS-ANSWER");
+}
