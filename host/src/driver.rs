@@ -81,6 +81,8 @@ pub struct DriverComponent {
     output: guest_log::Target,
     /// What the driver's requests ran into, until the session writes it to the trace.
     events: Arc<Mutex<Vec<Event>>>,
+    /// For an upstream driver: the key its requests to the endpoint carry.
+    credential: Option<Arc<crate::outbound::Credential>>,
     pub label: String,
 }
 
@@ -103,9 +105,12 @@ impl DriverComponent {
         limits: DriverLimits,
     ) -> Result<Self, Error> {
         let mut env = limits.env;
+        let mut credential = None;
         let pre = if engine::classify(engine.wasmtime(), component) == engine::Kind::UpstreamRun {
-            // Upstream drivers are configured by their environment, not by a call.
+            // Upstream drivers are configured by their environment, not by a call, and
+            // send no key: upstream's host adds it on the way out, as this one does.
             env.extend(crate::upstream::driver::environment(&settings, &label));
+            credential = crate::upstream::driver::credential(&settings);
             Pre::Upstream(engine.linked(component, || link_upstream(engine, component, &label))?)
         } else {
             Pre::Ours(engine.linked(component, || link(engine, component, &label))?)
@@ -120,6 +125,7 @@ impl DriverComponent {
             network: Arc::new(limits.network),
             output: guest_log::Target::driver(&limits.logs_dir),
             events: Arc::default(),
+            credential,
             label,
         })
     }
@@ -139,7 +145,8 @@ impl DriverComponent {
             sandbox,
             wire,
             http: WasiHttpCtx::new(),
-            outbound: Outbound::new(self.network.clone(), self.events.clone()),
+            outbound: Outbound::new(self.network.clone(), self.events.clone())
+                .with_credential(self.credential.clone()),
         };
         let engine = match &self.pre {
             Pre::Ours(pre) => pre.engine(),

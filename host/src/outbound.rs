@@ -52,11 +52,55 @@ pub enum Event {
 pub struct Outbound {
     policy: Arc<NetPolicy>,
     events: Arc<Mutex<Vec<Event>>>,
+    credential: Option<Arc<Credential>>,
+}
+
+/// The key the host adds to a driver's requests to the model server, for drivers that
+/// expect their host to hold it (upstream Murmur's, whose host adds it in its gateway).
+#[derive(Debug)]
+pub struct Credential {
+    /// `scheme://host:port` of `inference.endpoint`: no other server gets the key.
+    pub origin: String,
+    pub key: String,
 }
 
 impl Outbound {
     pub fn new(policy: Arc<NetPolicy>, events: Arc<Mutex<Vec<Event>>>) -> Self {
-        Outbound { policy, events }
+        Outbound {
+            policy,
+            events,
+            credential: None,
+        }
+    }
+
+    /// Adds `credential` to requests for its origin that carry no key of their own.
+    pub fn with_credential(mut self, credential: Option<Arc<Credential>>) -> Self {
+        self.credential = credential;
+        self
+    }
+}
+
+impl Credential {
+    /// Puts the key on `request` as its provider reads it: `x-api-key` for Anthropic's
+    /// API (the request names an `anthropic-version`), a bearer token for the rest.
+    /// A request that already carries a key, or goes elsewhere, is left alone.
+    fn apply(&self, target: &Origin, request: &mut Request<WasiBody>) {
+        let headers = request.headers_mut();
+        if target.to_string() != self.origin
+            || headers.contains_key(http::header::AUTHORIZATION)
+            || headers.contains_key("x-api-key")
+        {
+            return;
+        }
+        let (name, value) = if headers.contains_key("anthropic-version") {
+            (http::HeaderName::from_static("x-api-key"), self.key.clone())
+        } else {
+            (http::header::AUTHORIZATION, format!("Bearer {}", self.key))
+        };
+        if let Ok(mut value) = http::HeaderValue::from_str(&value) {
+            value.set_sensitive(true);
+            headers.insert(name, value);
+        }
     }
 }
 
@@ -74,12 +118,13 @@ impl WasiHttpHooks for Outbound {
 
     fn send_request(
         &mut self,
-        request: Request<WasiBody>,
+        mut request: Request<WasiBody>,
         options: Option<RequestOptions>,
         _response_errors: Io,
     ) -> SendFuture {
         let policy = self.policy.clone();
         let events = self.events.clone();
+        let credential = self.credential.clone();
         Box::new(async move {
             let target = Origin::of(request.uri());
             if !policy.allows(&target) {
@@ -90,6 +135,9 @@ impl WasiHttpHooks for Outbound {
                     },
                 );
                 return Err(Error::HttpRequestDenied);
+            }
+            if let Some(credential) = &credential {
+                credential.apply(&target, &mut request);
             }
             let options = policy.timeouts.bound(options);
             send_with_retries(&policy.retry, request, options, &events).await

@@ -259,6 +259,8 @@ struct Provider {
     sse_text: fn(&[&str]) -> Vec<Vec<u8>>,
     /// The tool result in the second request, as the provider's own message.
     tool_result: fn(&Value) -> Value,
+    /// The `authorization` and `x-api-key` headers the provider receives.
+    key: (Option<&'static str>, Option<&'static str>),
 }
 
 const CALL_INPUT: &str = r#"{"data":"missing.jsonl"}"#;
@@ -307,6 +309,7 @@ const OPENAI: Provider = Provider {
             .map(|m| json!({"id": m["tool_call_id"], "content": m["content"]}))
             .unwrap_or(Value::Null)
     },
+    key: (Some("Bearer sk-test-SECRET-upstream"), None),
 };
 
 const ANTHROPIC: Provider = Provider {
@@ -356,6 +359,7 @@ const ANTHROPIC: Provider = Provider {
             })
             .unwrap_or(Value::Null)
     },
+    key: (None, Some(KEY)),
 };
 
 fn provider_capsule(p: &Provider, mock: &MockModel, name: &str, extra_limits: &str) -> Capsule {
@@ -375,6 +379,13 @@ fn assert_second_request_carries_the_result(p: &Provider, mock: &MockModel) {
     assert_eq!(sent.len(), 2);
     for r in &sent {
         assert_eq!(r.path, p.path);
+        // Upstream's drivers send no key; the host adds it, as the provider reads it.
+        assert_eq!(
+            (r.header("authorization"), r.header("x-api-key")),
+            p.key,
+            "{}",
+            p.name
+        );
     }
     let first = sent[0].json();
     assert_eq!(first["model"], "test-model");

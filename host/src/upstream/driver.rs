@@ -9,6 +9,7 @@
 //! | text / thinking / tool-call blocks | `{"type":"text"}`, `{"type":"thinking","text","signature"?}`, `{"type":"tool_call","id","name","input"}` |
 //! | a tool message | one `{"role":"tool","tool_call_id","is_error","content":[text]}` per result |
 //! | `response` | `{"stop_reason","content","usage"}`; `error` and a non-`passed` status are failures |
+//! | (the driver sends no key) | the host adds `inference.api_key` to requests for the endpoint's origin: `x-api-key` when the request names an `anthropic-version`, else a bearer token |
 //! | `continuation_id` metadata | dropped: this host sends the whole history every turn, which the reference allows |
 
 use serde_json::{Map, Value, json};
@@ -38,6 +39,17 @@ pub fn environment(settings: &Settings, label: &str) -> Vec<(String, String)> {
         env.push(("MURMUR_INFERENCE_API_KEY".into(), key.clone()));
     }
     env
+}
+
+/// The key upstream's host would add to the driver's requests to the endpoint: its
+/// drivers send none themselves.
+pub fn credential(settings: &Settings) -> Option<std::sync::Arc<crate::outbound::Credential>> {
+    let key = settings.api_key.clone()?;
+    let origin = crate::outbound::origin_of(&settings.endpoint)?;
+    Some(std::sync::Arc::new(crate::outbound::Credential {
+        origin,
+        key,
+    }))
 }
 
 /// The request of one turn, as `tool-input`.
