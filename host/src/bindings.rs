@@ -68,3 +68,13 @@ pub mod upstream {
         exports: { default: async },
     });
 }
+
+/// Upstream Murmur's hook world (murmur-cli 0.8.0, `wit/upstream/hook`): nine
+/// functions, one per binding, linked through the adapter in `crate::upstream::hook`.
+pub mod upstream_hook {
+    wasmtime::component::bindgen!({
+        world: "murmur:hook/hook",
+        path: ["../wit/upstream/hook"],
+        exports: { default: async },
+    });
+}

@@ -315,9 +315,6 @@ pub fn check_world(
         .map(|(n, _)| n.to_string())
         .collect();
     let served = format!("{}@{VERSION}", world.export);
-    if world.name == HOOK.name && classify(&engine.engine, component) == Kind::UpstreamHook {
-        return Err(crate::upstream::hook::refused(label));
-    }
 
     let exported = exports.iter().find(|e| split_version(e).0 == world.export);
     match exported {

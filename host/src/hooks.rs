@@ -17,6 +17,7 @@ pub use crate::bindings::hook::exports::murmur::hook::lifecycle::{
     ShellOutcome, Stage, TaskEnd, TaskStart, ToolCall, Verdict,
 };
 use crate::bindings::hook::{Hook as Bindings, HookPre};
+use crate::bindings::upstream_hook;
 use crate::driver::trap_text;
 use crate::engine::{self, Engine};
 use crate::error::Error;
@@ -77,10 +78,22 @@ pub struct Places {
     pub memory: crate::memory::Cap,
 }
 
+/// A hook linked against its world: ours, or upstream's through `crate::upstream::hook`.
+#[derive(Clone)]
+enum Pre {
+    Ours(HookPre<HookState>),
+    Upstream(upstream_hook::HookPre<HookState>),
+}
+
+enum Instance {
+    Ours(Bindings),
+    Upstream(upstream_hook::Hook),
+}
+
 struct Loaded {
     name: String,
     contract: HookContract,
-    pre: HookPre<HookState>,
+    pre: Pre,
     /// `capabilities.filesystem.scope`: a folder under `hooks_dir`, this hook's alone.
     scope: Option<String>,
     hooks_dir: PathBuf,
@@ -91,7 +104,7 @@ struct Loaded {
 
 struct Live {
     store: Store<HookState>,
-    bindings: Bindings,
+    bindings: Instance,
 }
 
 /// A blocking hook: its one instance, recreated after a trap.
@@ -121,8 +134,19 @@ pub struct Hooks {
     faults: Arc<Mutex<Vec<Fault>>>,
 }
 
-/// Checks a hook component against its world and links it.
-fn link(engine: &Engine, component: &Component, label: &str) -> Result<HookPre<HookState>, Error> {
+/// Checks a hook component against its world (ours or upstream's) and links it.
+fn link(engine: &Engine, component: &Component, label: &str) -> Result<Pre, Error> {
+    if engine::classify(engine.wasmtime(), component) == engine::Kind::UpstreamHook {
+        return link_upstream(engine, component, label).map(Pre::Upstream);
+    }
+    link_ours(engine, component, label).map(Pre::Ours)
+}
+
+fn link_ours(
+    engine: &Engine,
+    component: &Component,
+    label: &str,
+) -> Result<HookPre<HookState>, Error> {
     engine::check_world(engine, component, &engine::HOOK, label)?;
     let mut linker = Linker::<HookState>::new(engine.wasmtime());
     let link = |e: wasmtime::Error| {
@@ -135,6 +159,25 @@ fn link(engine: &Engine, component: &Component, label: &str) -> Result<HookPre<H
     linker
         .instantiate_pre(component)
         .and_then(HookPre::new)
+        .map_err(link)
+}
+
+/// Links an upstream hook: WASI only, as upstream's 0.8.0 hooks import.
+fn link_upstream(
+    engine: &Engine,
+    component: &Component,
+    label: &str,
+) -> Result<upstream_hook::HookPre<HookState>, Error> {
+    crate::upstream::check_imports(engine, component, label, &crate::upstream::HOOK_IMPORTS)?;
+    let mut linker = Linker::<HookState>::new(engine.wasmtime());
+    let link = |e: wasmtime::Error| {
+        Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}"))
+            .hint("an upstream hook may import only WASI 0.2")
+    };
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
+    linker
+        .instantiate_pre(component)
+        .and_then(upstream_hook::HookPre::new)
         .map_err(link)
 }
 
@@ -257,10 +300,18 @@ impl Loaded {
             return Err("the hook has no instance".into());
         };
         instance.store.data_mut().sandbox.running_since = Instant::now();
-        let call = instance
-            .bindings
-            .murmur_hook_lifecycle()
-            .call_handle(&mut instance.store, event);
+        let call = async {
+            match &instance.bindings {
+                Instance::Ours(b) => {
+                    b.murmur_hook_lifecycle()
+                        .call_handle(&mut instance.store, event)
+                        .await
+                }
+                Instance::Upstream(b) => {
+                    crate::upstream::hook::call(b, &mut instance.store, event).await
+                }
+            }
+        };
         // The epoch deadline stops a spinning guest; the timeout also covers a guest
         // waiting in a host call (a WASI sleep) for longer than it may.
         let limit = self.deadline() + Duration::from_secs(1);
@@ -291,13 +342,20 @@ impl Loaded {
             output: self.output.clone(),
         })
         .map_err(|e| e.message)?;
-        let mut store = Store::new(self.pre.engine(), HookState { sandbox });
+        let engine = match &self.pre {
+            Pre::Ours(pre) => pre.engine(),
+            Pre::Upstream(pre) => pre.engine(),
+        };
+        let mut store = Store::new(engine, HookState { sandbox });
         sandbox::limit(&mut store);
-        let bindings = self
-            .pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(|e| format!("could not start: {}", trap_text(&e)))?;
+        let bindings = match &self.pre {
+            Pre::Ours(pre) => pre.instantiate_async(&mut store).await.map(Instance::Ours),
+            Pre::Upstream(pre) => pre
+                .instantiate_async(&mut store)
+                .await
+                .map(Instance::Upstream),
+        }
+        .map_err(|e| format!("could not start: {}", trap_text(&e)))?;
         Ok(Live { store, bindings })
     }
 

@@ -5,7 +5,7 @@
 //! the session, the trace and the wire never see the difference. The WIT is in
 //! `wit/upstream/`; `engine::classify` decides which components come here.
 //!
-//! Upstream's hook world (`murmur:hook/lifecycle@0.9.0`) is not served: see `hook`.
+//! Upstream's hook world (`murmur:hook/lifecycle@0.9.0`) is served through `hook`.
 
 pub mod driver;
 pub mod hook;
@@ -42,6 +42,9 @@ impl events::Host for Arc<Wire> {
 
 /// The `murmur:` interfaces an upstream tool may import.
 pub const TOOL_IMPORTS: [&str; 2] = ["murmur:task/task@0.1.0", "murmur:stream/events@0.1.0"];
+/// An upstream hook imports no `murmur:` interface (0.8.0's hooks have no
+/// `run-inference`).
+pub const HOOK_IMPORTS: [&str; 0] = [];
 /// The `murmur:` interfaces an upstream driver may import.
 pub const DRIVER_IMPORTS: [&str; 1] = ["murmur:stream/events@0.1.0"];
 
@@ -66,10 +69,14 @@ pub fn check_imports(
         Some(import) => Err(crate::error::Error::new(
             "E-RUN-031",
             format!(
-                "{label} is an upstream Murmur component (murmur:tool/run@0.1.0) and imports \
-                 {import}, which its world does not provide"
+                "{label} is an upstream Murmur component and imports {import}, which its \
+                 world does not provide"
             ),
         )
-        .hint(format!("it may import: {}", allowed.join(", ")))),
+        .hint(if allowed.is_empty() {
+            "it may import only WASI 0.2".to_string()
+        } else {
+            format!("it may import: {}", allowed.join(", "))
+        })),
     }
 }

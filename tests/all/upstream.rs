@@ -2,7 +2,7 @@
 //! `tests/fixtures/upstream/`, see its SOURCES.md) under the real `mur run`: its
 //! `jsonl-line-count` and request-input tools, its OpenAI and Anthropic drivers against
 //! the loopback model mock, the limits and the allow-list applied to them as to ours,
-//! and the shapes that are refused (our retired tool world, upstream's hook).
+//! upstream's records-hook, and the shape that is refused (our retired tool world).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -156,23 +156,50 @@ pub(crate) fn a_tool_of_the_retired_0_1_0_world_gets_its_version_error() {
     );
 }
 
-/// Upstream's hook world cannot be mapped soundly onto ours: refused, saying why.
+// ---------------------------------------------------------------------------------
+// Hooks.
+
+/// Upstream's records-hook, unchanged, at `on-session-end`: upstream runs it with the
+/// session records' `hooks/` as its current directory (`filesystem.records: true`);
+/// here a hook's folder is its `filesystem.scope` under the records' `hooks/`, preopened
+/// as `/`, so its `eval.jsonl` lands there, and nothing reaches the workdir.
 #[test]
-fn an_upstream_hook_is_refused_with_the_reason() {
+fn upstreams_records_hook_writes_its_eval_line_in_its_scope_at_session_end() {
     let manifest = format!(
-        "name: uphook\nversion: \"0.1.0\"\nartifacts:\n  - name: records\n    runtime: hook\n    binding: on-session-end\n    execution_mode: blocking\n    source: {}\ninference:\n  driver: scripted\n  script: ./script.yaml\n  model: scripted-test\nlifecycle:\n  task_acceptance: none\n",
+        "name: uphook\nversion: \"0.1.0\"\nartifacts:\n  - name: records-hook\n    runtime: hook\n    binding: on-session-end\n    execution_mode: blocking\n    source: {}\n    capabilities:\n      filesystem:\n        scope: records\ninference:\n  driver: scripted\n  script: ./script.yaml\n  model: scripted-test\nlifecycle:\n  task_acceptance: none\n",
         fixture("records-hook.wasm").display()
     );
-    let capsule = Capsule::new("upstream-hook", &manifest, "turns:\n  - text: never\n");
-    let run = capsule.run(&["--task", "hi"]);
-    run.assert_error(
-        "error[E-RUN-031]: hook artifact 'records' is an upstream Murmur hook \
-         (murmur:hook/lifecycle@0.9.0), which this mur does not serve: its flat messages \
-         cannot carry the tool calls and results a replace-context or seed-context verdict \
-         would rewrite, and its write-manifests, artifact and on-stage have no counterpart \
-         here\n  hint: rebuild the hook against the hook world of murmur:*@0.2.0 (`mur wit` \
-         prints it)\n",
+    let capsule = Capsule::new("upstream-hook", &manifest, "turns:\n  - text: done\n");
+    let workdir = capsule.dir.join("wd");
+    let records = capsule.dir.join("records");
+    let run = capsule.run(&[
+        "--task",
+        "hi",
+        "--workdir",
+        workdir.to_str().unwrap(),
+        "--records",
+        records.to_str().unwrap(),
+    ]);
+    run.assert_ok();
+    let scope = records.join("hooks/records");
+    let lines = json_lines(&scope.join("eval.jsonl"));
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    // A hook gets no environment here, so the dataset and case ids are null.
+    let mut line = lines[0].clone();
+    assert!(line["ts"].is_u64(), "{line}");
+    line.as_object_mut().unwrap().remove("ts");
+    assert_eq!(
+        line,
+        json!({"record_type": "dataset_run", "overall": "pass",
+               "scores": {"records-hook": 0.75}, "dataset_id": null, "case_id": null})
     );
+    assert_eq!(
+        log_file(&scope.join("logs/hook-records-hook.log")),
+        "records-hook wrote eval.jsonl\n"
+    );
+    assert!(!workdir.join("eval.jsonl").exists());
+    let s = run.session();
+    assert!(s.events("hook_dispatch_error").is_empty());
 }
 
 // ---------------------------------------------------------------------------------

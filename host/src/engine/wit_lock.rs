@@ -106,10 +106,11 @@ fn every_package_is_locked_at_the_version_served() {
 }
 
 /// Upstream Murmur's packages this host serves to upstream's components (`wit/upstream/`).
-const UPSTREAM: [&str; 3] = [
+const UPSTREAM: [&str; 4] = [
     "murmur:tool@0.1.0",
     "murmur:task@0.1.0",
     "murmur:%stream@0.1.0",
+    "murmur:hook@0.9.0",
 ];
 
 #[test]

@@ -28,7 +28,7 @@ use crate::confine::Jail;
 
 pub use background::{Background, Ended};
 pub use input::{input_schema, parse_input};
-pub use plan::{INTERPRETERS, resolve_binary};
+pub use plan::{INTERPRETERS, argv, resolve_binary};
 #[cfg(test)]
 pub use runner::run;
 pub use runner::{Ran, run_with_grace};

@@ -33,6 +33,16 @@ pub fn resolve_binary(name: &str, path_env: &str) -> String {
         )
 }
 
+/// The arguments after the binary, as `Plan::new` passes them: `-c` and the command for
+/// an interpreter, else the command split as a POSIX shell would (the command alone
+/// when it cannot be split). Hooks are told it.
+pub fn argv(binary: &str, command: &str) -> Vec<String> {
+    if is_interpreter(binary) {
+        return vec!["-c".to_string(), command.to_string()];
+    }
+    split_args(command).unwrap_or_else(|_| vec![command.to_string()])
+}
+
 fn is_executable_file(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
