@@ -28,7 +28,7 @@ const ENV: &[(&str, &str)] = &[("MOCK_API_KEY", "sk-test-hooks-0000")];
 const REFUSAL_TAIL: &str =
     "\n\nThis call did not run. Retrying it unchanged will be refused again.";
 
-fn refusal(hook: &str, reason: &str) -> String {
+pub(crate) fn refusal(hook: &str, reason: &str) -> String {
     format!("Refused by policy hook '{hook}': {reason}{REFUSAL_TAIL}")
 }
 
@@ -37,7 +37,7 @@ fn refusal(hook: &str, reason: &str) -> String {
 
 /// One hook artifact entry.
 #[derive(Clone)]
-struct Hook {
+pub(crate) struct Hook {
     name: &'static str,
     wasm: &'static str,
     binding: Option<&'static str>,
@@ -48,7 +48,7 @@ struct Hook {
 }
 
 impl Hook {
-    fn new(name: &'static str, wasm: &'static str) -> Hook {
+    pub(crate) fn new(name: &'static str, wasm: &'static str) -> Hook {
         Hook {
             name,
             wasm,
@@ -61,36 +61,36 @@ impl Hook {
     }
 
     /// The recorder fixture, its scope folder named after it.
-    fn recorder(name: &'static str) -> Hook {
+    pub(crate) fn recorder(name: &'static str) -> Hook {
         Hook::new(name, MUR_HOOK_RECORDER).scope(name)
     }
 
-    fn bind(mut self, binding: &'static str) -> Hook {
+    pub(crate) fn bind(mut self, binding: &'static str) -> Hook {
         self.binding = Some(binding);
         self
     }
 
-    fn policy(mut self, policy: &'static str) -> Hook {
+    pub(crate) fn policy(mut self, policy: &'static str) -> Hook {
         self.policy = Some(policy);
         self
     }
 
-    fn mode(mut self, mode: &'static str) -> Hook {
+    pub(crate) fn mode(mut self, mode: &'static str) -> Hook {
         self.mode = Some(mode);
         self
     }
 
-    fn scope(mut self, scope: &str) -> Hook {
+    pub(crate) fn scope(mut self, scope: &str) -> Hook {
         self.scope = Some(scope.to_string());
         self
     }
 
-    fn deadline(mut self, secs: u64) -> Hook {
+    pub(crate) fn deadline(mut self, secs: u64) -> Hook {
         self.deadline = Some(secs);
         self
     }
 
-    fn yaml(&self) -> String {
+    pub(crate) fn yaml(&self) -> String {
         let source = guest(self.wasm);
         let mut y = format!(
             "  - name: {}\n    runtime: hook\n    source: {}\n",
@@ -123,7 +123,7 @@ impl Hook {
 
 /// A capsule manifest: its inference section, optional network allow list, other
 /// top-level sections and artifacts. Shell binaries `echo` and `bash` are allowed.
-struct Yaml {
+pub(crate) struct Yaml {
     inference: String,
     network: Option<String>,
     sections: String,
@@ -131,7 +131,7 @@ struct Yaml {
 }
 
 impl Yaml {
-    fn scripted() -> Yaml {
+    pub(crate) fn scripted() -> Yaml {
         Yaml {
             inference: "  driver: scripted\n  script: ./script.yaml\n  model: scripted-test\n"
                 .into(),
@@ -142,7 +142,7 @@ impl Yaml {
     }
 
     /// The built-in `openai` driver against the mock, unstreamed, no retries.
-    fn openai(mock: &MockModel) -> Yaml {
+    pub(crate) fn openai(mock: &MockModel) -> Yaml {
         Yaml {
             inference: format!(
                 "  driver: openai\n  endpoint: {}/v1\n  model: test-model\n  api_key: ${{MOCK_API_KEY}}\n  stream: false\n  max_tokens: 256\n  retry: {{max_attempts: 1, initial_backoff_ms: 10, max_backoff_ms: 10}}\n  timeouts: {{connect_secs: 5, read_secs: 20}}\n",
@@ -155,23 +155,23 @@ impl Yaml {
     }
 
     /// Lines under `inference:` (indented two spaces).
-    fn inference(mut self, lines: &str) -> Yaml {
+    pub(crate) fn inference(mut self, lines: &str) -> Yaml {
         self.inference.push_str(lines);
         self
     }
 
     /// Top-level sections (`context:`, `lifecycle:`).
-    fn section(mut self, text: &str) -> Yaml {
+    pub(crate) fn section(mut self, text: &str) -> Yaml {
         self.sections.push_str(text);
         self
     }
 
-    fn hook(mut self, hook: Hook) -> Yaml {
+    pub(crate) fn hook(mut self, hook: Hook) -> Yaml {
         self.artifacts.push(hook.yaml());
         self
     }
 
-    fn wordcount(mut self) -> Yaml {
+    pub(crate) fn wordcount(mut self) -> Yaml {
         self.artifacts.push(format!(
             "  - name: wordcount\n    runtime: tool\n    source: {}\n",
             json!(guest(MUR_TOOL_WORDCOUNT).to_str().unwrap())
@@ -179,7 +179,7 @@ impl Yaml {
         self
     }
 
-    fn build(&self) -> String {
+    pub(crate) fn build(&self) -> String {
         let mut m = format!(
             "name: hooks\nversion: \"0.1.0\"\ninference:\n{}capabilities:\n  shell:\n    allow: [echo, bash]\n",
             self.inference
@@ -202,7 +202,7 @@ impl Yaml {
 // Running capsules and reading what they leave.
 
 /// A capsule directory and the workdir it runs in.
-struct Cap {
+pub(crate) struct Cap {
     capsule: Capsule,
     wd: PathBuf,
     /// `--records`: the host's records, hook scopes among them.
@@ -210,7 +210,7 @@ struct Cap {
 }
 
 impl Cap {
-    fn new(name: &str, yaml: &Yaml, script: &str) -> Cap {
+    pub(crate) fn new(name: &str, yaml: &Yaml, script: &str) -> Cap {
         let capsule = Capsule::new(name, &yaml.build(), script);
         let wd = capsule.dir.join("wd");
         let records = capsule.dir.join("records");
@@ -222,7 +222,7 @@ impl Cap {
     }
 
     /// A file in a hook's scope folder, written before the run.
-    fn scope_file(&self, scope: &str, file: &str, text: &str) -> &Cap {
+    pub(crate) fn scope_file(&self, scope: &str, file: &str, text: &str) -> &Cap {
         let dir = self.records.join("hooks").join(scope);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(file), text).unwrap();
@@ -230,11 +230,11 @@ impl Cap {
     }
 
     /// The recorder's answers (`script.json` in its scope).
-    fn answers(&self, scope: &str, script: Value) -> &Cap {
+    pub(crate) fn answers(&self, scope: &str, script: Value) -> &Cap {
         self.scope_file(scope, "script.json", &script.to_string())
     }
 
-    fn start(&self, args: &[&str]) -> Live {
+    pub(crate) fn start(&self, args: &[&str]) -> Live {
         let mut all = vec![
             "--workdir",
             self.wd.to_str().unwrap(),
@@ -256,20 +256,20 @@ impl Cap {
     }
 
     /// A launch task, run to the end.
-    fn run_task(&self, task: &str) -> Done {
+    pub(crate) fn run_task(&self, task: &str) -> Done {
         self.start(&["--task", task]).finish()
     }
 }
 
 /// Where a session's files are.
-struct Place {
+pub(crate) struct Place {
     wd: PathBuf,
     hooks: PathBuf,
-    session: Session,
+    pub(crate) session: Session,
 }
 
 impl Place {
-    fn new(wd: &Path, records: &Path, id: &str) -> Place {
+    pub(crate) fn new(wd: &Path, records: &Path, id: &str) -> Place {
         Place {
             wd: wd.to_path_buf(),
             hooks: records.join("hooks"),
@@ -282,54 +282,54 @@ impl Place {
     }
 
     /// The trace, once the process has exited: strict (see `common::json_lines`).
-    fn trace(&self) -> Vec<Value> {
+    pub(crate) fn trace(&self) -> Vec<Value> {
         self.session.trace()
     }
 
     /// The trace lines of one kind.
-    fn lines(&self, kind: &str) -> Vec<Value> {
+    pub(crate) fn lines(&self, kind: &str) -> Vec<Value> {
         self.trace()
             .into_iter()
             .filter(|e| e["event_type"] == kind)
             .collect()
     }
 
-    fn kinds(&self) -> Vec<String> {
+    pub(crate) fn kinds(&self) -> Vec<String> {
         self.trace()
             .iter()
             .map(|e| e["event_type"].as_str().unwrap().to_string())
             .collect()
     }
 
-    fn one(&self, kind: &str) -> Value {
+    pub(crate) fn one(&self, kind: &str) -> Value {
         let lines = self.lines(kind);
         assert_eq!(lines.len(), 1, "one {kind} line: {:#?}", self.kinds());
         lines.into_iter().next().unwrap()
     }
 
-    fn result(&self) -> String {
+    pub(crate) fn result(&self) -> String {
         self.session.read("out/result.txt")
     }
 
-    fn task_md(&self) -> String {
+    pub(crate) fn task_md(&self) -> String {
         std::fs::read_to_string(self.wd.join("task.md")).unwrap()
     }
 
-    fn log(&self, name: &str) -> String {
+    pub(crate) fn log(&self, name: &str) -> String {
         log_file(&self.session.records.join("logs").join(name))
     }
 
-    fn bootstrap(&self) -> String {
+    pub(crate) fn bootstrap(&self) -> String {
         self.log("bootstrap.log")
     }
 
     /// What the recorder with this scope was called with, in order.
-    fn events(&self, scope: &str) -> Vec<Value> {
+    pub(crate) fn events(&self, scope: &str) -> Vec<Value> {
         json_lines(&self.hooks.join(scope).join("events.jsonl"))
     }
 
     /// A trace line written while the capsule runs, waited for with a bound.
-    fn wait_for(&self, what: &str, pick: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    pub(crate) fn wait_for(&self, what: &str, pick: impl Fn(&[Value]) -> bool) -> Vec<Value> {
         let deadline = Instant::now() + WAIT;
         loop {
             let trace = self.session.trace_so_far();
@@ -343,17 +343,17 @@ impl Place {
 }
 
 /// A capsule running in the background.
-struct Live {
+pub(crate) struct Live {
     running: Running,
     place: Place,
 }
 
 impl Live {
-    fn address(&self) -> String {
+    pub(crate) fn address(&self) -> String {
         self.running.address.clone()
     }
 
-    fn finish(self) -> Done {
+    pub(crate) fn finish(self) -> Done {
         let run = self.running.wait(WAIT);
         Done {
             run,
@@ -363,8 +363,8 @@ impl Live {
 }
 
 /// A capsule that has exited.
-struct Done {
-    run: Run,
+pub(crate) struct Done {
+    pub(crate) run: Run,
     place: Place,
 }
 
@@ -383,7 +383,7 @@ impl std::ops::Deref for Live {
 }
 
 impl Done {
-    fn assert_ok(&self) -> &Done {
+    pub(crate) fn assert_ok(&self) -> &Done {
         assert_eq!(
             self.run.status,
             0,
@@ -395,7 +395,7 @@ impl Done {
     }
 
     /// Exit 1 with the task-did-not-complete error naming this exit status.
-    fn assert_incomplete(&self, exit_status: &str) -> &Done {
+    pub(crate) fn assert_incomplete(&self, exit_status: &str) -> &Done {
         assert_eq!(self.run.status, 1, "stderr:\n{}", self.run.stderr);
         let want = format!("error[E-RUN-040]: the task did not complete: {exit_status} (");
         assert!(self.run.stderr.contains(&want), "{}", self.run.stderr);
@@ -404,7 +404,7 @@ impl Done {
 }
 
 /// Only these keys of a trace line (or event), for exact comparisons.
-fn pick(line: &Value, keys: &[&str]) -> Value {
+pub(crate) fn pick(line: &Value, keys: &[&str]) -> Value {
     let mut out = serde_json::Map::new();
     for key in keys {
         out.insert(
@@ -416,7 +416,7 @@ fn pick(line: &Value, keys: &[&str]) -> Value {
 }
 
 /// An event's kind, with `(decision)`/`(observation)` for a call event.
-fn event_label(e: &Value) -> String {
+pub(crate) fn event_label(e: &Value) -> String {
     let kind = e["event"].as_str().unwrap();
     match kind {
         "tool-call" | "shell" if e["outcome"].is_null() => format!("{kind}(decision)"),
@@ -425,11 +425,11 @@ fn event_label(e: &Value) -> String {
     }
 }
 
-fn event_labels(events: &[Value]) -> Vec<String> {
+pub(crate) fn event_labels(events: &[Value]) -> Vec<String> {
     events.iter().map(event_label).collect()
 }
 
-fn of_kind(events: &[Value], kind: &str) -> Vec<Value> {
+pub(crate) fn of_kind(events: &[Value], kind: &str) -> Vec<Value> {
     events
         .iter()
         .filter(|e| e["event"] == kind)
@@ -440,12 +440,12 @@ fn of_kind(events: &[Value], kind: &str) -> Vec<Value> {
 // ---------------------------------------------------------------------------------
 // The wire: the tests' event-stream reader (`common::sse_frames`).
 
-fn block(id: u64, event: &str, data: &Value) -> String {
+pub(crate) fn block(id: u64, event: &str, data: &Value) -> String {
     format!("id: {id}\nevent: {event}\ndata: {data}")
 }
 
 /// A task submitted with `message/stream`.
-fn send(address: &str, message_id: &str, text: &str) -> Sse {
+pub(crate) fn send(address: &str, message_id: &str, text: &str) -> Sse {
     let body = json!({
         "jsonrpc": "2.0", "id": 1, "method": "message/stream",
         "params": {"message": {"messageId": message_id, "role": "user", "parts": [{"text": text}]}}
@@ -475,18 +475,18 @@ fn stop(address: &str) {
     assert!(reply.contains("\"stopped\""), "{reply}");
 }
 
-fn status(task: &str, context: &str, state: &str, message: &str, fin: bool) -> Value {
+pub(crate) fn status(task: &str, context: &str, state: &str, message: &str, fin: bool) -> Value {
     json!({"id": task, "context_id": context, "status": {"state": state, "message": message}, "final": fin})
 }
 
-fn completed(task: &str, context: &str, response: &str) -> Value {
+pub(crate) fn completed(task: &str, context: &str, response: &str) -> Value {
     json!({"id": task, "context_id": context, "status": {"state": "completed", "message": "session ended", "response": response}, "final": true})
 }
 
 // ---------------------------------------------------------------------------------
 // What the model was sent (the mock's recorded requests).
 
-fn text_of(content: &Value) -> String {
+pub(crate) fn text_of(content: &Value) -> String {
     match content {
         Value::String(s) => s.clone(),
         Value::Array(blocks) => blocks
@@ -519,11 +519,11 @@ fn said(role: &str, text: &str) -> (String, String) {
     (role.to_string(), text.to_string())
 }
 
-fn answer(text: &str) -> Reply {
+pub(crate) fn answer(text: &str) -> Reply {
     Reply::json(200, openai::completion(Some(text), &[], "stop", (20, 5)))
 }
 
-fn calls(id: &str, name: &str, arguments: &str, usage: (u64, u64)) -> Reply {
+pub(crate) fn calls(id: &str, name: &str, arguments: &str, usage: (u64, u64)) -> Reply {
     let call = openai::tool_call(id, name, arguments);
     Reply::json(200, openai::completion(None, &[call], "tool_calls", usage))
 }

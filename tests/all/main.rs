@@ -78,6 +78,7 @@ mod guest_tests {
     pub(crate) use crate::run::loop_swap_runs_the_other_loop as mur_loop_oneshot;
     pub(crate) use crate::upstream::a_hostile_upstream_tool_is_contained_as_ours_are as mur_tool_upstream_hostile;
     pub(crate) use crate::upstream::a_tool_of_the_retired_0_1_0_world_gets_its_version_error as mur_tool_legacy;
+    pub(crate) use crate::upstream::an_upstream_hook_hears_every_binding_with_its_record_filled as mur_hook_upstream_script;
 }
 
 macro_rules! has_a_test {

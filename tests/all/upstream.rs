@@ -5,11 +5,12 @@
 //! upstream's records-hook, and the shape that is refused (our retired tool world).
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::common::mock_model::{MockModel, Reply, anthropic, messages, openai};
 use crate::common::*;
 use crate::drivers::{l, labels};
+use crate::hooks::{self, Cap, Hook, Yaml, event_labels, pick};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -200,6 +201,360 @@ fn upstreams_records_hook_writes_its_eval_line_in_its_scope_at_session_end() {
     assert!(!workdir.join("eval.jsonl").exists());
     let s = run.session();
     assert!(s.events("hook_dispatch_error").is_empty());
+}
+
+/// A hook of upstream's shape (`components/hook-upstream-script`), scripted through
+/// `script.json` in its scope folder, named `name` like its scope.
+fn up_hook(name: &'static str) -> Hook {
+    Hook::new(name, MUR_HOOK_UPSTREAM_SCRIPT).scope(name)
+}
+
+/// Every one of our events reaches the matching upstream function, its record filled as
+/// `host/src/upstream/hook.rs` says: the granted categories, the shell's argv as the host
+/// splits it, the input's size, `prompt`/`tools`/`script`/`recipe` as `none`.
+#[test]
+pub(crate) fn an_upstream_hook_hears_every_binding_with_its_record_filled() {
+    let yaml = Yaml::scripted()
+        .wordcount()
+        .hook(up_hook("up"))
+        .hook(up_hook("upstager").bind("on-stage"));
+    let script = r#"
+turns:
+  - tool_calls: [{id: c1, name: echo, input: {command: "hi 'there you'"}}]
+  - tool_calls: [{id: c2, name: wordcount, input: {path: task.md}}]
+  - text: done
+"#;
+    let cap = Cap::new("up-events", &yaml, script);
+    let done = cap.run_task("count");
+    done.assert_ok();
+    let events = done.events("up");
+    assert_eq!(
+        event_labels(&events),
+        [
+            "session-start",
+            "task-start",
+            "inference",
+            "shell(decision)",
+            "shell(observation)",
+            "inference",
+            "tool-call(decision)",
+            "tool-call(observation)",
+            "inference",
+            "task-end",
+            "session-end",
+        ]
+    );
+    assert_eq!(
+        pick(&events[0], &["capsule_name", "session_id", "capabilities"]),
+        json!({"capsule_name": "hooks", "session_id": done.session.id, "capabilities": ["filesystem", "shell"]})
+    );
+    assert_eq!(
+        pick(&events[1], &["source", "input_bytes", "budget_tokens"]),
+        json!({"source": "task_md", "input_bytes": 5, "budget_tokens": 0})
+    );
+    assert_eq!(
+        pick(
+            &events[2],
+            &["turn", "decision", "tool_name", "prompt", "output", "tools"]
+        ),
+        json!({"turn": 0, "decision": "tool_call", "tool_name": "echo", "prompt": null, "output": "", "tools": null})
+    );
+    assert_eq!(
+        pick(
+            &events[3],
+            &["command", "argv", "script", "recipe", "outcome"]
+        ),
+        json!({"command": "hi 'there you'", "argv": ["hi", "there you"], "script": null, "recipe": null, "outcome": null})
+    );
+    assert_eq!(
+        events[4]["outcome"],
+        json!({"exit_code": 0, "stdout": "", "stderr": "", "stdout_bytes": 13, "stderr_bytes": 0})
+    );
+    assert_eq!(
+        pick(
+            &events[6],
+            &["tool_name", "input", "input_bytes", "outcome"]
+        ),
+        json!({"tool_name": "wordcount", "input": "{\"path\":\"task.md\"}", "input_bytes": 18, "outcome": null})
+    );
+    assert_eq!(events[7]["outcome"]["status"], "ok");
+    assert_eq!(events[8]["output"], "done");
+    assert_eq!(events[9]["exit_status"], "ok");
+    assert_eq!(
+        pick(
+            &events[10],
+            &["total_tool_calls", "total_shell_calls", "exit_status"]
+        ),
+        json!({"total_tool_calls": 2, "total_shell_calls": 1, "exit_status": "ok"})
+    );
+    assert_eq!(
+        done.events("upstager"),
+        [json!({"event": "stage", "shell_allow": ["echo", "bash"]})]
+    );
+    assert!(done.lines("hook_dispatch_error").is_empty());
+}
+
+/// `deny` is committed at a decision for a `deny` hook; under another policy it is a
+/// recorded fault and the call runs; a hook spinning past its 1 s deadline refuses the
+/// call with the timeout, as ours do.
+#[test]
+fn an_upstream_deny_is_committed_only_under_its_policy_and_a_spin_is_stopped() {
+    let yaml = Yaml::scripted()
+        .wordcount()
+        .hook(
+            up_hook("gatek")
+                .bind("on-tool-call")
+                .policy("deny")
+                .deadline(1),
+        )
+        .hook(up_hook("idle").bind("on-tool-call"));
+    let mut script = String::from("turns:\n");
+    for i in 1..=3 {
+        script.push_str(&format!(
+            "  - text: \"{{{{last_tool_result}}}}\"\n    tool_calls: [{{id: w{i}, name: wordcount, input: {{path: task.md}}}}]\n"
+        ));
+    }
+    script.push_str("  - text: \"{{last_tool_result}}\"\n");
+    let cap = Cap::new("up-deny", &yaml, &script);
+    cap.answers(
+        "gatek",
+        json!({"tool-call": [{"deny": "not today"}, "spin", "none", "none"]}),
+    );
+    cap.answers(
+        "idle",
+        json!({"tool-call": ["none", "none", {"deny": "ignored"}]}),
+    );
+    let started = Instant::now();
+    let done = cap.run_task("count");
+    done.assert_ok();
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the spin was stopped"
+    );
+    let reasons: Vec<Value> = done
+        .lines("call_denied")
+        .iter()
+        .map(|d| pick(d, &["hook_name", "turn", "reason"]))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            json!({"hook_name": "gatek", "turn": 0, "reason": "not today"}),
+            json!({"hook_name": "gatek", "turn": 1, "reason": "the policy hook failed: timed out: deadline exceeded: the component ran for more than 1 s without returning"}),
+        ]
+    );
+    assert_eq!(done.lines("tool_call").len(), 1, "only the third call ran");
+    assert_eq!(
+        pick(
+            &done.one("hook_dispatch_error"),
+            &["hook_name", "event", "arm"]
+        ),
+        json!({"hook_name": "idle", "event": "on-tool-call", "arm": "deny"})
+    );
+    assert_eq!(
+        done.log("hook-gatek.log"),
+        "on-tool-call: timed out: deadline exceeded: the component ran for more than 1 s without returning\n"
+    );
+}
+
+/// `reopen-task` runs a second attempt for a `reopen-task` hook; `write-manifests` at
+/// on-stage writes the manifest; `artifact` at on-inference is reported; an arm the
+/// hook's policy does not allow (`reopen-task` under `none`) is a recorded fault.
+#[test]
+fn upstream_reopen_manifests_and_artifact_are_committed_per_policy() {
+    let yaml = Yaml::scripted()
+        .hook(up_hook("again").bind("on-task-end").policy("reopen-task"))
+        .hook(up_hook("loose").bind("on-task-end"))
+        .hook(up_hook("stage").bind("on-stage").policy("write-manifests"));
+    let cap = Cap::new(
+        "up-reopen",
+        &yaml,
+        "turns:\n  - text: first\n  - text: second\n",
+    );
+    cap.answers("again", json!({"task-end": [{"reopen": "Say more."}]}));
+    cap.answers(
+        "loose",
+        json!({"task-end": [{"reopen": "not mine to ask"}]}),
+    );
+    cap.answers(
+        "stage",
+        json!({"stage": [{"manifests": [{"binary_name": "echo", "content": "name: echo\n"}]}]}),
+    );
+    let done = cap.run_task("go");
+    done.assert_ok();
+    assert_eq!(done.result(), "second");
+    let reopened = done.one("task_reopened");
+    assert_eq!(
+        pick(&reopened, &["hook_name", "reopen_number"]),
+        json!({"hook_name": "again", "reopen_number": 1})
+    );
+    assert_eq!(reopened["reason"].as_str().unwrap().trim(), "Say more.");
+    assert!(done.task_md().contains("Say more."), "{}", done.task_md());
+    let faults: Vec<Value> = done
+        .lines("hook_dispatch_error")
+        .iter()
+        .map(|f| pick(f, &["hook_name", "event", "arm"]))
+        .collect();
+    assert_eq!(
+        faults,
+        [json!({"hook_name": "loose", "event": "on-task-end", "arm": "reopen-task"})]
+    );
+    assert_eq!(
+        std::fs::read_to_string(done.session.workdir.join("tools/echo/murmur.yaml")).unwrap(),
+        "name: echo\n"
+    );
+    assert!(
+        done.bootstrap()
+            .contains("hook 'stage' wrote tools/echo/murmur.yaml\n")
+    );
+}
+
+/// `artifact` at on-inference needs no policy: one `artifact` frame before `completed`.
+#[test]
+fn an_upstream_artifact_is_one_frame_before_completed() {
+    let yaml = Yaml::scripted().hook(up_hook("rev").bind("on-inference"));
+    let cap = Cap::new("up-artifact", &yaml, "turns:\n  - text: Hello\n");
+    cap.answers(
+        "rev",
+        json!({"inference": [{"artifact": "{\"reviewed\":true}"}]}),
+    );
+    let live = cap.start(&[]);
+    let frames = hooks::send(&live.address(), "m1", "greet").rest(WAIT);
+    live.finish().assert_ok();
+    use crate::common::sse_frames::{l, labels};
+    assert_eq!(
+        labels(&frames),
+        [
+            l(0, "status:working"),
+            l(1, "artifact"),
+            l(1, "text:final"),
+            l(2, "status:completed"),
+        ]
+    );
+    assert_eq!(
+        pick(
+            &frames[1].data["artifact"],
+            &["tool_name", "content", "is_error"]
+        ),
+        json!({"tool_name": "rev", "content": "{\"reviewed\":true}", "is_error": false})
+    );
+}
+
+/// `seed-context`: the flat messages reach the model as text; a role outside
+/// user/assistant/tool is the hook's error, logged, and nothing is seeded.
+#[test]
+fn an_upstream_seed_reaches_the_model_and_a_bad_role_is_the_hooks_error() {
+    let memory = json!({"role": "assistant", "content": "Earlier: the answer was 42."});
+    for (name, seed, seeded) in [
+        ("up-seed", memory.clone(), true),
+        (
+            "up-seed-bad",
+            json!({"role": "system", "content": "obey"}),
+            false,
+        ),
+    ] {
+        let mock = MockModel::with(vec![hooks::answer("done")]);
+        let hook = Hook::new("seeder", MUR_HOOK_UPSTREAM_SCRIPT)
+            .scope("seeder")
+            .bind("on-task-start")
+            .policy("seed-context");
+        let yaml = Yaml::openai(&mock)
+            .hook(hook)
+            .section("context:\n  max_tokens: 10000\n");
+        let cap = Cap::new(name, &yaml, "");
+        cap.answers("seeder", json!({"task-start": [{"seed": [seed]}]}));
+        let done = cap.start(&["--task", "What was the answer?"]).finish();
+        done.assert_ok();
+        let sent = mock.request(0).json();
+        let carried = sent["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| hooks::text_of(&m["content"]) == "Earlier: the answer was 42.");
+        assert_eq!(carried, seeded, "{name}: {sent}");
+        if seeded {
+            assert_eq!(done.one("context_seed")["outcome"], "seeded");
+        } else {
+            assert!(done.lines("context_seed").is_empty(), "{name}");
+            assert_eq!(
+                done.log("hook-seeder.log"),
+                "on-task-start: a message has role 'system'; a message's role is user, assistant or tool\n"
+            );
+        }
+    }
+}
+
+/// `replace-context` at on-compaction: the conversation reaches the hook flat, and a
+/// reply keeping the last message exactly as sent keeps the original, its tool call
+/// included, so the next request has the summary, the pending call and its result.
+#[test]
+fn an_upstream_compaction_keeps_a_message_returned_as_sent() {
+    let mock = MockModel::with(vec![
+        hooks::calls("c1", "echo", r#"{"command":"one"}"#, (100, 10)),
+        hooks::calls("c2", "echo", r#"{"command":"two"}"#, (600, 10)),
+        hooks::answer("done"),
+    ]);
+    let hook = Hook::new("squash", MUR_HOOK_UPSTREAM_SCRIPT)
+        .scope("squash")
+        .bind("on-compaction")
+        .policy("replace-context");
+    let yaml = Yaml::openai(&mock)
+        .inference("  compaction:\n    threshold: 0.5\n")
+        .section("context:\n  max_tokens: 1000\n")
+        .hook(hook);
+    let cap = Cap::new("up-compact", &yaml, "");
+    cap.answers("squash", json!({"compaction": [{"replace_keep_last": 1}]}));
+    let done = cap.run_task("echo twice");
+    done.assert_ok();
+    assert_eq!(done.result(), "done");
+    assert!(done.lines("compaction_declined").is_empty());
+    assert_eq!(done.one("compaction")["tokens_before"], 610);
+
+    let third = mock.request(2).json();
+    let messages: Vec<&Value> = third["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .collect();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "tool"], "{third}");
+    assert_eq!(
+        hooks::text_of(&messages[0]["content"]),
+        "Summary of earlier conversation."
+    );
+    assert_eq!(messages[1]["tool_calls"][0]["id"], "c2");
+    assert_eq!(messages[2]["tool_call_id"], "c2");
+
+    let seen = done.events("squash");
+    assert_eq!(seen.len(), 1);
+    let flat: Vec<Value> = seen[0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| json!([m["role"], m["content"]]))
+        .collect();
+    assert_eq!(flat[0], json!(["user", "echo twice"]));
+    assert_eq!(
+        flat[1],
+        json!(["assistant", "[tool call c1] echo {\"command\":\"one\"}"])
+    );
+    assert!(
+        flat[2][1]
+            .as_str()
+            .unwrap()
+            .starts_with("[tool result c1] "),
+        "{}",
+        flat[2]
+    );
+    assert_eq!(
+        flat[3],
+        json!(["assistant", "[tool call c2] echo {\"command\":\"two\"}"])
+    );
+    assert_eq!(flat.len(), 4);
 }
 
 // ---------------------------------------------------------------------------------

@@ -6,7 +6,7 @@
 //! | Ours (`event`) | Upstream | Filled as |
 //! |---|---|---|
 //! | `stage` | `on-stage` | `shell-allow` unchanged |
-//! | `session-start` | `on-session-start` | `capabilities`: the names of the granted categories (the keys of our JSON object whose value is not null/false) |
+//! | `session-start` | `on-session-start` | `capabilities`: the names of the granted categories (the keys of our JSON object whose grant is not empty: `filesystem` always, `network` and `shell` when they allow something) |
 //! | `task-start` | `on-task-start` | unchanged; `origin` and `text` have no field there |
 //! | `inference` | `on-inference` | `output`: the reply's text; `prompt`, `tools`: `none` (the host does not keep them as one string) |
 //! | `tool-call` | `on-tool-call` | `input-bytes`: the input's length |
@@ -145,12 +145,22 @@ pub async fn call<T: Send>(
     Ok(output.and_then(|o| verdict(o, &sent)))
 }
 
-/// The granted capability categories, from the capsule's `capabilities` JSON object.
+/// The granted capability categories, from the capsule's `capabilities` JSON object
+/// (`{"network": [..], "filesystem": ".", "shell": [..]}`): those whose grant is not
+/// empty. `filesystem` is always granted (the workdir, at least).
 fn categories(capabilities: &str) -> Vec<String> {
-    match serde_json::from_str::<serde_json::Value>(capabilities) {
-        Ok(serde_json::Value::Object(map)) => map
+    use serde_json::Value;
+    let granted = |v: &Value| match v {
+        Value::Null | Value::Bool(false) => false,
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+        Value::String(s) => !s.is_empty(),
+        _ => true,
+    };
+    match serde_json::from_str::<Value>(capabilities) {
+        Ok(Value::Object(map)) => map
             .into_iter()
-            .filter(|(_, v)| !v.is_null() && *v != serde_json::Value::Bool(false))
+            .filter(|(_, v)| granted(v))
             .map(|(k, _)| k)
             .collect(),
         _ => Vec::new(),
@@ -213,7 +223,7 @@ mod flat {
             .filter_map(|block| match block {
                 Block::Text(text) => Some(text.clone()),
                 Block::Thinking(_) => None,
-                Block::ToolCall(c) => Some(format!("[tool call {} {}] {}", c.id, c.name, c.input)),
+                Block::ToolCall(c) => Some(format!("[tool call {}] {} {}", c.id, c.name, c.input)),
                 Block::ToolResult(r) if r.is_error => {
                     Some(format!("[tool error {}] {}", r.call_id, r.content))
                 }
@@ -308,7 +318,7 @@ mod tests {
             seen,
             [
                 ("user", "count"),
-                ("assistant", "I will\n[tool call c1 wc] {}"),
+                ("assistant", "I will\n[tool call c1] wc {}"),
                 ("tool", "[tool error c1] 3"),
             ]
         );
@@ -342,7 +352,7 @@ mod tests {
     #[test]
     fn granted_categories_are_the_objects_keys() {
         assert_eq!(
-            categories(r#"{"filesystem":{"scope":"."},"shell":{"allow":["ls"]},"network":null}"#),
+            categories(r#"{"network":[],"filesystem":".","shell":["echo","bash"]}"#),
             ["filesystem", "shell"]
         );
         assert!(categories("not json").is_empty());
