@@ -87,7 +87,8 @@ enum Pre {
 
 enum Instance {
     Ours(Bindings),
-    Upstream(upstream_hook::Hook),
+    /// Boxed: nine function handles against our one.
+    Upstream(Box<upstream_hook::Hook>),
 }
 
 struct Loaded {
@@ -353,7 +354,7 @@ impl Loaded {
             Pre::Upstream(pre) => pre
                 .instantiate_async(&mut store)
                 .await
-                .map(Instance::Upstream),
+                .map(|b| Instance::Upstream(Box::new(b))),
         }
         .map_err(|e| format!("could not start: {}", trap_text(&e)))?;
         Ok(Live { store, bindings })
