@@ -112,8 +112,16 @@ pub async fn stage(engine: &Engine, m: Arc<Manifest>, opts: Options<'_>) -> Resu
         .keeping(m.lifecycle.task_history);
     let wire = Arc::new(wire);
     let memory = opts.memory.clone();
-    let (loop_component, staged) =
-        stage::stage(engine, &m, opts.loop_path, &workdir, &wire, memory).await?;
+    let (loop_component, staged) = stage::stage(
+        engine,
+        &m,
+        opts.loop_path,
+        &workdir,
+        &wire,
+        memory,
+        &session_id,
+    )
+    .await?;
     let launch = match opts.launch {
         Launch::FromRun(task) => launch_task(task, &workdir)?,
         Launch::None if m.lifecycle.task_acceptance == Acceptance::None => {

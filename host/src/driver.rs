@@ -94,6 +94,8 @@ pub struct DriverLimits {
     pub network: NetPolicy,
     /// Where the driver's stdout and stderr go: `driver.log` in it.
     pub logs_dir: PathBuf,
+    /// `MURMUR_CAPSULE_*` and `MURMUR_SESSION_ID`, which an upstream driver is given.
+    pub identity: Vec<(String, String)>,
 }
 
 impl DriverComponent {
@@ -110,6 +112,7 @@ impl DriverComponent {
             // Upstream drivers are configured by their environment, not by a call, and
             // send no key: upstream's host adds it on the way out, as this one does.
             env.extend(crate::upstream::driver::environment(&settings, &label));
+            env.extend(limits.identity);
             credential = crate::upstream::driver::credential(&settings);
             Pre::Upstream(engine.linked(component, || link_upstream(engine, component, &label))?)
         } else {

@@ -606,6 +606,41 @@ capabilities:
     Capsule::new(name, &manifest, "")
 }
 
+/// Upstream's host tells its drivers who runs them: `MURMUR_CAPSULE_{NAME,VERSION}` and
+/// `MURMUR_SESSION_ID` (reference/drivers.md). The hostile upstream component, run as a
+/// driver, answers with what it was given.
+#[test]
+fn an_upstream_driver_is_told_the_capsule_and_the_session() {
+    let manifest = format!(
+        r#"name: told-driver
+version: "2.3.4"
+artifacts:
+  - name: teller
+    runtime: driver
+    source: {driver}
+inference:
+  driver:
+    artifact: teller
+  endpoint: http://127.0.0.1:9/v1
+  model: test-model
+lifecycle:
+  task_acceptance: none
+"#,
+        driver = guest(MUR_TOOL_UPSTREAM_HOSTILE).display(),
+    );
+    let capsule = Capsule::new("upstream-told", &manifest, "");
+    let run = capsule.run(&["--task", "who am I?"]);
+    run.assert_ok();
+    let s = run.session();
+    assert_eq!(
+        s.read("out/result.txt"),
+        format!(
+            "MURMUR_CAPSULE_NAME=told-driver\nMURMUR_CAPSULE_VERSION=2.3.4\nMURMUR_SESSION_ID={}",
+            s.id
+        )
+    );
+}
+
 /// Frames as `common::frames` reads them: id, event, data.
 type Frames = Vec<(Option<u64>, String, Value)>;
 

@@ -9,6 +9,10 @@
 //! - `result-at` `path`: answers `data-path: path` and no data, so the host reads it;
 //! - `plant` `at` `to`: makes a symbolic link, then answers `data-path: at`;
 //! - `big` `path` `n`: writes `n` bytes to `path`, then answers `data-path: path`.
+//!
+//! Run as a driver (its input is a request with `messages`), it answers `end_turn` with
+//! one text: its `MURMUR_CAPSULE_*` and `MURMUR_SESSION_ID` variables, `NAME=value`,
+//! one a line, sorted, so a test sees what the host told it.
 
 wit_bindgen::generate!({
     path: [
@@ -30,6 +34,9 @@ impl Guest for Component {
         let fields: Value =
             serde_json::from_str(input.data.as_deref().unwrap_or("")).unwrap_or_default();
         let field = |key: &str| fields[key].as_str().unwrap_or_default().to_string();
+        if fields.get("messages").is_some() {
+            return identity();
+        }
         match fields["act"].as_str() {
             Some("spin") => spin(),
             Some("balloon") => balloon(),
@@ -59,6 +66,20 @@ impl Guest for Component {
             },
         }
     }
+}
+
+/// A driver response naming who runs it (no key or other setting is repeated).
+fn identity() -> ToolResult {
+    let mut vars: Vec<String> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("MURMUR_CAPSULE_") || k == "MURMUR_SESSION_ID")
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    vars.sort();
+    let reply = serde_json::json!({
+        "stop_reason": "end_turn",
+        "content": [{"type": "text", "text": vars.join("\n")}],
+    });
+    data(reply.to_string())
 }
 
 fn data(text: String) -> ToolResult {

@@ -43,6 +43,7 @@ pub(super) async fn stage(
     workdir: &Workdir,
     wire: &Arc<Wire>,
     shared_memory: Option<Arc<crate::memory::Budget>>,
+    session_id: &str,
 ) -> Result<(LoopComponent, Staged), Error> {
     let memory = Cap {
         each: m.capabilities.memory_bytes,
@@ -96,6 +97,7 @@ pub(super) async fn stage(
                 timeouts: m.inference.timeouts,
             },
             logs_dir: workdir.logs_dir(),
+            identity: crate::upstream::driver::identity(&m.name, &m.version, session_id),
         },
     )?;
     let mut tools = Tools::new(ToolGrants {

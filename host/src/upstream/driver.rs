@@ -4,7 +4,7 @@
 //!
 //! | Ours | Upstream |
 //! |---|---|
-//! | `configure(settings)` | environment: `MURMUR_INFERENCE_{TRANSPORT,MODEL,ENDPOINT,DRIVER,DRIVER_CONFIG}` and `MURMUR_INFERENCE_API_KEY` when a key is set |
+//! | `configure(settings)` | environment: `MURMUR_INFERENCE_{TRANSPORT,MODEL,ENDPOINT,DRIVER,DRIVER_CONFIG}` and `MURMUR_INFERENCE_API_KEY` when a key is set; `MURMUR_CAPSULE_{NAME,VERSION}` and `MURMUR_SESSION_ID` (`identity`) |
 //! | `request` | `{"model","max_tokens","system"?,"messages","tools","params"}` |
 //! | text / thinking / tool-call blocks | `{"type":"text"}`, `{"type":"thinking","text","signature"?}`, `{"type":"tool_call","id","name","input"}` |
 //! | a tool message | one `{"role":"tool","tool_call_id","is_error","content":[text]}` per result |
@@ -39,6 +39,17 @@ pub fn environment(settings: &Settings, label: &str) -> Vec<(String, String)> {
         env.push(("MURMUR_INFERENCE_API_KEY".into(), key.clone()));
     }
     env
+}
+
+/// Who is running, as upstream's host tells its drivers: `MURMUR_CAPSULE_{NAME,VERSION}`
+/// and `MURMUR_SESSION_ID`. `MURMUR_CAPSULE_URL` is left out: the address is bound only
+/// after the driver is staged.
+pub fn identity(name: &str, version: &str, session_id: &str) -> Vec<(String, String)> {
+    vec![
+        ("MURMUR_CAPSULE_NAME".into(), name.to_string()),
+        ("MURMUR_CAPSULE_VERSION".into(), version.to_string()),
+        ("MURMUR_SESSION_ID".into(), session_id.to_string()),
+    ]
 }
 
 /// The key upstream's host would add to the driver's requests to the endpoint: its
