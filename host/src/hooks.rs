@@ -170,6 +170,7 @@ fn link_upstream(
     label: &str,
 ) -> Result<upstream_hook::HookPre<HookState>, Error> {
     crate::upstream::check_imports(engine, component, label, &crate::upstream::HOOK_IMPORTS)?;
+    refuse_network(engine, component, label)?;
     let mut linker = Linker::<HookState>::new(engine.wasmtime());
     let link = |e: wasmtime::Error| {
         Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}"))
@@ -180,6 +181,25 @@ fn link_upstream(
         .instantiate_pre(component)
         .and_then(upstream_hook::HookPre::new)
         .map_err(link)
+}
+
+/// A hook has no network (its world says so): an upstream hook importing `wasi:http`
+/// (upstream's credential-gateway probes do) is refused by name rather than by a
+/// linker message.
+fn refuse_network(engine: &Engine, component: &Component, label: &str) -> Result<(), Error> {
+    let ty = component.component_type();
+    let http = ty
+        .imports(engine.wasmtime())
+        .map(|(name, _)| name.to_string())
+        .find(|name| name.starts_with("wasi:http/"));
+    match http {
+        None => Ok(()),
+        Some(import) => Err(Error::new(
+            "E-RUN-031",
+            format!("{label} imports {import}, but a hook has no network"),
+        )
+        .hint("a hook may import only WASI 0.2 without wasi:http; it sees its scope folder and nothing else")),
+    }
 }
 
 impl Hooks {

@@ -2,7 +2,8 @@
 //! `tests/fixtures/upstream/`, see its SOURCES.md) under the real `mur run`: its
 //! `jsonl-line-count` and request-input tools, its OpenAI and Anthropic drivers against
 //! the loopback model mock, the limits and the allow-list applied to them as to ours,
-//! upstream's records-hook, and the shape that is refused (our retired tool world).
+//! upstream's records-hook and a hook of upstream's shape through every verdict, and what
+//! is refused (our retired tool world, upstream's network-probing hook).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -201,6 +202,22 @@ fn upstreams_records_hook_writes_its_eval_line_in_its_scope_at_session_end() {
     assert!(!workdir.join("eval.jsonl").exists());
     let s = run.session();
     assert!(s.events("hook_dispatch_error").is_empty());
+}
+
+/// Upstream's gateway-probe-hook reaches for the network (`wasi:http`), which no hook
+/// has here: refused before anything runs, naming the import.
+#[test]
+fn an_upstream_hook_reaching_for_the_network_is_refused() {
+    let manifest = format!(
+        "name: uphook\nversion: \"0.1.0\"\nartifacts:\n  - name: probe\n    runtime: hook\n    binding: on-stage\n    execution_mode: blocking\n    source: {}\ninference:\n  driver: scripted\n  script: ./script.yaml\n  model: scripted-test\nlifecycle:\n  task_acceptance: none\n",
+        fixture("gateway-probe-hook.wasm").display()
+    );
+    let capsule = Capsule::new("upstream-net-hook", &manifest, "turns:\n  - text: never\n");
+    capsule.run(&["--task", "hi"]).assert_error(
+        "error[E-RUN-031]: hook artifact 'probe' imports wasi:http/types@0.2.12, but a hook \
+         has no network\n  hint: a hook may import only WASI 0.2 without wasi:http; it sees \
+         its scope folder and nothing else\n",
+    );
 }
 
 /// A hook of upstream's shape (`components/hook-upstream-script`), scripted through
