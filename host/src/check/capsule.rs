@@ -463,3 +463,8 @@ pub fn frames(body: &str) -> Vec<(String, Value)> {
         .filter_map(|e| Some((e.event, serde_json::from_str(&e.data).ok()?)))
         .collect()
 }
+
+/// A path as a YAML double-quoted string, for a scratch manifest.
+pub fn yaml_str(path: &Path) -> String {
+    serde_json::json!(path.display().to_string()).to_string()
+}
