@@ -15,7 +15,7 @@ use super::mock::{Behaviour, Mock};
 use super::report::{Outcome, Scenario, Step, ensure, fail};
 
 /// The wall-clock limit of one scenario's capsule.
-const LIMIT: Duration = Duration::from_secs(60);
+const LIMIT: Duration = Duration::from_secs(30);
 /// What every scripted turn answers, so that any strategy ends on it.
 const ANSWER: &str = "mur-check-answer";
 /// What the bash tool prints in the tools scenario.
@@ -328,7 +328,7 @@ fn cancel(target: &Target) -> Step {
         super::capsule::post(&address, "/", &body.to_string(), LIMIT)
     });
     // The task is running once its tool call has started.
-    let task_id = wait_for(&served.launch, Duration::from_secs(20), |trace| {
+    let task_id = wait_for(&served.launch, Duration::from_secs(15), |trace| {
         let started = trace.iter().any(|e| e["event_type"] == "inference");
         trace
             .iter()

@@ -14,7 +14,7 @@ use super::mock::Mock;
 use super::report::{Scenario, Step, ensure, fail, skip};
 
 /// The wall-clock limit of one scenario's capsule.
-const LIMIT: Duration = Duration::from_secs(60);
+const LIMIT: Duration = Duration::from_secs(30);
 /// The tool's own deadline per call (`capabilities.limits.deadline_seconds`).
 const DEADLINE_SECS: u64 = 10;
 /// What the canary beside the workdir holds: no result may carry it.
