@@ -273,8 +273,7 @@ fn valid_inputs(target: &Target, schema: &Value) -> Step {
         ))
     })?;
     let started = Instant::now();
-    let (launch, calls) = call(target, "tool-valid", &[input.clone()])?;
-    let _ = launch;
+    let (_, calls) = call(target, "tool-valid", std::slice::from_ref(&input))?;
     let c = &calls[0];
     if let Some(error) = c["error"].as_str() {
         return Err(fail(format!("input {input}: {error}")));
