@@ -151,3 +151,43 @@ pub fn link(bytes: &[u8], kind: Kind, name: &str) -> Result<(), Error> {
         Kind::Loop => crate::session::LoopComponent::new(&engine, &component, label).map(drop),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builtin_loop_decodes_to_the_loop_world() {
+        let decoded = decode(crate::builtin::SESSION_LOOP, "built-in").unwrap();
+        assert_eq!(decoded.exports, ["murmur:session/loop@0.2.0"]);
+        assert!(
+            decoded
+                .imports
+                .contains(&"murmur:session/host@0.2.0".to_string())
+        );
+        assert_eq!(detect(&decoded), Some(Kind::Loop));
+        assert!(link(crate::builtin::SESSION_LOOP, Kind::Loop, "built-in").is_ok());
+    }
+
+    #[test]
+    fn a_world_is_read_off_its_export_whatever_the_version() {
+        let of = |export: &str| {
+            detect(&Decoded {
+                imports: vec![],
+                exports: vec![export.to_string()],
+            })
+        };
+        assert_eq!(of("murmur:tool/run@0.1.0"), Some(Kind::Tool));
+        assert_eq!(of("murmur:hook/lifecycle@0.9.0"), Some(Kind::Hook));
+        assert_eq!(of("murmur:driver/inference@0.2.0"), Some(Kind::Driver));
+        assert_eq!(of("murmur:capsule/run@0.1.0"), None);
+    }
+
+    #[test]
+    fn only_a_component_header_is_a_component() {
+        assert!(is_component(b"\0asm\x0d\0\x01\0"));
+        assert!(!is_component(b"\0asm\x01\0\0\0"));
+        assert!(is_core_module(b"\0asm\x01\0\0\0"));
+        assert!(!is_component(b"\0asm"));
+    }
+}
