@@ -223,7 +223,8 @@ fn wrong_type(schema: &Value) -> Value {
 }
 
 /// Inputs the schema refuses, each named: a required property of a wrong type, a
-/// required property missing. (The scripted driver sends objects only.)
+/// required property missing. Never a non-object: no driver hands a tool one (the
+/// scripted driver sends objects only, the openai driver fails the turn instead).
 fn invalid(schema: &Value, valid: &Value) -> Vec<(String, Value)> {
     let mut out = Vec::new();
     let props = schema.get("properties").and_then(Value::as_object);
@@ -294,7 +295,7 @@ fn invalid_inputs(target: &Target, schema: &Value) -> Step {
     let cases = invalid(schema, &valid);
     if cases.is_empty() {
         return Err(skip(
-            "the schema accepts every object, so no object input is invalid",
+            "the schema accepts every object, and no driver passes a tool anything else",
         ));
     }
     let inputs: Vec<Value> = cases.iter().map(|(_, v)| v.clone()).collect();
