@@ -279,7 +279,7 @@ fn response_bytes(response: &Response) -> u64 {
 }
 
 /// Checks a driver component against its world and links it.
-fn link(
+pub(crate) fn link(
     engine: &Engine,
     component: &Component,
     label: &str,
@@ -301,7 +301,7 @@ fn link(
 
 /// Checks an upstream driver's imports and links it: WASI, wasi:http (through the same
 /// outbound policy as ours) and upstream's stream events.
-fn link_upstream(
+pub(crate) fn link_upstream(
     engine: &Engine,
     component: &Component,
     label: &str,

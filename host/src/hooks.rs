@@ -136,7 +136,7 @@ pub struct Hooks {
 }
 
 /// Checks a hook component against its world (ours or upstream's) and links it.
-fn link(engine: &Engine, component: &Component, label: &str) -> Result<Pre, Error> {
+pub(crate) fn link(engine: &Engine, component: &Component, label: &str) -> Result<Pre, Error> {
     if engine::classify(engine.wasmtime(), component) == engine::Kind::UpstreamHook {
         return link_upstream(engine, component, label).map(Pre::Upstream);
     }
