@@ -9,7 +9,6 @@ mod bindings;
 mod builtin;
 mod bus;
 mod capsule;
-mod check;
 pub mod cli;
 pub mod client;
 mod compaction;

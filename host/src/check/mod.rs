@@ -1,4 +1,0 @@
-//! `mur component check` (placeholder until the framework lands).
-
-#[allow(dead_code)]
-pub mod provider;
