@@ -1,4 +1,4 @@
-//! The command line: `mur run`, `mur serve`, `mur watch`, `mur stop`.
+//! The command line: `mur run`, `mur serve`, `mur watch`, `mur stop`, `mur component check`.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -32,6 +32,54 @@ pub enum Command {
     /// Stop a running capsule cleanly and wait until it has exited.
     #[command(long_about = STOP_ABOUT)]
     Stop(StopArgs),
+    /// Tools for component authors: check a component against its world.
+    #[command(subcommand)]
+    Component(ComponentCommand),
+}
+
+// ---------------------------------------------------------------------------------
+// `mur component ...`
+
+#[derive(Subcommand, Debug)]
+pub enum ComponentCommand {
+    /// Check a component: its world and version as the host links it, then its
+    /// behaviour in scratch capsules on loopback, one line per scenario.
+    #[command(long_about = CHECK_ABOUT)]
+    Check(CheckArgs),
+}
+
+const CHECK_ABOUT: &str = "Check a component the way mur would run it.
+
+First its world: which of mur's worlds it targets (tool, driver, hook or loop) and whether \
+it links the way a capsule would link it, with the same errors. Then its behaviour: \
+scenarios for that world, each run in a scratch capsule of this same mur on 127.0.0.1, \
+each under a wall-clock limit.
+
+Prints one line per scenario and then `N passed, N failed, N skipped`. Exits 0 when \
+nothing failed, 1 when a scenario failed.";
+
+#[derive(clap::Args, Debug)]
+pub struct CheckArgs {
+    /// The component to check.
+    #[arg(value_name = "X.wasm")]
+    pub path: PathBuf,
+    /// The world to check it against (default: the one its exports name).
+    #[arg(long, value_enum)]
+    pub world: Option<WorldArg>,
+    /// Print one JSON document (world, scenarios, totals) and nothing else on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the scenarios as a JUnit XML file, for CI systems.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorldArg {
+    Tool,
+    Driver,
+    Hook,
+    Loop,
 }
 
 const WATCH_ABOUT: &str = "Watch a running capsule: attach to its address with stream/watch, \

@@ -212,7 +212,7 @@ fn response_bytes(response: &Response) -> u64 {
 }
 
 /// Checks a driver component against its world and links it.
-fn link(
+pub(crate) fn link(
     engine: &Engine,
     component: &Component,
     label: &str,

@@ -122,7 +122,11 @@ pub struct Hooks {
 }
 
 /// Checks a hook component against its world and links it.
-fn link(engine: &Engine, component: &Component, label: &str) -> Result<HookPre<HookState>, Error> {
+pub(crate) fn link(
+    engine: &Engine,
+    component: &Component,
+    label: &str,
+) -> Result<HookPre<HookState>, Error> {
     engine::check_world(engine, component, &engine::HOOK, label)?;
     let mut linker = Linker::<HookState>::new(engine.wasmtime());
     let link = |e: wasmtime::Error| {

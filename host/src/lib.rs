@@ -9,6 +9,7 @@ mod bindings;
 mod builtin;
 mod bus;
 mod capsule;
+pub mod check;
 pub mod cli;
 pub mod client;
 mod compaction;

@@ -232,21 +232,7 @@ impl Tools {
         wire: &Arc<Wire>,
     ) -> Result<(), Error> {
         let label = format!("tool artifact '{name}'");
-        let pre = engine.linked(component, || {
-            engine::check_world(engine, component, &engine::TOOL, &label)?;
-            let mut linker = Linker::<ToolState>::new(engine.wasmtime());
-            let link = |e: wasmtime::Error| {
-                Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}"))
-            };
-            wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
-            chunks::add_to_linker::<_, HasSelf<Arc<Wire>>>(&mut linker, |s| &mut s.wire)
-                .map_err(link)?;
-            task_api::add_to_linker::<_, HasSelf<ToolState>>(&mut linker, |s| s).map_err(link)?;
-            linker
-                .instantiate_pre(component)
-                .and_then(ToolPre::new)
-                .map_err(link)
-        })?;
+        let pre = engine.linked(component, || link(engine, component, &label))?;
         let clock = Arc::new(Clock::running(self.grants.deadline));
         let started = clock.bound(self.instantiate(name, &pre, wire.clone(), None, None, &clock));
         let (mut store, bindings) = started
@@ -540,4 +526,24 @@ fn run_skill(workdir: &std::path::Path, text: &std::path::Path) -> Dispatched {
             out
         }
     }
+}
+
+/// Checks a tool component against its world and links it, as every capsule does
+/// (and `mur component check`, so that its errors are the capsule's).
+pub(crate) fn link(
+    engine: &Engine,
+    component: &Component,
+    label: &str,
+) -> Result<ToolPre<ToolState>, Error> {
+    engine::check_world(engine, component, &engine::TOOL, label)?;
+    let mut linker = Linker::<ToolState>::new(engine.wasmtime());
+    let link =
+        |e: wasmtime::Error| Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}"));
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
+    chunks::add_to_linker::<_, HasSelf<Arc<Wire>>>(&mut linker, |s| &mut s.wire).map_err(link)?;
+    task_api::add_to_linker::<_, HasSelf<ToolState>>(&mut linker, |s| s).map_err(link)?;
+    linker
+        .instantiate_pre(component)
+        .and_then(ToolPre::new)
+        .map_err(link)
 }

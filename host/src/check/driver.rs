@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::Target;
 use super::provider::{Provider, Recorded, Turn, Wire};
 use super::report::{Outcome, Scenario, Step, ensure, fail, skip};
 use run::{Ran, Scratch};
@@ -37,10 +38,8 @@ const ATTEMPTS: usize = 2;
 const RUN_LIMIT: Duration = Duration::from_secs(60);
 
 /// Every driver scenario, in order.
-pub fn scenarios(wasm: &Path) -> Vec<Scenario> {
-    // The capsule's manifest lives elsewhere: a relative path would resolve against it.
-    let absolute = std::path::absolute(wasm).unwrap_or_else(|_| wasm.to_path_buf());
-    let wasm = absolute.as_path();
+pub fn scenarios(target: &Target) -> Vec<Scenario> {
+    let wasm = target.absolute.as_path();
     let mut out = Vec::new();
     let mut wire = None;
     out.push(Scenario::run("driver: configure and infer answer", || {

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::Target;
 use super::driver::run::{Ran, Scratch, source};
 use super::report::{Outcome, Scenario, Step, ensure, fail, skip};
 
@@ -58,11 +59,10 @@ const SCRIPT: &str = r#"{"span": "session", "turns": [
 ]}"#;
 
 /// Every hook scenario, in order.
-pub fn scenarios(wasm: &Path) -> Vec<Scenario> {
-    let absolute = std::path::absolute(wasm).unwrap_or_else(|_| wasm.to_path_buf());
+pub fn scenarios(target: &Target) -> Vec<Scenario> {
     let runs = [
-        capsule(&absolute, "hook", |_| "none"),
-        capsule(&absolute, "verdict", |policy| policy.unwrap_or("none")),
+        capsule(&target.absolute, "hook", |_| "none"),
+        capsule(&target.absolute, "verdict", |policy| policy.unwrap_or("none")),
     ];
     let mut out: Vec<Scenario> = BINDINGS
         .iter()
