@@ -37,7 +37,12 @@ impl Run {
 /// Every scenario of a provider wire passes, each named with the wire it was checked in.
 fn assert_driver_passes(run: &Run, wire: &str) {
     assert_eq!(run.status, 0, "{}\n{}", run.stdout, run.stderr);
-    assert_eq!(run.totals(), "10 passed, 0 failed, 0 skipped", "{}", run.stdout);
+    assert_eq!(
+        run.totals(),
+        "10 passed, 0 failed, 0 skipped",
+        "{}",
+        run.stdout
+    );
     for scenario in [
         "streamed chunks reach the wire as text frames",
         "stop reason end-turn",

@@ -48,9 +48,7 @@ pub fn scenarios(target: &Target) -> Vec<Scenario> {
     }));
     let Some(wire) = wire else {
         let reason = match out[0].outcome {
-            Outcome::Pass => {
-                "the driver sent no request to a provider: it speaks no provider wire"
-            }
+            Outcome::Pass => "the driver sent no request to a provider: it speaks no provider wire",
             _ => "the driver did not answer a plain request",
         };
         for name in PROVIDER_SCENARIOS {
@@ -66,7 +64,10 @@ pub fn scenarios(target: &Target) -> Vec<Scenario> {
     }));
     out.push(match &streamed {
         Some(ran) => Scenario::run(PROVIDER_SCENARIOS[1], || stop_reason(ran, 0, "end_turn")),
-        None => Scenario::skipped(PROVIDER_SCENARIOS[1], "the streamed answer did not complete"),
+        None => Scenario::skipped(
+            PROVIDER_SCENARIOS[1],
+            "the streamed answer did not complete",
+        ),
     });
     let mut called = None;
     out.push(Scenario::run(PROVIDER_SCENARIOS[2], || {
@@ -143,7 +144,9 @@ impl<'a> Setup<'a> {
     /// One task sent over `message/stream` to a capsule serving one task.
     fn run(&self) -> Result<Ran, Outcome> {
         let scratch = Scratch::new("driver").map_err(skip)?;
-        scratch.write("murmur.yaml", &self.manifest()).map_err(skip)?;
+        scratch
+            .write("murmur.yaml", &self.manifest())
+            .map_err(skip)?;
         scratch.stream_one(TASK, RUN_LIMIT).map_err(fail)
     }
 }
@@ -306,7 +309,10 @@ fn provider_error(wasm: &Path, status: u16, message: &str, attempts: usize) -> S
     let provider = started(turns)?;
     let ran = Setup::new(wasm, &provider, true).run()?;
     ensure(ran.final_state().as_deref() == Some("failed"), || {
-        format!("the provider answered HTTP {status}, but task {}", ran.ending())
+        format!(
+            "the provider answered HTTP {status}, but task {}",
+            ran.ending()
+        )
     })?;
     let failed = ran.lines("inference");
     let Some(line) = failed.iter().find(|l| l.get("error_code").is_some()) else {
@@ -345,10 +351,7 @@ fn allow_list(wasm: &Path) -> Step {
         format!("{sent} request(s) reached an endpoint the allow-list does not name")
     })?;
     ensure(ran.final_state().as_deref() == Some("failed"), || {
-        format!(
-            "the endpoint is not allowed, but task {}",
-            ran.ending()
-        )
+        format!("the endpoint is not allowed, but task {}", ran.ending())
     })?;
     let denied = ran.lines("http_denied");
     ensure(
@@ -362,7 +365,9 @@ fn allow_list(wasm: &Path) -> Step {
     )?;
     let why = ran.failure();
     ensure(why.contains("capabilities.network.allow"), || {
-        format!("the failure does not pass on the host's refusal (naming capabilities.network.allow): {why}")
+        format!(
+            "the failure does not pass on the host's refusal (naming capabilities.network.allow): {why}"
+        )
     })
 }
 

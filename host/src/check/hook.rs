@@ -62,7 +62,9 @@ const SCRIPT: &str = r#"{"span": "session", "turns": [
 pub fn scenarios(target: &Target) -> Vec<Scenario> {
     let runs = [
         capsule(&target.absolute, "hook", |_| "none"),
-        capsule(&target.absolute, "verdict", |policy| policy.unwrap_or("none")),
+        capsule(&target.absolute, "verdict", |policy| {
+            policy.unwrap_or("none")
+        }),
     ];
     let mut out: Vec<Scenario> = BINDINGS
         .iter()
@@ -80,13 +82,16 @@ pub fn scenarios(target: &Target) -> Vec<Scenario> {
 }
 
 /// Runs the capsule with the hook at every binding, its policy at each by `policy`.
-fn capsule(wasm: &Path, prefix: &str, policy: impl Fn(Option<&str>) -> &str) -> Result<Ran, Outcome> {
+fn capsule(
+    wasm: &Path,
+    prefix: &str,
+    policy: impl Fn(Option<&str>) -> &str,
+) -> Result<Ran, Outcome> {
     let scratch = Scratch::new("hook").map_err(skip)?;
     std::fs::write(scratch.dir.join("wordcount.wasm"), WORDCOUNT)
         .map_err(|e| skip(format!("cannot write the example tool: {e}")))?;
-    let mut artifacts = String::from(
-        "  - name: wordcount\n    runtime: tool\n    source: ./wordcount.wasm\n",
-    );
+    let mut artifacts =
+        String::from("  - name: wordcount\n    runtime: tool\n    source: ./wordcount.wasm\n");
     for &(binding, _, committing) in &BINDINGS {
         let name = artifact(prefix, binding);
         artifacts.push_str(&format!(

@@ -226,7 +226,10 @@ async fn answer(state: &State, request: Request<Incoming>) -> Response<Body> {
         return whole(404, error_body(Wire::OpenAi, 404, &message));
     };
     let turn = lock(&state.turns).pop_front().unwrap_or_else(|| {
-        Turn::error(500, "check provider: no scripted answer left for this request")
+        Turn::error(
+            500,
+            "check provider: no scripted answer left for this request",
+        )
     });
     let stream = recorded.json()["stream"] == true;
     render(wire, stream, turn)
@@ -240,8 +243,11 @@ fn render(wire: Wire, stream: bool, turn: Turn) -> Response<Body> {
     }
 }
 
+/// A tool call's id, name and arguments.
+type Call<'a> = (&'a str, &'a str, &'a str);
+
 /// The text and tool call of a turn, and its stop reason in `wire`'s words.
-fn parts(wire: Wire, turn: &Turn) -> (Vec<String>, Option<(&str, &str, &str)>, &'static str) {
+fn parts(wire: Wire, turn: &Turn) -> (Vec<String>, Option<Call<'_>>, &'static str) {
     let reason = |openai, anthropic| match wire {
         Wire::OpenAi => openai,
         Wire::Anthropic => anthropic,
@@ -311,7 +317,7 @@ fn sse_answer(wire: Wire, turn: &Turn) -> Vec<String> {
     }
 }
 
-fn openai_events(pieces: &[String], call: Option<(&str, &str, &str)>, reason: &str) -> Vec<String> {
+fn openai_events(pieces: &[String], call: Option<Call<'_>>, reason: &str) -> Vec<String> {
     let chunk = |delta: Value, finish: Option<&str>| {
         let data = json!({
             "id": "chatcmpl-check", "object": "chat.completion.chunk",
@@ -347,11 +353,7 @@ fn openai_events(pieces: &[String], call: Option<(&str, &str, &str)>, reason: &s
     out
 }
 
-fn anthropic_events(
-    pieces: &[String],
-    call: Option<(&str, &str, &str)>,
-    reason: &str,
-) -> Vec<String> {
+fn anthropic_events(pieces: &[String], call: Option<Call<'_>>, reason: &str) -> Vec<String> {
     let event = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
     let mut out = vec![event(
         "message_start",
@@ -447,17 +449,15 @@ fn whole(status: u16, body: Value) -> Response<Body> {
 
 /// An event stream written one event at a time, [`TRICKLE`] apart.
 fn events(events: Vec<String>) -> Response<Body> {
-    let frames = futures_util::stream::unfold(
-        (events.into_iter(), true),
-        |(mut rest, first)| async move {
+    let frames =
+        futures_util::stream::unfold((events.into_iter(), true), |(mut rest, first)| async move {
             let next = rest.next()?;
             if !first {
                 tokio::time::sleep(TRICKLE).await;
             }
             let frame: Result<Frame<Bytes>, BoxError> = Ok(Frame::data(Bytes::from(next)));
             Some((frame, (rest, false)))
-        },
-    );
+        });
     respond(200, "text/event-stream", StreamBody::new(frames).boxed())
 }
 
@@ -479,10 +479,7 @@ mod tests {
 
     #[test]
     fn paths_tell_the_wire() {
-        assert_eq!(
-            Wire::of_path("/v1/chat/completions"),
-            Some(Wire::OpenAi)
-        );
+        assert_eq!(Wire::of_path("/v1/chat/completions"), Some(Wire::OpenAi));
         assert_eq!(Wire::of_path("/v1/messages?beta=1"), Some(Wire::Anthropic));
         assert_eq!(Wire::of_path("/v1/completions"), None);
     }
@@ -495,10 +492,16 @@ mod tests {
             arguments: r#"{"command":"echo é"}"#.into(),
         };
         let openai = sse_answer(Wire::OpenAi, &turn).concat();
-        assert!(openai.contains(r#""finish_reason":"tool_calls""#), "{openai}");
+        assert!(
+            openai.contains(r#""finish_reason":"tool_calls""#),
+            "{openai}"
+        );
         assert!(openai.ends_with("data: [DONE]\n\n"));
         let anthropic = sse_answer(Wire::Anthropic, &turn).concat();
-        assert!(anthropic.contains(r#""stop_reason":"tool_use""#), "{anthropic}");
+        assert!(
+            anthropic.contains(r#""stop_reason":"tool_use""#),
+            "{anthropic}"
+        );
         let joined: String = anthropic
             .lines()
             .filter_map(|l| l.strip_prefix("data: "))

@@ -24,10 +24,7 @@ impl Scratch {
     pub fn new(what: &str) -> Result<Scratch, String> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!(
-            "mur-check-{what}-{}-{n}",
-            std::process::id()
-        ));
+        let dir = std::env::temp_dir().join(format!("mur-check-{what}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)
             .map_err(|e| format!("no scratch directory at {}: {e}", dir.display()))?;
