@@ -15,9 +15,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::Target;
+use super::capsule::Scratch;
 use super::provider::{Provider, Recorded, Turn, Wire};
 use super::report::{Outcome, Scenario, Step, ensure, fail, skip};
-use run::{Ran, Scratch};
+use run::{Ran, stream_one};
 
 pub(super) mod run;
 
@@ -143,11 +144,9 @@ impl<'a> Setup<'a> {
 
     /// One task sent over `message/stream` to a capsule serving one task.
     fn run(&self) -> Result<Ran, Outcome> {
-        let scratch = Scratch::new("driver").map_err(skip)?;
-        scratch
-            .write("murmur.yaml", &self.manifest())
-            .map_err(skip)?;
-        scratch.stream_one(TASK, RUN_LIMIT).map_err(fail)
+        let scratch = Scratch::new("driver")?;
+        scratch.manifest(&self.manifest())?;
+        stream_one(scratch, TASK, RUN_LIMIT)
     }
 }
 

@@ -21,8 +21,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::Target;
-use super::driver::run::{Ran, Scratch, source};
-use super::report::{Outcome, Scenario, Step, ensure, fail, skip};
+use super::capsule::Scratch;
+use super::driver::run::{Ran, source, stream_one};
+use super::report::{Outcome, Scenario, Step, ensure, fail};
 
 /// The example tool the tool-call binding is driven with.
 const WORDCOUNT: &[u8] = include_bytes!(concat!(env!("MUR_GUEST_DIR"), "/mur_tool_wordcount.wasm"));
@@ -87,9 +88,8 @@ fn capsule(
     prefix: &str,
     policy: impl Fn(Option<&str>) -> &str,
 ) -> Result<Ran, Outcome> {
-    let scratch = Scratch::new("hook").map_err(skip)?;
-    std::fs::write(scratch.dir.join("wordcount.wasm"), WORDCOUNT)
-        .map_err(|e| skip(format!("cannot write the example tool: {e}")))?;
+    let scratch = Scratch::new("hook")?;
+    scratch.write("wordcount.wasm", WORDCOUNT)?;
     let mut artifacts =
         String::from("  - name: wordcount\n    runtime: tool\n    source: ./wordcount.wasm\n");
     for &(binding, _, committing) in &BINDINGS {
@@ -110,9 +110,9 @@ fn capsule(
          compaction:\n    threshold: 0.5\n\
          artifacts:\n{artifacts}"
     );
-    scratch.write("murmur.yaml", &manifest).map_err(skip)?;
-    scratch.write("script.json", SCRIPT).map_err(skip)?;
-    scratch.stream_one(TASK, RUN_LIMIT).map_err(fail)
+    scratch.manifest(&manifest)?;
+    scratch.write("script.json", SCRIPT)?;
+    stream_one(scratch, TASK, RUN_LIMIT)
 }
 
 fn artifact(prefix: &str, binding: &str) -> String {
