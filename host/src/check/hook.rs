@@ -48,9 +48,12 @@ const BINDINGS: [(&str, &str, Option<&str>); 9] = [
 ];
 
 /// Turns that reach every binding: a shell call past the compaction threshold, a tool
-/// call, an answer; then spare answers for a reopened task.
+/// call, an answer; then spare answers for a reopened task. The shell command only
+/// echoes, but names `curl`, which policy hooks commonly refuse (the example deny-list
+/// does by default): so such a hook's `deny` is seen refused under `none` and committed
+/// under `deny`.
 const SCRIPT: &str = r#"{"span": "session", "turns": [
-  {"tool_calls": [{"id": "c1", "name": "echo", "input": {"command": "hello"}}],
+  {"tool_calls": [{"id": "c1", "name": "echo", "input": {"command": "checking: curl is not run"}}],
    "usage": {"input_tokens": 600, "output_tokens": 10}},
   {"tool_calls": [{"id": "c2", "name": "wordcount", "input": {"path": "task.md"}}],
    "usage": {"input_tokens": 100, "output_tokens": 10}},
@@ -173,6 +176,35 @@ fn verdicts(runs: &[Result<Ran, Outcome>; 2], binding: &str, policy: &str) -> St
             "under commit_policy none the host still committed the hook's verdict at \
              {binding}: {}",
             committed.join(", ")
+        )
+    })?;
+    honoured(listened, committing, binding, policy)
+}
+
+/// A verdict of the policy's own arm that the host refused under `none` is committed
+/// under the policy: the trace names the hook on the commit (a `compaction` line for
+/// on-compaction). Manifests written at on-stage leave no trace line, so they are not
+/// looked for.
+fn honoured(listened: &Ran, committing: &Ran, binding: &str, policy: &str) -> Step {
+    let asked = listened
+        .lines("hook_dispatch_error")
+        .iter()
+        .any(|l| l["hook_name"] == artifact("hook", binding).as_str() && l["arm"] == policy);
+    if !asked || binding == "on-stage" {
+        return Ok(());
+    }
+    let name = artifact("verdict", binding);
+    let committed = match binding {
+        "on-compaction" => !committing.lines("compaction").is_empty(),
+        _ => committing
+            .trace()
+            .iter()
+            .any(|l| l["hook_name"] == name.as_str() && l["event_type"] != "hook_dispatch_error"),
+    };
+    ensure(committed, || {
+        format!(
+            "at {binding} the hook answered {policy}, refused under commit_policy none as it \
+             should be, but under commit_policy {policy} nothing was committed"
         )
     })
 }
