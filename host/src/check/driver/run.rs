@@ -141,7 +141,10 @@ impl Ran {
             out.push_str(&format!("; {problem}"));
         }
         if self.finished.stderr.contains("error[") {
-            out.push_str(&format!("; {}", first_error(&self.finished.stderr)));
+            // Its hint names files of the scratch capsule, which are gone by now.
+            let error = first_error(&self.finished.stderr);
+            let error = error.split(" hint: ").next().unwrap_or_default();
+            out.push_str(&format!("; {error}"));
         }
         out
     }
