@@ -17,6 +17,11 @@ e2e AREA:
 components:
     cargo build -p mur
 
+# Check a component against its world: `mur component check X.wasm` (the mur on
+# PATH works the same: mur component check X.wasm).
+conformance WASM *ARGS:
+    cargo run -q -- component check {{WASM}} {{ARGS}}
+
 # Benchmarks (release build): see BENCHMARKS.md for the method.
 bench:
     cargo bench -p mur

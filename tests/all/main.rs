@@ -13,6 +13,7 @@ mod a2a_sdk;
     reason = "the same tests, compiled for the other host"
 )]
 mod a2a_served;
+mod check;
 mod check_driver_hook;
 mod components;
 mod confined_shell;
@@ -52,6 +53,8 @@ mod watch_served;
 /// names every guest `host/build.rs` found among the members, so a guest added without
 /// a line here fails to compile.
 mod guest_tests {
+    pub(crate) use crate::check::the_broken_loop_fails_on_max_turns as mur_broken_loop;
+    pub(crate) use crate::check::the_broken_tool_fails_on_its_trap as mur_broken_tool;
     pub(crate) use crate::check_driver_hook::a_driver_that_traps_on_a_provider_error_fails_the_check as mur_broken_driver;
     pub(crate) use crate::check_driver_hook::a_hook_that_overruns_its_deadline_fails_the_check as mur_broken_hook;
     pub(crate) use crate::components::a_driver_artifact_replaces_the_builtin_driver as mur_driver_scripted;

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -114,7 +113,27 @@ impl Scratch {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        die_with_the_check(&mut cmd);
         Ok(cmd)
+    }
+}
+
+/// A check killed outright (Ctrl-C twice, a CI timeout) takes its capsules with it:
+/// each is SIGKILLed when the thread that started it ends.
+fn die_with_the_check(cmd: &mut Command) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: between fork and exec only async-signal-safe calls are allowed;
+        // prctl is one, and nothing here allocates.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
     }
 }
 
@@ -131,8 +150,21 @@ struct Child2 {
     child: Child,
     deadline: Instant,
     stdout: Option<mpsc::Receiver<String>>,
-    stdout_rest: Option<JoinHandle<String>>,
-    stderr: Option<JoinHandle<String>>,
+    stdout_rest: Option<Pipe>,
+    stderr: Option<Pipe>,
+}
+
+/// A pipe read to its end on a thread of its own. A process the capsule left behind
+/// (a shell command of a killed `mur`) may hold it open, so what was read is taken
+/// with a bound rather than by joining the thread.
+struct Pipe(mpsc::Receiver<String>);
+
+impl Pipe {
+    fn text(self) -> String {
+        self.0
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap_or_default()
+    }
 }
 
 impl Child2 {
@@ -144,15 +176,19 @@ impl Child2 {
         // stdout line by line: the launch line comes first, the rest is kept.
         let (lines, rx) = mpsc::channel();
         let stdout_rest = child.stdout.take().map(|out| {
+            let (done, text) = mpsc::channel();
             std::thread::spawn(move || {
                 let mut reader = BufReader::new(out);
                 let mut first = String::new();
                 let _ = reader.read_line(&mut first);
                 let _ = lines.send(first.clone());
                 let mut rest = Vec::new();
-                let _ = reader.read_to_end(&mut rest);
-                first + &String::from_utf8_lossy(&rest)
-            })
+                let mut capped = reader.take(OUTPUT_CAP);
+                let _ = capped.read_to_end(&mut rest);
+                let _ = std::io::copy(&mut capped.into_inner(), &mut std::io::sink());
+                let _ = done.send(first + &String::from_utf8_lossy(&rest));
+            });
+            Pipe(text)
         });
         Ok(Child2 {
             child,
@@ -169,7 +205,7 @@ impl Child2 {
             Ok(line) if !line.trim().is_empty() => Ok(line),
             _ => {
                 self.kill();
-                let stderr = self.stderr.take().map(join).unwrap_or_default();
+                let stderr = self.stderr.take().map(Pipe::text).unwrap_or_default();
                 Err(fail(format!(
                     "mur printed no launch line: {}",
                     first_error(&stderr)
@@ -201,8 +237,8 @@ impl Child2 {
                 }
             }
         };
-        let stdout = self.stdout_rest.take().map(join).unwrap_or_default();
-        let stderr = self.stderr.take().map(join).unwrap_or_default();
+        let stdout = self.stdout_rest.take().map(Pipe::text).unwrap_or_default();
+        let stderr = self.stderr.take().map(Pipe::text).unwrap_or_default();
         let launch = stdout.lines().next().and_then(Launch::parse);
         Finished {
             status,
@@ -223,16 +259,21 @@ impl Drop for Child2 {
     }
 }
 
-fn drain(mut pipe: impl Read + Send + 'static) -> JoinHandle<String> {
+/// What a check keeps of a capsule's stdout or stderr: enough for its error line,
+/// bounded against a component that floods it.
+const OUTPUT_CAP: u64 = 1 << 20;
+
+fn drain(pipe: impl Read + Send + 'static) -> Pipe {
+    let (done, text) = mpsc::channel();
     std::thread::spawn(move || {
         let mut bytes = Vec::new();
+        let mut pipe = pipe.take(OUTPUT_CAP);
         let _ = pipe.read_to_end(&mut bytes);
-        String::from_utf8_lossy(&bytes).into_owned()
-    })
-}
-
-fn join(handle: JoinHandle<String>) -> String {
-    handle.join().unwrap_or_default()
+        // Read on past the cap, so the process never blocks on a full pipe.
+        let _ = std::io::copy(&mut pipe.into_inner(), &mut std::io::sink());
+        let _ = done.send(String::from_utf8_lossy(&bytes).into_owned());
+    });
+    Pipe(text)
 }
 
 /// The `error[...]` line of what mur wrote to stderr, else its last line.
@@ -445,14 +486,32 @@ pub fn post(address: &str, path: &str, body: &str, limit: Duration) -> Result<St
     stream
         .write_all(request.as_bytes())
         .map_err(|e| fail(format!("could not send to the capsule: {e}")))?;
+    // One deadline for the whole reply: a stream that trickles forever is cut at it.
+    let until = Instant::now() + limit;
     let mut bytes = Vec::new();
-    match stream.read_to_end(&mut bytes) {
-        Ok(_) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
-        Err(e) => Err(fail(format!(
-            "the capsule's reply did not end within {limit:?}: {e}"
-        ))),
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() || bytes.len() as u64 > REPLY_CAP {
+            return Err(fail(format!(
+                "the capsule's reply did not end within {limit:?} (or passed {REPLY_CAP} bytes)"
+            )));
+        }
+        let _ = stream.set_read_timeout(Some(left));
+        match stream.read(&mut buf) {
+            Ok(0) => return Ok(String::from_utf8_lossy(&bytes).into_owned()),
+            Ok(n) => bytes.extend_from_slice(&buf[..n]),
+            Err(e) => {
+                return Err(fail(format!(
+                    "the capsule's reply did not end within {limit:?}: {e}"
+                )));
+            }
+        }
     }
 }
+
+/// The most of one reply a check reads.
+const REPLY_CAP: u64 = 64 << 20;
 
 /// The frames of a server-sent event stream, as `(event, data)`, read with the
 /// host's own frame reader; a frame whose data is not JSON is left out.
@@ -462,4 +521,9 @@ pub fn frames(body: &str) -> Vec<(String, Value)> {
         .into_iter()
         .filter_map(|e| Some((e.event, serde_json::from_str(&e.data).ok()?)))
         .collect()
+}
+
+/// A path as a YAML double-quoted string, for a scratch manifest.
+pub fn yaml_str(path: &Path) -> String {
+    serde_json::json!(path.display().to_string()).to_string()
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::Target;
-use super::capsule::Scratch;
+use super::capsule::{Scratch, yaml_str};
 use super::provider::{Provider, Recorded, Turn, Wire};
 use super::report::{Outcome, Scenario, Step, ensure, fail, skip};
 use run::{Ran, stream_one};
@@ -127,7 +127,7 @@ impl<'a> Setup<'a> {
     }
 
     fn manifest(&self) -> String {
-        let source = run::source(self.wasm);
+        let source = yaml_str(self.wasm);
         format!(
             "name: check-driver\nversion: \"0.1.0\"\n\
              capabilities:\n  network:\n    allow:\n      - {allow}\n  shell:\n    allow: [echo]\n\

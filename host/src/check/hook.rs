@@ -21,8 +21,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::Target;
-use super::capsule::Scratch;
-use super::driver::run::{Ran, source, stream_one};
+use super::capsule::{Scratch, yaml_str};
+use super::driver::run::{Ran, stream_one};
 use super::report::{Outcome, Scenario, Step, ensure, fail};
 
 /// The example tool the tool-call binding is driven with.
@@ -101,7 +101,7 @@ fn capsule(
             "  - name: {name}\n    runtime: hook\n    source: {}\n    binding: {binding}\n    \
              commit_policy: {}\n    capabilities:\n      filesystem:\n        scope: {name}\n      \
              limits:\n        deadline_seconds: {DEADLINE_SECS}\n",
-            source(wasm),
+            yaml_str(wasm),
             policy(committing),
         ));
     }

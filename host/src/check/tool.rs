@@ -3,21 +3,18 @@
 //! an error result, not a trap; and the tool reaches nothing outside its view.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use super::Target;
-use super::capsule::{Launch, Scratch};
+use super::capsule::{Launch, Scratch, yaml_str};
+use super::mock::Mock;
 use super::report::{Scenario, Step, ensure, fail, skip};
 
 /// The wall-clock limit of one scenario's capsule.
-const LIMIT: Duration = Duration::from_secs(60);
+const LIMIT: Duration = Duration::from_secs(30);
 /// The tool's own deadline per call (`capabilities.limits.deadline_seconds`).
 const DEADLINE_SECS: u64 = 10;
 /// What the canary beside the workdir holds: no result may carry it.
@@ -59,7 +56,7 @@ const VIEW: &str = "tool: no filesystem outside its view";
 /// sends its model (a loopback mock of the OpenAI wire), then checked against the
 /// JSON Schema metaschema.
 fn described(target: &Target) -> Result<Value, super::report::Outcome> {
-    let mock = Mock::start()?;
+    let mock = Mock::start(LIMIT)?;
     let s = Scratch::new("tool-describe")?;
     s.manifest(&format!(
         "name: check-tool\nversion: \"0.1.0\"\nartifacts:\n  - name: {name}\n    runtime: tool\n    \
@@ -276,8 +273,7 @@ fn valid_inputs(target: &Target, schema: &Value) -> Step {
         ))
     })?;
     let started = Instant::now();
-    let (launch, calls) = call(target, "tool-valid", &[input.clone()])?;
-    let _ = launch;
+    let (_, calls) = call(target, "tool-valid", std::slice::from_ref(&input))?;
     let c = &calls[0];
     if let Some(error) = c["error"].as_str() {
         return Err(fail(format!("input {input}: {error}")));
@@ -484,111 +480,6 @@ fn call_in(
         )));
     }
     Ok((launch, calls))
-}
-
-/// A path as a YAML double-quoted string.
-fn yaml_str(path: &Path) -> String {
-    json!(path.display().to_string()).to_string()
-}
-
-// ---------------------------------------------------------------------------------
-// A loopback model for `describe`: answers every OpenAI chat request with "done" and
-// keeps the requests.
-
-struct Mock {
-    port: u16,
-    requests: Arc<Mutex<Vec<Value>>>,
-    stop: Arc<AtomicBool>,
-}
-
-impl Mock {
-    fn start() -> Result<Mock, super::report::Outcome> {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .map_err(|e| skip(format!("could not listen on 127.0.0.1: {e}")))?;
-        let port = listener
-            .local_addr()
-            .map_err(|e| skip(format!("{e}")))?
-            .port();
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| skip(format!("{e}")))?;
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (kept, stopped) = (requests.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let until = Instant::now() + LIMIT;
-            while !stopped.load(Ordering::SeqCst) && Instant::now() < until {
-                match listener.accept() {
-                    Ok((stream, _)) => serve_one(stream, &kept),
-                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
-                }
-            }
-        });
-        Ok(Mock {
-            port,
-            requests,
-            stop,
-        })
-    }
-
-    fn origin(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    fn requests(&self) -> Vec<Value> {
-        self.requests.lock().map(|r| r.clone()).unwrap_or_default()
-    }
-}
-
-impl Drop for Mock {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-    }
-}
-
-fn serve_one(mut stream: std::net::TcpStream, kept: &Mutex<Vec<Value>>) {
-    let _ = stream.set_nonblocking(false);
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-    let mut bytes = Vec::new();
-    let mut buf = [0u8; 8192];
-    let body = loop {
-        let Ok(n) = stream.read(&mut buf) else { return };
-        if n == 0 {
-            return;
-        }
-        bytes.extend_from_slice(&buf[..n]);
-        let text = String::from_utf8_lossy(&bytes);
-        if let Some((head, body)) = text.split_once("\r\n\r\n") {
-            let length = head
-                .lines()
-                .find_map(|l| {
-                    let (k, v) = l.split_once(':')?;
-                    k.eq_ignore_ascii_case("content-length")
-                        .then(|| v.trim().parse().ok())?
-                })
-                .unwrap_or(0usize);
-            if body.len() >= length {
-                break body.to_string();
-            }
-        }
-    };
-    if let (Ok(value), Ok(mut list)) = (serde_json::from_str(&body), kept.lock()) {
-        list.push(value);
-    }
-    let reply = json!({
-        "id": "chatcmpl-check", "object": "chat.completion", "created": 0, "model": "m",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "done"},
-                     "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
-    })
-    .to_string();
-    let _ = stream.write_all(
-        format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
-            reply.len()
-        )
-        .as_bytes(),
-    );
 }
 
 #[cfg(test)]

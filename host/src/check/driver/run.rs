@@ -149,8 +149,3 @@ impl Ran {
         out
     }
 }
-
-/// A path as a quoted YAML scalar, for an artifact's `source`.
-pub fn source(path: &std::path::Path) -> String {
-    serde_json::json!(path.to_string_lossy()).to_string()
-}
