@@ -9,6 +9,7 @@ pub mod driver;
 pub mod hook;
 pub mod loops;
 pub mod mock;
+pub mod provider;
 pub mod report;
 pub mod tool;
 pub mod world;

@@ -14,6 +14,7 @@ mod a2a_sdk;
 )]
 mod a2a_served;
 mod check;
+mod check_driver_hook;
 mod components;
 mod confined_shell;
 mod containment;
@@ -55,6 +56,8 @@ mod watch_served;
 mod guest_tests {
     pub(crate) use crate::check::the_broken_loop_fails_on_max_turns as mur_broken_loop;
     pub(crate) use crate::check::the_broken_tool_fails_on_its_trap as mur_broken_tool;
+    pub(crate) use crate::check_driver_hook::a_driver_that_traps_on_a_provider_error_fails_the_check as mur_broken_driver;
+    pub(crate) use crate::check_driver_hook::a_hook_that_overruns_its_deadline_fails_the_check as mur_broken_hook;
     pub(crate) use crate::components::a_driver_artifact_replaces_the_builtin_driver as mur_driver_scripted;
     pub(crate) use crate::components::a_tool_component_result_is_fenced_with_its_name as mur_tool_wordcount;
     pub(crate) use crate::components::a_tool_sees_the_workdir_and_nothing_else as mur_tool_probe;
