@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use mur::{cli, client, run, serve};
+use mur::{cli, client, kit, run, serve};
 
 /// Blocks of 256 KiB and more are mapped for themselves and unmapped when freed.
 /// glibc otherwise raises that threshold as big blocks are freed and serves them from
@@ -39,6 +39,9 @@ fn main() -> ExitCode {
             cli::Command::Serve(args) => serve::serve(args).await,
             cli::Command::Watch(args) => client::watch(args).await,
             cli::Command::Stop(args) => client::stop(args).await,
+            // The component kit.
+            cli::Command::Wit(args) => kit::wit::run(args),
+            cli::Command::New(args) => kit::new::run(args),
         }
     });
     match result {

@@ -1,0 +1,12 @@
+            Event::TaskStart(task) => Ok(seed(&task.context_id)),
+//--
+/// `seed-context`: messages that go ahead of the task, oldest first (memory, say).
+/// Only text blocks are seeded, within `context.seed_budget`.
+fn seed(context_id: &str) -> Verdict {
+    Verdict::SeedContext(vec![Message {
+        role: Role::User,
+        content: vec![Block::Text(format!(
+            "Remembered for context {context_id}: answer briefly."
+        ))],
+    }])
+}
