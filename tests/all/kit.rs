@@ -107,14 +107,15 @@ fn wit_prints_every_file_after_a_header_naming_it() {
 // `mur new`: errors.
 
 fn new(args: &[&str], dir: &Path) -> Run {
-    finish(mur().arg("new").args(args).arg("--dir").arg(dir))
+    finish(mur().arg("new").arg("--dir").arg(dir).args(args))
 }
 
 #[test]
 fn new_refuses_a_name_that_is_not_a_component_name() {
     let dir = scratch("new-bad-name").join("x");
     for bad in ["Shout", "9lives", "a_b", "-x", "x-"] {
-        new(&["tool", bad], &dir).assert_error(&format!(
+        // After `--`, a name starting with '-' reaches mur rather than the option parser.
+        new(&["--", "tool", bad], &dir).assert_error(&format!(
             "error[E-KIT-003]: '{bad}' is not a component name\n  hint: use lower-case letters, digits and '-'"
         ));
     }

@@ -47,9 +47,8 @@ impl Guest for Component {
         // provider's reply into a `Response` (text, thinking and tool-call blocks, the
         // stop reason, the usage it reported). The host allows the request only to an
         // origin in `capabilities.network.allow`, and retries 429 and 5xx for you.
-        let heard = last_user_text(&request).ok_or_else(|| {
-            InferError::Failed("the request holds no user text to answer".into())
-        })?;
+        let heard = last_user_text(&request)
+            .ok_or_else(|| InferError::Failed("the request holds no user text to answer".into()))?;
         let text = format!("echo: {heard}");
         chunks::text(&text);
         Ok(Response {
