@@ -11,7 +11,9 @@ fn judge(binary: &str, command: &str) -> Verdict {
     // `binary` is resolved (an absolute path when found); `command` holds its arguments.
     let name = binary.rsplit('/').next().unwrap_or(binary);
     if DENIED.contains(&name) {
-        return Verdict::Deny(format!("{{name}} refused `{name} {command}`: '{name}' may not run"));
+        return Verdict::Deny(format!(
+            "{{name}} refused `{name} {command}`: '{name}' may not run"
+        ));
     }
     Verdict::None
 }

@@ -7,7 +7,9 @@ fn write_manifests(allowed: &[String]) -> Verdict {
         .iter()
         .map(|binary| ManifestFile {
             binary_name: binary.clone(),
-            content: format!("name: {binary}\ndescription: \"{binary}, as the capsule allows it\"\n"),
+            content: format!(
+                "name: {binary}\ndescription: \"{binary}, as the capsule allows it\"\n"
+            ),
         })
         .collect();
     Verdict::WriteManifests(files)
