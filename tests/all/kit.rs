@@ -259,6 +259,15 @@ fn run_sample(built: &Built, task: &str) -> Run {
 #[test]
 fn a_tool_scaffold_builds_and_its_sample_capsule_calls_the_tool() {
     let tool = built("tool", "my-tool", &[]);
+    // The scaffold's wit/ is what `mur wit --out` writes.
+    let wit = tool.dir.join("wit");
+    let mut copied = Vec::new();
+    collect(&wit, &wit, &mut copied);
+    copied.sort();
+    assert!(
+        copied == served_tree(),
+        "the scaffold's wit/ is not wit/ less retired/"
+    );
     let run = run_sample(&tool, "Turn a greeting to upper case.");
     assert!(run.stdout.contains("The tool answered:"), "{}", run.stdout);
     // Upper case only the tool makes: the script asked for "hello from my-tool".
@@ -308,29 +317,34 @@ fn a_loop_scaffold_builds_and_runs_its_sample_capsules_session() {
     );
 }
 
-/// A hook scaffold compiles for every binding, each with the verdict its binding commits
-/// (`cargo check`: the default binding's build above proves the link).
+/// A hook scaffold builds for every other binding, its sample manifest binds it there
+/// with the binding's commit policy, and the capsule runs through every point of the
+/// session with it: the skill call it does not refuse reaches the model.
 #[test]
-fn a_hook_scaffold_compiles_for_every_binding() {
-    for binding in [
-        "on-stage",
-        "on-session-start",
-        "on-task-start",
-        "on-inference",
-        "on-shell",
-        "on-compaction",
-        "on-task-end",
-        "on-session-end",
+fn a_hook_scaffold_builds_and_runs_for_every_binding() {
+    for (binding, policy) in [
+        ("on-stage", "write-manifests"),
+        ("on-session-start", "none"),
+        ("on-task-start", "seed-context"),
+        ("on-inference", "none"),
+        ("on-shell", "deny"),
+        ("on-compaction", "replace-context"),
+        ("on-task-end", "reopen-task"),
+        ("on-session-end", "none"),
     ] {
-        let name = format!("hook-{binding}");
-        let dir = scratch(&format!("scaffold-{name}")).join(&name);
-        new(&["hook", &name, "--binding", binding], &dir).assert_ok();
-        let manifest = std::fs::read_to_string(dir.join("murmur.yaml")).unwrap();
+        let hook = built("hook", &format!("hook-{binding}"), &["--binding", binding]);
+        let manifest = std::fs::read_to_string(hook.dir.join("murmur.yaml")).unwrap();
         assert!(
-            manifest.contains(&format!("    binding: {binding}\n")),
+            manifest.contains(&format!("    binding: {binding}\n"))
+                && manifest.contains(&format!("    commit_policy: {policy}\n")),
             "{manifest}"
         );
-        cargo_in(&dir, &["check", "--release", "--target", "wasm32-wasip2"]);
+        let run = run_sample(&hook, "May I clean the build folder?");
+        assert!(
+            run.stdout.contains("Clean builds with `cargo clean`"),
+            "{binding}: {}",
+            run.stdout
+        );
     }
 }
 
