@@ -12,10 +12,7 @@ wit_bindgen::generate!({
     generate_all,
 });
 
-#[allow(unused_imports)]
-use exports::murmur::hook::lifecycle::{Event, Guest, ManifestFile, Verdict};
-#[allow(unused_imports)]
-use murmur::message::types::{Block, Message, Role};
+use exports::murmur::hook::lifecycle::{Event, Guest, Verdict};
 
 struct Component;
 

@@ -1,5 +1,7 @@
             Event::Compaction(compaction) => Ok(compact(compaction.messages)),
 //--
+use murmur::message::types::{Message, Role};
+
 /// `replace-context`: keeps the first message (the task) and the conversation from the
 /// newest assistant message on. Starting at an assistant message keeps every tool
 /// result after the call it answers, as the host requires of a replacement.

@@ -1,5 +1,7 @@
             Event::Stage(stage) => Ok(write_manifests(&stage.shell_allow)),
 //--
+use exports::murmur::hook::lifecycle::ManifestFile;
+
 /// `write-manifests`: a tool manifest (`tools/<binary>/murmur.yaml`) for each binary
 /// the capsule allows its shell; the host writes only those, only under `tools/`.
 fn write_manifests(allowed: &[String]) -> Verdict {

@@ -1,5 +1,7 @@
             Event::TaskStart(task) => Ok(seed(&task.context_id)),
 //--
+use murmur::message::types::{Block, Message, Role};
+
 /// `seed-context`: messages that go ahead of the task, oldest first (memory, say).
 /// Only text blocks are seeded, within `context.seed_budget`.
 fn seed(context_id: &str) -> Verdict {
