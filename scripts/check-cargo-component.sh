@@ -68,11 +68,12 @@ for kind in tool driver hook loop; do
     dir="$work/scaffolds/$name"
     rm -rf "$dir"
     "$mur" new "$kind" "$name" --dir "$dir" >/dev/null
-    # The workspace's lock: the same wit-bindgen, no registry lookups.
+    # The workspace's lock: the same wit-bindgen as the workspace, no registry lookups.
+    # (No --offline: cargo-component then wants a lock file of its own.)
     cp "$root/Cargo.lock" "$dir/Cargo.lock"
     echo "== $kind: cargo component build --release"
     start=$(now)
-    (cd "$dir" && CARGO_TARGET_DIR="$work/build-target" cargo component build --release --offline)
+    (cd "$dir" && CARGO_TARGET_DIR="$work/build-target" cargo component build --release)
     echo "   built in $(($(now) - start))s"
     wasm="$work/build-target/wasm32-wasip1/release/$file.wasm"
     # The sample manifest names the wasm32-wasip2 path: put cargo-component's output there.

@@ -107,6 +107,13 @@ const MAX_NAME: usize = 100;
 struct Kind {
     word: &'static str,
     world: &'static str,
+    /// For `cargo component`: the world's package folder under `wit/`, the world's
+    /// name, and the other murmur packages it uses.
+    package_dir: &'static str,
+    world_name: &'static str,
+    uses: &'static [&'static str],
+    /// Why cargo-component is given another world than the kind's, when it is.
+    component_note: &'static str,
     lib: &'static str,
     manifest: &'static str,
     script: Option<&'static str>,
@@ -120,6 +127,10 @@ fn kind(arg: KindArg) -> Kind {
         KindArg::Tool => Kind {
             word: "tool",
             world: "murmur:tool/tool",
+            package_dir: "tool",
+            component_note: "",
+            world_name: "tool",
+            uses: &["text", "task"],
             lib: include_str!("templates/tool/lib.rs"),
             manifest: include_str!("templates/tool/murmur.yaml"),
             script: Some(include_str!("templates/tool/script.yaml")),
@@ -130,6 +141,13 @@ fn kind(arg: KindArg) -> Kind {
         KindArg::Driver => Kind {
             word: "driver",
             world: "murmur:driver/driver",
+            // cargo-component 0.21's WIT parser cannot read the WASI 0.2.12 packages
+            // the driver world imports (wasi:cli's `@unstable` timezone import).
+            package_dir: "hook",
+            world_name: "hook",
+            uses: &["message"],
+            component_note: "\n# cargo-component 0.21 cannot parse the WASI 0.2.12 packages the driver world\n\
+                             # imports (an `@unstable` import in wasi:cli), so it is given the hook world.",
             lib: include_str!("templates/driver/lib.rs"),
             manifest: include_str!("templates/driver/murmur.yaml"),
             script: None,
@@ -140,6 +158,10 @@ fn kind(arg: KindArg) -> Kind {
         KindArg::Hook => Kind {
             word: "hook",
             world: "murmur:hook/hook",
+            package_dir: "hook",
+            component_note: "",
+            world_name: "hook",
+            uses: &["message"],
             lib: include_str!("templates/hook/lib.rs"),
             manifest: include_str!("templates/hook/murmur.yaml"),
             script: Some(include_str!("templates/hook/script.yaml")),
@@ -152,6 +174,10 @@ fn kind(arg: KindArg) -> Kind {
         KindArg::Loop => Kind {
             word: "loop",
             world: "murmur:session/session-loop",
+            package_dir: "session",
+            component_note: "",
+            world_name: "session-loop",
+            uses: &["message", "text"],
             lib: include_str!("templates/loop/lib.rs"),
             manifest: include_str!("templates/loop/murmur.yaml"),
             script: Some(include_str!("templates/loop/script.yaml")),
@@ -258,7 +284,16 @@ fn scaffold(arg: KindArg, name: &str, binding: Option<&Binding>) -> Vec<(String,
     } else {
         ""
     };
+    let component_deps: String = kind
+        .uses
+        .iter()
+        .map(|p| format!("\"murmur:{p}\" = {{ path = \"wit/{p}\" }}\n"))
+        .collect();
     let vars: Vec<(&str, &str)> = vec![
+        ("package_dir", kind.package_dir),
+        ("world_name", kind.world_name),
+        ("component_deps", &component_deps),
+        ("component_note", kind.component_note),
         ("name", name),
         ("file", &file),
         ("kind", kind.word),
