@@ -168,8 +168,7 @@ fn kind(arg: KindArg) -> Kind {
             extra_deps: "",
             task: "May I clean the build folder?",
             try_note: "its scripted model calls the `notes` skill and answers with what the \
-                       call returned; the hook sees every event at `{{binding}}` (at \
-                       `on-tool-call` it refuses the call, whose input asks to `rm -rf`).",
+                       call returned; the hook answers every `{{binding}}` event{{demo}}.",
         },
         KindArg::Loop => Kind {
             word: "loop",
@@ -284,6 +283,13 @@ fn scaffold(arg: KindArg, name: &str, binding: Option<&Binding>) -> Vec<(String,
     } else {
         ""
     };
+    // Only the default binding's verdict shows in the sample capsule's answer.
+    let demo = match binding {
+        Some(b) if b.name == DEFAULT_BINDING => {
+            ", and refuses that call: its input asks to `rm -rf`"
+        }
+        _ => "",
+    };
     let component_deps: String = kind
         .uses
         .iter()
@@ -305,6 +311,7 @@ fn scaffold(arg: KindArg, name: &str, binding: Option<&Binding>) -> Vec<(String,
         ("extra_deps", kind.extra_deps),
         ("task", kind.task),
         ("script_note", script_note),
+        ("demo", demo),
     ];
     // The note names the binding, so it is filled in before the README is.
     let try_note = fill(kind.try_note, &vars);
