@@ -10,6 +10,10 @@
 #
 #   scripts/check-cargo-component.sh
 #
+# Measured once (2026-12-05, 2 shared cores, nice 19): installing 0.21.1 from scratch
+# took 19 min wall, 648 s user + 60 s system CPU; the four builds and runs then took
+# 76 s, 71 s of it the first build compiling wit-bindgen. All four passed.
+#
 # Environment: CARGO_COMPONENT_VERSION (default below), KIT_CC_WORK (default
 # target/cargo-component-check), MUR (default target/debug/mur, built when missing).
 set -euo pipefail
