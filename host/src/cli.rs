@@ -1,4 +1,5 @@
-//! The command line: `mur run`, `mur serve`, `mur watch`, `mur stop`, `mur component check`.
+//! The command line: `mur run`, `mur serve`, `mur watch`, `mur stop`, and the component
+//! kit's `mur wit`, `mur new` and `mur component check`.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -32,6 +33,12 @@ pub enum Command {
     /// Stop a running capsule cleanly and wait until it has exited.
     #[command(long_about = STOP_ABOUT)]
     Stop(StopArgs),
+    /// Print the WIT packages this mur serves, or write them to a folder.
+    #[command(long_about = WIT_ABOUT)]
+    Wit(WitArgs),
+    /// Scaffold a component crate: a tool, a driver, a hook or a session loop.
+    #[command(long_about = NEW_ABOUT)]
+    New(NewArgs),
     /// Tools for component authors: check a component against its world.
     #[command(subcommand)]
     Component(ComponentCommand),
@@ -106,6 +113,21 @@ deletes them; GET /healthz and GET /metrics (Prometheus text) are for probes and
 The registry lives in --data: after a restart or a crash every capsule comes back at the \
 same address. SIGTERM drains: new requests are refused, running tasks get --drain-secs to \
 finish, then the rest are canceled.";
+
+const WIT_ABOUT: &str = "Print the WIT packages this mur serves, with their deps/ and \
+versions.lock: each file preceded by a `// wit/<path>` line. With --out DIR, write them as a \
+tree under DIR (DIR/tool/tool.wit, DIR/driver/deps/http.wit, ...), the folder a component's \
+`wit_bindgen::generate!` reads. A file already there that differs is refused unless --force.";
+
+const NEW_ABOUT: &str = "Scaffold a component crate outside any workspace: Cargo.toml with \
+the pinned wit-bindgen, the WIT of `mur wit`, a working src/lib.rs, a sample murmur.yaml \
+that runs offline, and a README. Then:
+
+  cargo build --release --target wasm32-wasip2
+  mur component check target/wasm32-wasip2/release/NAME.wasm
+
+(NAME with '-' as '_'). A hook is scaffolded for one binding (--binding, default on-tool-call), \
+showing the verdict that binding may commit.";
 
 /// The address help both client commands share.
 const ADDRESS_HELP: &str = "The capsule's address as mur run prints it (HOST:PORT, localhost:PORT \
@@ -292,4 +314,39 @@ impl From<AfterTaskArg> for AfterTask {
             AfterTaskArg::Sleep => AfterTask::Sleep,
         }
     }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct WitArgs {
+    /// Write the files under this folder (created when missing) instead of printing them.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// With --out: overwrite files that differ.
+    #[arg(long, requires = "out")]
+    pub force: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct NewArgs {
+    /// What to scaffold.
+    #[arg(value_enum)]
+    pub kind: KindArg,
+    /// The component's name: lower-case letters, digits and '-', starting with a letter.
+    pub name: String,
+    /// For a hook: the binding it is scaffolded for (on-stage, on-session-start,
+    /// on-task-start, on-inference, on-tool-call, on-shell, on-compaction, on-task-end,
+    /// on-session-end). Default on-tool-call.
+    #[arg(long, value_name = "BINDING")]
+    pub binding: Option<String>,
+    /// The folder to create (default ./NAME); it must not exist or be empty.
+    #[arg(long, value_name = "PATH")]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum KindArg {
+    Tool,
+    Driver,
+    Hook,
+    Loop,
 }

@@ -25,6 +25,7 @@ mod drivers;
 mod hooks;
 mod hygiene;
 mod input;
+mod kit;
 mod limits;
 mod loop_artifact;
 mod loops;
