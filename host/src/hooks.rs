@@ -80,7 +80,7 @@ pub struct Places {
 
 /// A hook linked against its world: ours, or upstream's through `crate::upstream::hook`.
 #[derive(Clone)]
-enum Pre {
+pub(crate) enum Pre {
     Ours(HookPre<HookState>),
     Upstream(upstream_hook::HookPre<HookState>),
 }
