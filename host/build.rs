@@ -221,17 +221,28 @@ fn walk(base: &Path, dir: &Path, files: &mut Vec<String>) {
     }
 }
 
-/// `MUR_WIT_BINDGEN_VERSION`: the `wit-bindgen` the guests build with (from Cargo.lock),
-/// which `mur new` pins a scaffold to, so an author builds with the bindings generator
-/// this host's own components were tested with.
+/// `MUR_WIT_BINDGEN_VERSION`: the `wit-bindgen` the guests build with, which `mur new`
+/// pins a scaffold to, so an author builds with the bindings generator this host's own
+/// components were tested with. The lock may hold other versions that other crates pull
+/// in, so the one taken is the lock's version of the workspace's requirement.
 fn write_wit_bindgen_version(root: &Path) {
-    let lock = std::fs::read_to_string(root.join("Cargo.lock"))
-        .unwrap_or_else(|e| panic!("could not read Cargo.lock: {e}"));
+    let read = |name: &str| {
+        std::fs::read_to_string(root.join(name))
+            .unwrap_or_else(|e| panic!("could not read {name}: {e}"))
+    };
+    let manifest = read("Cargo.toml");
+    let wanted = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("wit-bindgen = "))
+        .and_then(|l| l.split('"').nth(1))
+        .unwrap_or_else(|| panic!("the workspace manifest does not name a wit-bindgen version"));
+    let lock = read("Cargo.lock");
     let version = lock
         .split("[[package]]")
-        .find(|p| p.contains("\nname = \"wit-bindgen\"\n"))
-        .and_then(|p| p.lines().find_map(|l| l.strip_prefix("version = ")))
-        .map(|v| v.trim_matches('"').to_string())
-        .unwrap_or_else(|| panic!("Cargo.lock has no wit-bindgen package"));
+        .filter(|p| p.contains("\nname = \"wit-bindgen\"\n"))
+        .filter_map(|p| p.lines().find_map(|l| l.strip_prefix("version = ")))
+        .map(|v| v.trim_matches('"'))
+        .find(|v| *v == wanted || v.starts_with(&format!("{wanted}.")))
+        .unwrap_or_else(|| panic!("Cargo.lock has no wit-bindgen {wanted}"));
     println!("cargo:rustc-env=MUR_WIT_BINDGEN_VERSION={version}");
 }
