@@ -162,7 +162,9 @@ pub fn link(bytes: &[u8], kind: Kind, name: &str) -> Result<(), Error> {
     let component = engine.load(bytes, &label)?;
     let upstream = engine::classify(engine.wasmtime(), &component) == engine::Kind::UpstreamRun;
     match kind {
-        Kind::Tool if upstream => crate::tools::link_upstream(&engine, &component, &label).map(drop),
+        Kind::Tool if upstream => {
+            crate::tools::link_upstream(&engine, &component, &label).map(drop)
+        }
         Kind::Tool => crate::tools::link(&engine, &component, &label).map(drop),
         Kind::Driver if upstream => {
             crate::driver::link_upstream(&engine, &component, &label).map(drop)
@@ -196,12 +198,24 @@ mod tests {
             detect(&Decoded {
                 imports: vec![],
                 exports: vec![export.to_string()],
+                http: false,
             })
         };
         assert_eq!(of("murmur:tool/run@0.1.0"), Some(Kind::Tool));
         assert_eq!(of("murmur:hook/lifecycle@0.9.0"), Some(Kind::Hook));
         assert_eq!(of("murmur:driver/inference@0.2.0"), Some(Kind::Driver));
         assert_eq!(of("murmur:capsule/run@0.1.0"), None);
+    }
+
+    #[test]
+    fn an_upstream_run_component_that_reaches_http_is_a_driver() {
+        let upstream = |http| Decoded {
+            imports: vec!["murmur:stream/events@0.1.0".into()],
+            exports: vec!["murmur:tool/run@0.1.0".into()],
+            http,
+        };
+        assert_eq!(detect(&upstream(true)), Some(Kind::Driver));
+        assert_eq!(detect(&upstream(false)), Some(Kind::Tool));
     }
 
     #[test]
