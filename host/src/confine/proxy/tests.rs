@@ -89,9 +89,13 @@ async fn echo_server() -> u16 {
 }
 
 /// A port that refuses connections: bound once by us, then released.
-async fn closed_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    listener.local_addr().expect("addr").port()
+/// A port nothing listens on, held bound (not listening) so that no other test's
+/// server can take it meanwhile: a connection to it is refused.
+fn closed_port() -> (tokio::net::TcpSocket, u16) {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+    let port = socket.local_addr().expect("addr").port();
+    (socket, port)
 }
 
 async fn read_head(stream: &mut TcpStream) -> String {
@@ -414,7 +418,7 @@ async fn origin_form_request_gets_400() {
 
 #[tokio::test]
 async fn allowed_host_with_nothing_listening_gets_502() {
-    let port = closed_port().await;
+    let (_held, port) = closed_port();
     let mut h = harness(|_| true).await;
     let requests = [
         format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: x\r\n{GOOD_AUTH}\r\n"),
