@@ -165,3 +165,50 @@ pub(crate) fn a_hook_that_overruns_its_deadline_fails_the_check() {
     run.line("PASS hook: answers on-task-start events within its deadline (");
     assert_eq!(run.totals(), "15 passed, 1 failed, 0 skipped");
 }
+
+/// `mur component check` on one of upstream Murmur's vendored components.
+fn check_upstream(file: &str) -> Run {
+    let mut cmd = mur();
+    cmd.args(["component", "check"])
+        .arg(repo().join("tests/fixtures/upstream").join(file));
+    finish_within(&mut cmd, WAIT)
+}
+
+/// Upstream's drivers export `murmur:tool/run@0.1.0` and reach `wasi:http`: the check
+/// names them drivers, links them through the adapter, and they pass every scenario of
+/// their wire. Its OpenAI driver streams unasked and refuses a `stream` key, so it is
+/// checked without one.
+#[test]
+fn upstreams_drivers_are_checked_as_drivers_and_pass() {
+    for (file, wire) in [
+        ("murmur-driver-openai.wasm", "OpenAI chat-completions"),
+        ("murmur-driver-anthropic.wasm", "Anthropic messages"),
+    ] {
+        let run = check_upstream(file);
+        assert_eq!(
+            run.stdout.lines().next(),
+            Some(
+                "world: driver (exports murmur:tool/run@0.1.0; imports murmur:stream/events@0.1.0)"
+            ),
+            "{file}: {}",
+            run.stdout
+        );
+        run.line("PASS links against the driver world (");
+        assert_driver_passes(&run, wire);
+    }
+}
+
+/// Upstream's records-hook (`murmur:hook/lifecycle@0.9.0`) answers every binding within
+/// its deadline and returns no verdict the host refuses.
+#[test]
+fn upstreams_records_hook_passes_as_a_hook() {
+    let run = check_upstream("records-hook.wasm");
+    assert_eq!(run.status, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(
+        run.totals(),
+        "16 passed, 0 failed, 0 skipped",
+        "{}",
+        run.stdout
+    );
+    run.line("PASS hook: answers on-session-end events within its deadline (");
+}

@@ -47,7 +47,7 @@ pub fn scenarios(target: &Target) -> Vec<Scenario> {
         wire = configure_and_infer(wasm)?;
         Ok(())
     }));
-    let Some(wire) = wire else {
+    let Some((wire, streams_unasked)) = wire else {
         let reason = match out[0].outcome {
             Outcome::Pass => "the driver sent no request to a provider: it speaks no provider wire",
             _ => "the driver did not answer a plain request",
@@ -60,7 +60,7 @@ pub fn scenarios(target: &Target) -> Vec<Scenario> {
     let said = wire.name();
     let mut streamed = None;
     out.push(Scenario::run(PROVIDER_SCENARIOS[0], || {
-        streamed = Some(streamed_text(wasm)?);
+        streamed = Some(streamed_text(wasm, streams_unasked)?);
         Ok(())
     }));
     out.push(match &streamed {
@@ -70,23 +70,31 @@ pub fn scenarios(target: &Target) -> Vec<Scenario> {
             "the streamed answer did not complete",
         ),
     });
+    // The rest stream when the streamed answer came through (tool calls and stop reasons
+    // then arrive in pieces), and ask for plain answers otherwise. A driver that streams
+    // unasked is not given the `stream` key (upstream's OpenAI driver refuses it).
+    let stream = streamed.is_some() && !streams_unasked;
     let mut called = None;
     out.push(Scenario::run(PROVIDER_SCENARIOS[2], || {
-        called = Some(tool_call_round_trip(wasm, wire)?);
+        called = Some(tool_call_round_trip(wasm, wire, stream)?);
         Ok(())
     }));
     out.push(match &called {
         Some(ran) => Scenario::run(PROVIDER_SCENARIOS[3], || stop_reason(ran, 0, "tool_call")),
         None => Scenario::skipped(PROVIDER_SCENARIOS[3], "the tool call did not round-trip"),
     });
-    out.push(Scenario::run(PROVIDER_SCENARIOS[4], || max_tokens(wasm)));
+    out.push(Scenario::run(PROVIDER_SCENARIOS[4], || {
+        max_tokens(wasm, stream)
+    }));
     out.push(Scenario::run(PROVIDER_SCENARIOS[5], || {
-        provider_error(wasm, 400, REFUSED, 1)
+        provider_error(wasm, stream, 400, REFUSED, 1)
     }));
     out.push(Scenario::run(PROVIDER_SCENARIOS[6], || {
-        provider_error(wasm, 500, OVERLOADED, ATTEMPTS)
+        provider_error(wasm, stream, 500, OVERLOADED, ATTEMPTS)
     }));
-    out.push(Scenario::run(PROVIDER_SCENARIOS[7], || allow_list(wasm)));
+    out.push(Scenario::run(PROVIDER_SCENARIOS[7], || {
+        allow_list(wasm, stream)
+    }));
     for s in &mut out[1..] {
         s.name = format!("{} ({said})", s.name);
     }
@@ -156,8 +164,10 @@ impl<'a> Setup<'a> {
     }
 }
 
-/// A plain (not streamed) answer; `Some(wire)` when the driver asked a provider for it.
-fn configure_and_infer(wasm: &Path) -> Result<Option<Wire>, Outcome> {
+/// A plain (not streamed) answer; `Some((wire, streams_unasked))` when the driver asked a
+/// provider for it, with whether it asked to stream without being configured to
+/// (upstream's drivers always do).
+fn configure_and_infer(wasm: &Path) -> Result<Option<(Wire, bool)>, Outcome> {
     let provider = started(vec![Turn::text(&PIECES)])?;
     let ran = Setup::new(wasm, &provider, false).run()?;
     let sent = provider.requests();
@@ -182,12 +192,15 @@ fn configure_and_infer(wasm: &Path) -> Result<Option<Wire>, Outcome> {
         )));
     };
     completed_with(&ran, ANSWER)?;
-    Ok(Some(wire))
+    let streams_unasked = first.json()["stream"] == true;
+    Ok(Some((wire, streams_unasked)))
 }
 
-fn streamed_text(wasm: &Path) -> Result<Ran, Outcome> {
+/// A streamed answer: with `stream: true` in the driver's config, unless it streams
+/// without being asked (a driver may refuse a key it does not have).
+fn streamed_text(wasm: &Path, streams_unasked: bool) -> Result<Ran, Outcome> {
     let provider = started(vec![Turn::text(&PIECES)])?;
-    let ran = Setup::new(wasm, &provider, true).run()?;
+    let ran = Setup::new(wasm, &provider, !streams_unasked).run()?;
     completed_with(&ran, ANSWER)?;
     let asked = provider.requests().first().map(Recorded::json);
     ensure(asked.is_some_and(|b| b["stream"] == true), || {
@@ -212,14 +225,14 @@ fn streamed_text(wasm: &Path) -> Result<Ran, Outcome> {
 
 /// The model asks for `echo`; the next request must carry the call and its result in
 /// the provider's shape.
-fn tool_call_round_trip(wasm: &Path, wire: Wire) -> Result<Ran, Outcome> {
+fn tool_call_round_trip(wasm: &Path, wire: Wire, stream: bool) -> Result<Ran, Outcome> {
     let call = Turn::ToolCall {
         id: CALL_ID.into(),
         name: "echo".into(),
         arguments: json!({"command": ECHOED}).to_string(),
     };
     let provider = started(vec![call, Turn::text(&["done"])])?;
-    let ran = Setup::new(wasm, &provider, true).run()?;
+    let ran = Setup::new(wasm, &provider, stream).run()?;
     let sent = provider.requests();
     ensure(sent.len() >= 2, || {
         format!(
@@ -299,9 +312,9 @@ fn anthropic_carries_the_call(body: &Value) -> Step {
     })
 }
 
-fn max_tokens(wasm: &Path) -> Step {
+fn max_tokens(wasm: &Path, stream: bool) -> Step {
     let provider = started(vec![Turn::MaxTokens(vec!["cut ".into(), "short".into()])])?;
-    let ran = Setup::new(wasm, &provider, true).run()?;
+    let ran = Setup::new(wasm, &provider, stream).run()?;
     stop_reason(&ran, 0, "max_tokens")?;
     ensure(ran.final_state().as_deref() == Some("completed"), || {
         format!(
@@ -314,10 +327,10 @@ fn max_tokens(wasm: &Path) -> Step {
 
 /// The provider answers `status` (every attempt); the task must fail with the
 /// driver's error, carrying the provider's message, and no trap.
-fn provider_error(wasm: &Path, status: u16, message: &str, attempts: usize) -> Step {
+fn provider_error(wasm: &Path, stream: bool, status: u16, message: &str, attempts: usize) -> Step {
     let turns = vec![Turn::error(status, message); attempts];
     let provider = started(turns)?;
-    let ran = Setup::new(wasm, &provider, true).run()?;
+    let ran = Setup::new(wasm, &provider, stream).run()?;
     ensure(ran.final_state().as_deref() == Some("failed"), || {
         format!(
             "the provider answered HTTP {status}, but task {}",
@@ -351,10 +364,10 @@ fn provider_error(wasm: &Path, status: u16, message: &str, attempts: usize) -> S
 /// The endpoint is the provider, the allow-list names another origin: nothing may
 /// reach the provider, the host refuses it in the trace, and the task fails without a
 /// trap (how much of the refusal the driver passes on is its own choice).
-fn allow_list(wasm: &Path) -> Step {
+fn allow_list(wasm: &Path, stream: bool) -> Step {
     let provider = started(vec![Turn::text(&PIECES)])?;
     let elsewhere = started(Vec::new())?;
-    let mut setup = Setup::new(wasm, &provider, true);
+    let mut setup = Setup::new(wasm, &provider, stream);
     setup.allow = elsewhere.origin();
     let ran = setup.run()?;
     let sent = provider.requests().len();
