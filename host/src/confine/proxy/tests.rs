@@ -93,7 +93,9 @@ async fn echo_server() -> u16 {
 /// server can take it meanwhile: a connection to it is refused.
 fn closed_port() -> (tokio::net::TcpSocket, u16) {
     let socket = tokio::net::TcpSocket::new_v4().expect("socket");
-    socket.bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+    socket
+        .bind("127.0.0.1:0".parse().expect("addr"))
+        .expect("bind");
     let port = socket.local_addr().expect("addr").port();
     (socket, port)
 }
