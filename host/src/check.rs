@@ -8,7 +8,6 @@ pub mod capsule;
 pub mod driver;
 pub mod hook;
 pub mod loops;
-pub mod mock;
 pub mod provider;
 pub mod report;
 pub mod tool;

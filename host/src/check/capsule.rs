@@ -406,9 +406,12 @@ impl Launch {
             .collect()
     }
 
-    /// A file of the workdir as text, if it is there.
+    /// A file of the workdir as text, if it is there: read beneath the workdir, never
+    /// through a link the component planted, and at most 1 MiB of it.
     pub fn read(&self, rel: &str) -> Option<String> {
-        std::fs::read_to_string(self.workdir.join(rel)).ok()
+        let root = crate::rooted::Rooted::open(&self.workdir).ok()?;
+        let (bytes, _) = root.read_bounded(rel, 1 << 20).ok()?;
+        Some(String::from_utf8_lossy(&bytes).into_owned())
     }
 }
 

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 
 use super::Target;
 use super::capsule::{Finished, Launch, Scratch, yaml_str};
-use super::mock::{Behaviour, Mock};
-use super::report::{Outcome, Scenario, Step, ensure, fail};
+use super::provider::{Provider, Turn};
+use super::report::{Outcome, Scenario, Step, ensure, fail, skip};
 
 /// The wall-clock limit of one scenario's capsule.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -61,7 +61,7 @@ fn scripted(max_turns: u32, extra: &str) -> String {
 
 /// A capsule whose model is `mock` over the openai driver, with the bash tool;
 /// `extra` are further top-level blocks (a `lifecycle:` block among them).
-fn on_mock(mock: &Mock, max_turns: u32, extra: &str) -> String {
+fn on_mock(mock: &Provider, max_turns: u32, extra: &str) -> String {
     format!(
         "name: check-loop\nversion: \"0.1.0\"\ninference:\n  driver: openai\n  endpoint: {origin}/v1\n  \
          model: m\n  api_key: sk-check\n  stream: false\n  max_tokens: 64\n  max_turns: {max_turns}\n  \
@@ -72,16 +72,43 @@ fn on_mock(mock: &Mock, max_turns: u32, extra: &str) -> String {
     )
 }
 
-/// A model told to run `command` with bash (every time it is offered, with `always`).
-fn bash_model(command: &str, always: bool) -> Result<Mock, Outcome> {
-    Mock::with(
-        Behaviour::Bash {
-            command: command.to_string(),
-            always,
-            text: format!("1. Run `{command}` with the bash tool. {ANSWER}"),
-        },
-        LIMIT,
-    )
+/// A model told to run `command` with bash: it calls bash when a request offers it
+/// (once in its life, or every time with `always`) and otherwise answers with text that
+/// names the tool, so a loop that plans first offers it next.
+fn bash_model(command: &str, always: bool) -> Result<Provider, Outcome> {
+    let arguments = json!({ "command": command }).to_string();
+    let text = format!("1. Run `{command}` with the bash tool. {ANSWER}");
+    let mut calls = 0;
+    Provider::reacting(move |request| {
+        if offers_bash(request) && (always || calls == 0) {
+            calls += 1;
+            return Turn::ToolCall {
+                id: format!("call_{calls}"),
+                name: "bash".into(),
+                arguments: arguments.clone(),
+            };
+        }
+        Turn::text(&[&text])
+    })
+    .map_err(unstarted)
+}
+
+/// The request offers the bash tool (in the OpenAI or the Anthropic shape).
+fn offers_bash(request: &Value) -> bool {
+    request["tools"].as_array().is_some_and(|tools| {
+        tools
+            .iter()
+            .any(|t| t["function"]["name"] == "bash" || t["name"] == "bash")
+    })
+}
+
+/// A model that only answers `done`.
+fn done_model() -> Result<Provider, Outcome> {
+    Provider::answering("done").map_err(unstarted)
+}
+
+fn unstarted(e: std::io::Error) -> Outcome {
+    skip(format!("the loopback model could not start: {e}"))
 }
 
 /// `n` turns that each answer [`ANSWER`].
@@ -193,7 +220,7 @@ fn tools(target: &Target) -> Step {
                 .contains(PRINTED),
         || format!("the tool call did not run as asked: {call}"),
     )?;
-    let answered = mock.requests().iter().any(|r| {
+    let answered = mock.requests().iter().map(|r| r.json()).any(|r| {
         r["messages"].as_array().is_some_and(|m| {
             m.iter()
                 .any(|m| m["role"] == "tool" && m["content"].to_string().contains(PRINTED))
@@ -375,7 +402,7 @@ fn cancel(target: &Target) -> Step {
 }
 
 fn threaded(target: &Target) -> Step {
-    let mock = Mock::start(LIMIT)?;
+    let mock = done_model()?;
     let s = Scratch::new("loop-threaded")?;
     s.manifest(&format!(
         "name: check-loop\nversion: \"0.1.0\"\ninference:\n  driver: openai\n  endpoint: {origin}/v1\n  \
@@ -405,7 +432,7 @@ fn threaded(target: &Target) -> Step {
         })?;
     }
     served.stop(LIMIT);
-    let requests = mock.requests();
+    let requests: Vec<Value> = mock.requests().iter().map(|r| r.json()).collect();
     let second = requests
         .iter()
         .find(|r| r["messages"].to_string().contains("mur-check-second-task"))

@@ -108,8 +108,30 @@ impl Recorded {
     }
 }
 
+/// What decides the next answer.
+enum Script {
+    /// These turns, in order.
+    Turns(VecDeque<Turn>),
+    /// A model that reacts to what it is sent (the request's JSON body).
+    Reacting(Box<dyn FnMut(&Value) -> Turn + Send>),
+}
+
+impl Script {
+    fn next(&mut self, request: &Value) -> Turn {
+        match self {
+            Script::Turns(turns) => turns.pop_front().unwrap_or_else(|| {
+                Turn::error(
+                    500,
+                    "check provider: no scripted answer left for this request",
+                )
+            }),
+            Script::Reacting(answer) => answer(request),
+        }
+    }
+}
+
 struct State {
-    turns: Mutex<VecDeque<Turn>>,
+    script: Mutex<Script>,
     requests: Mutex<Vec<Recorded>>,
 }
 
@@ -124,11 +146,30 @@ pub struct Provider {
 impl Provider {
     /// A provider answering `turns` in order; with none left it answers 500 saying so.
     pub fn start(turns: Vec<Turn>) -> std::io::Result<Provider> {
+        Provider::serving(Script::Turns(turns.into()))
+    }
+
+    /// A provider that behaves like a model: `answer` picks each turn from the request
+    /// (the tools it offers, the messages so far).
+    pub fn reacting(
+        answer: impl FnMut(&Value) -> Turn + Send + 'static,
+    ) -> std::io::Result<Provider> {
+        Provider::serving(Script::Reacting(Box::new(answer)))
+    }
+
+    /// A model that answers `text` to every request: for scenarios that read what a
+    /// capsule sends its model.
+    pub fn answering(text: &str) -> std::io::Result<Provider> {
+        let turn = Turn::text(&[text]);
+        Provider::reacting(move |_| turn.clone())
+    }
+
+    fn serving(script: Script) -> std::io::Result<Provider> {
         let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
         let port = listener.local_addr()?.port();
         let state = Arc::new(State {
-            turns: Mutex::new(turns.into()),
+            script: Mutex::new(script),
             requests: Mutex::new(Vec::new()),
         });
         let (tx, rx) = oneshot::channel();
@@ -225,14 +266,9 @@ async fn answer(state: &State, request: Request<Incoming>) -> Response<Body> {
         let message = format!("check provider: no provider API at {}", recorded.path);
         return whole(404, error_body(Wire::OpenAi, 404, &message));
     };
-    let turn = lock(&state.turns).pop_front().unwrap_or_else(|| {
-        Turn::error(
-            500,
-            "check provider: no scripted answer left for this request",
-        )
-    });
-    let stream = recorded.json()["stream"] == true;
-    render(wire, stream, turn)
+    let request = recorded.json();
+    let turn = lock(&state.script).next(&request);
+    render(wire, request["stream"] == true, turn)
 }
 
 fn render(wire: Wire, stream: bool, turn: Turn) -> Response<Body> {

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::Target;
 use super::capsule::{Launch, Scratch, yaml_str};
-use super::mock::Mock;
+use super::provider::Provider;
 use super::report::{Scenario, Step, ensure, fail, skip};
 
 /// The wall-clock limit of one scenario's capsule.
@@ -56,7 +56,8 @@ const VIEW: &str = "tool: no filesystem outside its view";
 /// sends its model (a loopback mock of the OpenAI wire), then checked against the
 /// JSON Schema metaschema.
 fn described(target: &Target) -> Result<Value, super::report::Outcome> {
-    let mock = Mock::start(LIMIT)?;
+    let mock = Provider::answering("done")
+        .map_err(|e| skip(format!("the loopback model could not start: {e}")))?;
     let s = Scratch::new("tool-describe")?;
     s.manifest(&format!(
         "name: check-tool\nversion: \"0.1.0\"\nartifacts:\n  - name: {name}\n    runtime: tool\n    \
@@ -71,7 +72,7 @@ fn described(target: &Target) -> Result<Value, super::report::Outcome> {
     ))?;
     s.run(&["--task", "describe yourself"], &[], LIMIT).ok()?;
     let request =
-        mock.requests().into_iter().next().ok_or_else(|| {
+        mock.requests().first().map(|r| r.json()).ok_or_else(|| {
             fail("the capsule never asked its model (no request reached the mock)")
         })?;
     let tools = request["tools"].as_array().cloned().unwrap_or_default();
