@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::Target;
-use super::capsule::{Finished, Launch, Scratch, yaml_str};
+use super::capsule::{Finished, Launch, Scratch, Served, yaml_str};
 use super::provider::{Provider, Turn};
 use super::report::{Outcome, Scenario, Step, ensure, fail, skip};
 
@@ -124,6 +124,23 @@ fn places(s: &Scratch) -> Vec<String> {
         "--records".into(),
         s.dir().join("records").display().to_string(),
     ]
+}
+
+/// The loop's capsule taking tasks over HTTP (queued, sleeping between them).
+fn serve_queue(s: &Scratch, target: &Target) -> Result<Served, Outcome> {
+    let mut args = vec!["--loop".to_string(), target.absolute.display().to_string()];
+    args.extend(places(s));
+    args.extend(
+        [
+            "--lifecycle-task-acceptance",
+            "queue",
+            "--lifecycle-after-task",
+            "sleep",
+        ]
+        .map(String::from),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    s.spawn(&args, &[], LIMIT)
 }
 
 /// `mur run --loop <target> --task TEXT` to its end.
@@ -332,19 +349,7 @@ fn cancel(target: &Target) -> Step {
     let mock = bash_model("sleep 40", false)?;
     let s = Scratch::new("loop-cancel")?;
     s.manifest(&on_mock(&mock, 10, "lifecycle:\n  shell_grace_secs: 60\n"))?;
-    let mut args = vec!["--loop".to_string(), target.absolute.display().to_string()];
-    args.extend(places(&s));
-    args.extend(
-        [
-            "--lifecycle-task-acceptance",
-            "queue",
-            "--lifecycle-after-task",
-            "sleep",
-        ]
-        .map(String::from),
-    );
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let served = s.spawn(&args, &[], LIMIT)?;
+    let served = serve_queue(&s, target)?;
     let address = served.launch.address.clone();
     let first = std::thread::spawn(move || {
         let body = json!({
@@ -411,19 +416,7 @@ fn threaded(target: &Target) -> Step {
          capabilities:\n  network:\n    allow: [{origin}]\nlifecycle:\n  conversation: threaded\n",
         origin = mock.origin()
     ))?;
-    let mut args = vec!["--loop".to_string(), target.absolute.display().to_string()];
-    args.extend(places(&s));
-    args.extend(
-        [
-            "--lifecycle-task-acceptance",
-            "queue",
-            "--lifecycle-after-task",
-            "sleep",
-        ]
-        .map(String::from),
-    );
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let served = s.spawn(&args, &[], LIMIT)?;
+    let served = serve_queue(&s, target)?;
     for (id, text) in [(1, "mur-check-first-task"), (2, "mur-check-second-task")] {
         let frames = served.send(id, text, Some("ctx-check"), LIMIT)?;
         let state = frames.last().map(|(_, d)| d["status"]["state"].clone());
