@@ -200,7 +200,9 @@ impl Child2 {
     }
 
     fn launch_line(&mut self, limit: Duration) -> Result<String, Outcome> {
-        let rx = self.stdout.take().expect("launch line read once");
+        let Some(rx) = self.stdout.take() else {
+            return Err(fail("the launch line was already read"));
+        };
         match rx.recv_timeout(limit) {
             Ok(line) if !line.trim().is_empty() => Ok(line),
             _ => {
