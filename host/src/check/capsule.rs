@@ -466,7 +466,9 @@ impl Served {
 
     /// Waits for the exit (killed at the capsule's limit).
     pub fn finish(mut self) -> Finished {
-        let child = self.child.take().expect("finished once");
+        let Some(child) = self.child.take() else {
+            return Finished::not_started(fail("the capsule was already finished"));
+        };
         let mut finished = child.finish();
         // The launch line was read before; keep it.
         finished.launch = Some(self.launch.clone());

@@ -81,15 +81,22 @@ fn read_data_path(workdir: &Path, path: &str, limit: u64) -> Result<String, Stri
     String::from_utf8(bytes).map_err(|_| format!("data-path '{path}' is not UTF-8 text"))
 }
 
+/// The largest packaging `murmur.yaml` read beside an upstream tool.
+const PACKAGING_BYTES: u64 = 64 * 1024;
+
 /// What the model is told about an upstream tool, which cannot describe itself:
 /// the manifest entry's `description`, else the packaging `murmur.yaml` beside the
 /// component (upstream's `description` and `input_schema`), else nothing and an
 /// object schema with no properties.
 pub fn describe(description: Option<&str>, source: &Path) -> (String, Value) {
+    // The folder may be inside a workdir a component writes to: read it without
+    // following links, and only a small regular file.
     let packaged = source
         .parent()
-        .map(|dir| dir.join("murmur.yaml"))
-        .and_then(|path| std::fs::read_to_string(path).ok())
+        .and_then(|dir| crate::rooted::Rooted::open(dir).ok())
+        .and_then(|dir| dir.read_bounded("murmur.yaml", PACKAGING_BYTES).ok())
+        .filter(|(_, cut)| !cut)
+        .and_then(|(bytes, _)| String::from_utf8(bytes).ok())
         .and_then(|text| packaged(&text))
         .unwrap_or_default();
     let description = description
