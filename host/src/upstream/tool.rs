@@ -223,4 +223,25 @@ mod tests {
         assert_eq!(s["properties"]["data"]["type"], "string");
         assert_eq!(describe(Some("Own."), &wasm).0, "Own.");
     }
+
+    /// A packaging file planted as a link out of its folder, or one too large, is not
+    /// read: the tool is described as having no packaging.
+    #[test]
+    fn a_linked_or_huge_packaging_manifest_is_not_read() {
+        let dir = tempdir();
+        let outside = tempdir();
+        let secret = outside.path().join("secret.yaml");
+        std::fs::write(&secret, "description: leaked\n").unwrap();
+        std::os::unix::fs::symlink(&secret, dir.path().join("murmur.yaml")).unwrap();
+        let wasm = dir.path().join("t.wasm");
+        assert_eq!(describe(None, &wasm).0, "");
+
+        std::fs::remove_file(dir.path().join("murmur.yaml")).unwrap();
+        let huge = format!(
+            "description: big\n#{}\n",
+            "x".repeat(PACKAGING_BYTES as usize)
+        );
+        std::fs::write(dir.path().join("murmur.yaml"), huge).unwrap();
+        assert_eq!(describe(None, &wasm).0, "");
+    }
 }
