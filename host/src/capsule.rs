@@ -346,6 +346,19 @@ fn keep_tasks(m: &Manifest, launched: &Launched, file: Option<PathBuf>, resumed:
 
 /// A model server the allow list does not reach is refused at every request; say so
 /// at start-up rather than only in the first task's failure.
+/// Every component the capsule of `m` would compile (with `--loop`, that loop instead
+/// of the manifest's), with how errors name each: for `mur warm`.
+///
+/// # Errors
+///
+/// As staging: a component file that cannot be read, a driver that is not built in.
+pub fn component_sources(
+    m: &Manifest,
+    loop_path: Option<&Path>,
+) -> Result<Vec<(Vec<u8>, String)>, Error> {
+    stage::sources(m, loop_path).map(|s| s.list)
+}
+
 pub fn unreachable_endpoint(m: &Manifest) -> Option<String> {
     let url = match (&m.inference.endpoint, &m.inference.driver) {
         (Some(url), _) => url.as_str(),

@@ -1,5 +1,5 @@
-//! The command line: `mur run`, `mur serve`, `mur watch`, `mur stop`, and the component
-//! kit's `mur wit`, `mur new` and `mur component check`.
+//! The command line: `mur run`, `mur serve`, `mur watch`, `mur stop`, `mur warm`, and the
+//! component kit's `mur wit`, `mur new` and `mur component check`.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -33,6 +33,9 @@ pub enum Command {
     /// Stop a running capsule cleanly and wait until it has exited.
     #[command(long_about = STOP_ABOUT)]
     Stop(StopArgs),
+    /// Compile a capsule's components into the component cache before its first run.
+    #[command(long_about = WARM_ABOUT)]
+    Warm(WarmArgs),
     /// Print the WIT packages this mur serves, or write them to a folder.
     #[command(long_about = WIT_ABOUT)]
     Wit(WitArgs),
@@ -314,6 +317,25 @@ impl From<AfterTaskArg> for AfterTask {
             AfterTaskArg::Sleep => AfterTask::Sleep,
         }
     }
+}
+
+const WARM_ABOUT: &str = "Compile every component a capsule would load (its session loop, \
+driver, tools and hooks) into the component cache, so that its first mur run does not \
+spend its start compiling them. The built-in loop and drivers need no warming: mur \
+carries them compiled. The cache is MUR_CACHE_DIR, else $XDG_CACHE_HOME/mur, else \
+~/.cache/mur.
+
+Prints one line per component: compiled into mur itself, already in the cache, or \
+compiled now (with how long it took).";
+
+#[derive(clap::Args, Debug)]
+pub struct WarmArgs {
+    /// The capsule manifest whose components are compiled.
+    #[arg(long, default_value = "./murmur.yaml")]
+    pub manifest: PathBuf,
+    /// A session loop component to compile instead of the manifest's (as mur run --loop).
+    #[arg(long = "loop", value_name = "PATH.wasm")]
+    pub loop_path: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]

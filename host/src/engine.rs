@@ -10,9 +10,11 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
-use wasmtime::{Config, OptLevel};
 
 use crate::error::Error;
+
+mod config;
+mod precompiled;
 
 /// Epoch ticks per second: the granularity of component deadlines.
 pub const TICKS_PER_SECOND: u64 = 20;
@@ -41,7 +43,7 @@ impl Engine {
     /// --pool-slots`): no mmap per instantiation, and a ceiling the server reaches
     /// with a clear error rather than by exhausting the machine.
     pub fn with(pool: Option<Pool>) -> Result<Self, Error> {
-        let mut config = Config::new();
+        let mut config = config::base();
         if let Some(pool) = pool {
             config.allocation_strategy(pool.config());
             // Each slot reserves only what its largest memory may need, so thousands
@@ -49,9 +51,6 @@ impl Engine {
             config.memory_reservation(pool.memory_bytes);
             config.memory_guard_size(64 * 1024);
         }
-        config.wasm_component_model(true);
-        config.epoch_interruption(true);
-        config.cranelift_opt_level(OptLevel::Speed);
         let engine = wasmtime::Engine::new(&config).map_err(|e| {
             Error::new(
                 "E-RUN-001",
@@ -84,6 +83,11 @@ impl Engine {
         })
     }
 
+    /// Where compiled components are kept between runs, when anywhere.
+    pub fn cache_dir(&self) -> Option<&Path> {
+        self.cache_dir.as_deref()
+    }
+
     pub fn wasmtime(&self) -> &wasmtime::Engine {
         &self.engine
     }
@@ -105,13 +109,18 @@ impl Engine {
     /// Compiles `bytes`, or loads the compiled form cached by an earlier run. A cache
     /// that cannot be read or written only costs a compile.
     pub fn load(&self, bytes: &[u8], label: &str) -> Result<Component, Error> {
+        self.load_from(bytes, label).map(|(component, _)| component)
+    }
+
+    /// [`Engine::load`], saying where the compiled form came from.
+    fn load_from(&self, bytes: &[u8], label: &str) -> Result<(Component, Origin), Error> {
         let key = self.cache_key(bytes);
         if let Some(component) = self.in_memory().get(&key) {
-            return Ok(component.clone());
+            return Ok((component.clone(), Origin::Memory));
         }
-        let component = self.load_uncached(bytes, label, &key)?;
+        let (component, origin) = self.load_uncached(bytes, label, &key)?;
         self.in_memory().insert(key, component.clone());
-        Ok(component)
+        Ok((component, origin))
     }
 
     /// `component` linked by `link` (checked against its world, its imports resolved),
@@ -149,13 +158,21 @@ impl Engine {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn load_uncached(&self, bytes: &[u8], label: &str, key: &str) -> Result<Component, Error> {
+    fn load_uncached(
+        &self,
+        bytes: &[u8],
+        label: &str,
+        key: &str,
+    ) -> Result<(Component, Origin), Error> {
+        if let Some(component) = precompiled::load(&self.engine, bytes) {
+            return Ok((component, Origin::Binary));
+        }
         let cached = self.cache_dir.as_ref().map(|dir| dir.join(key));
         if let Some(path) = cached.as_deref().filter(|p| p.exists()) {
             // SAFETY: the file was written by `Component::serialize` of an engine with the
             // same compatibility hash (it is in the name), in the user's own cache dir.
             if let Ok(component) = unsafe { Component::deserialize_file(&self.engine, path) } {
-                return Ok(component);
+                return Ok((component, Origin::Cache));
             }
         }
         let component = Component::new(&self.engine, bytes).map_err(|e| {
@@ -168,16 +185,36 @@ impl Engine {
         if let Some(path) = cached {
             store_in_cache(&component, &path);
         }
-        Ok(component)
+        Ok((component, Origin::Compiled))
     }
 
     /// Loads several components at once: at a cold start their compiles overlap.
     /// Results come back in the order given.
     pub fn load_all(&self, sources: &[(Vec<u8>, String)]) -> Vec<Result<Component, Error>> {
+        self.each(sources, |bytes, label| self.load(bytes, label))
+    }
+
+    /// [`Engine::load_all`] for `mur warm`: where each compiled form came from and how
+    /// long it took.
+    pub fn warm(&self, sources: &[(Vec<u8>, String)]) -> Vec<Result<(Origin, Duration), Error>> {
+        self.each(sources, |bytes, label| {
+            let started = std::time::Instant::now();
+            self.load_from(bytes, label)
+                .map(|(_, origin)| (origin, started.elapsed()))
+        })
+    }
+
+    /// `load` applied to every source on a thread of its own, results in order.
+    fn each<T: Send>(
+        &self,
+        sources: &[(Vec<u8>, String)],
+        load: impl Fn(&[u8], &str) -> Result<T, Error> + Sync,
+    ) -> Vec<Result<T, Error>> {
+        let load = &load;
         std::thread::scope(|scope| {
             let handles: Vec<_> = sources
                 .iter()
-                .map(|(bytes, label)| scope.spawn(move || self.load(bytes, label)))
+                .map(|(bytes, label)| scope.spawn(move || load(bytes, label)))
                 .collect();
             handles
                 .into_iter()
@@ -198,6 +235,19 @@ impl Engine {
             .hash(&mut hasher);
         format!("{}-{:016x}.cwasm", hex(&digest[..16]), hasher.finish())
     }
+}
+
+/// Where a loaded component's compiled form came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Already loaded by this process.
+    Memory,
+    /// Compiled when `mur` was built, carried in the binary (the built-in components).
+    Binary,
+    /// Compiled by an earlier run, read from the component cache.
+    Cache,
+    /// Compiled now, and stored in the cache when there is one.
+    Compiled,
 }
 
 /// The instance pool: how many of everything, and the largest memory one may have.

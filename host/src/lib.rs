@@ -52,5 +52,6 @@ mod threads;
 mod tools;
 mod trace;
 mod upstream;
+pub mod warm;
 mod wire;
 mod workdir;

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use mur::{check, cli, client, kit, run, serve};
+use mur::{check, cli, client, kit, run, serve, warm};
 
 /// Blocks of 256 KiB and more are mapped for themselves and unmapped when freed.
 /// glibc otherwise raises that threshold as big blocks are freed and serves them from
@@ -39,6 +39,7 @@ fn main() -> ExitCode {
             cli::Command::Serve(args) => serve::serve(args).await,
             cli::Command::Watch(args) => client::watch(args).await,
             cli::Command::Stop(args) => client::stop(args).await,
+            cli::Command::Warm(args) => warm::run(&args),
             cli::Command::Wit(args) => kit::wit::run(args),
             cli::Command::New(args) => kit::new::run(args),
             cli::Command::Component(cli::ComponentCommand::Check(args)) => check::check(&args),

@@ -22,6 +22,7 @@ mod deadlines;
 mod deploy;
 mod detached;
 mod drivers;
+mod first_run;
 mod hooks;
 mod hygiene;
 mod input;

@@ -49,31 +49,15 @@ pub(super) async fn stage(
         each: m.capabilities.memory_bytes,
         shared: shared_memory,
     };
-    let (loop_bytes, session_loop) = chosen_loop::choose(m, loop_path)?;
-    let (driver_bytes, driver_label, driver_config) = driver_source(m)?;
-    let mut sources = vec![
-        (loop_bytes, session_loop.label.clone()),
-        (driver_bytes, driver_label.clone()),
-    ];
-    let tool_artifacts: Vec<_> = m
-        .artifacts
-        .iter()
-        .filter(|a| a.runtime == Runtime::Tool)
-        .collect();
-    for artifact in &tool_artifacts {
-        let label = format!("tool artifact '{}'", artifact.name);
-        sources.push((read_component(&artifact.source, &label)?, label));
-    }
-    let hook_artifacts: Vec<_> = m
-        .artifacts
-        .iter()
-        .filter(|a| a.runtime == Runtime::Hook)
-        .collect();
-    for artifact in &hook_artifacts {
-        let label = format!("hook artifact '{}'", artifact.name);
-        sources.push((read_component(&artifact.source, &label)?, label));
-    }
-    let mut compiled = engine.load_all(&sources).into_iter();
+    let Sources {
+        list,
+        session_loop,
+        driver_label,
+        driver_config,
+    } = sources(m, loop_path)?;
+    let tool_artifacts = artifacts(m, Runtime::Tool);
+    let hook_artifacts = artifacts(m, Runtime::Hook);
+    let mut compiled = engine.load_all(&list).into_iter();
     let mut next = || {
         compiled
             .next()
@@ -166,6 +150,44 @@ pub(super) async fn stage(
 }
 
 /// The driver component's bytes, label and configuration.
+/// Every component a capsule compiles, in the order staging takes them: its loop, its
+/// driver, its tool artifacts, then its hook artifacts.
+pub(super) struct Sources {
+    /// Each component's bytes, with how errors name it.
+    pub list: Vec<(Vec<u8>, String)>,
+    pub session_loop: LoopIdentity,
+    pub driver_label: String,
+    pub driver_config: serde_json::Value,
+}
+
+pub(super) fn sources(m: &Manifest, loop_path: Option<&Path>) -> Result<Sources, Error> {
+    let (loop_bytes, session_loop) = chosen_loop::choose(m, loop_path)?;
+    let (driver_bytes, driver_label, driver_config) = driver_source(m)?;
+    let mut list = vec![
+        (loop_bytes, session_loop.label.clone()),
+        (driver_bytes, driver_label.clone()),
+    ];
+    for (runtime, kind) in [(Runtime::Tool, "tool"), (Runtime::Hook, "hook")] {
+        for artifact in artifacts(m, runtime) {
+            let label = format!("{kind} artifact '{}'", artifact.name);
+            list.push((read_component(&artifact.source, &label)?, label));
+        }
+    }
+    Ok(Sources {
+        list,
+        session_loop,
+        driver_label,
+        driver_config,
+    })
+}
+
+fn artifacts(m: &Manifest, runtime: Runtime) -> Vec<&manifest::Artifact> {
+    m.artifacts
+        .iter()
+        .filter(|a| a.runtime == runtime)
+        .collect()
+}
+
 fn driver_source(m: &Manifest) -> Result<(Vec<u8>, String, serde_json::Value), Error> {
     match &m.inference.driver {
         DriverRef::Builtin { name, script } if name == "scripted" => {

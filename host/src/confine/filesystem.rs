@@ -170,6 +170,16 @@ fn config_rules() -> Vec<PathBuf> {
     }
 }
 
+/// Starts [`config_rules`] on a thread of its own, so that the walk of `/etc` (a
+/// thousand entries and more on a desktop) overlaps with loading the components instead
+/// of adding to the launch: the ruleset, built once the workdir exists, waits for it at
+/// most.
+pub fn walk_config_ahead() {
+    let _ = std::thread::Builder::new()
+        .name("mur-etc-walk".into())
+        .spawn(|| drop(config_rules()));
+}
+
 /// How long a walk of `/etc` stands for the sessions that start after it.
 const CONFIG_FRESH: Duration = Duration::from_secs(30);
 

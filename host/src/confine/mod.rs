@@ -183,6 +183,7 @@ impl Jail {
         let kernel = if class == Class::Advisory {
             Kernel::unprobed()
         } else {
+            filesystem::walk_config_ahead();
             Kernel::probe()
         };
         kernel.backs(class)?;

@@ -1,0 +1,79 @@
+//! The built-in components, compiled when `mur` itself was built: the first run on a
+//! machine loads them as a warm run would, instead of compiling them first.
+//!
+//! The build script compiles each with the settings of [`super::config::base`]. An
+//! engine with other settings (a pooled one, under `mur serve --pool-slots`) or a CPU
+//! lacking a feature the build machine had is refused by wasmtime's own check, and the
+//! component is compiled and cached as any other.
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+
+// `PRECOMPILED: &[(&str, &[u8])]`: the sha-256 (hex) of each built-in `.wasm`, with
+// its compiled form.
+include!(concat!(env!("OUT_DIR"), "/precompiled.rs"));
+
+/// `bytes` compiled at build time, when they are a built-in component and this engine
+/// can load what the build compiled.
+pub fn load(engine: &wasmtime::Engine, bytes: &[u8]) -> Option<Component> {
+    let compiled = find(bytes)?;
+    // SAFETY: the bytes were written by `Engine::precompile_component` of this very
+    // build and travel inside the binary; wasmtime checks that they match this engine's
+    // version, target and settings before using them.
+    unsafe { Component::deserialize(engine, compiled) }.ok()
+}
+
+fn find(bytes: &[u8]) -> Option<&'static [u8]> {
+    if PRECOMPILED.is_empty() {
+        return None;
+    }
+    let digest = hex(&Sha256::digest(bytes));
+    PRECOMPILED
+        .iter()
+        .find(|(sha, _)| *sha == digest)
+        .map(|(_, compiled)| *compiled)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builtin;
+
+    fn engine() -> wasmtime::Engine {
+        wasmtime::Engine::new(&super::super::config::base()).expect("an engine")
+    }
+
+    #[test]
+    fn every_built_in_component_loads_precompiled() {
+        let engine = engine();
+        for (name, bytes) in [
+            ("session loop", builtin::SESSION_LOOP),
+            ("scripted driver", builtin::SCRIPTED_DRIVER),
+            ("openai driver", builtin::OPENAI_DRIVER),
+            ("anthropic driver", builtin::ANTHROPIC_DRIVER),
+            ("memory hook", builtin::MEMORY_HOOK),
+            ("gatekeeper hook", builtin::GATEKEEPER_HOOK),
+        ] {
+            assert!(find(bytes).is_some(), "{name} was not precompiled");
+            assert!(load(&engine, bytes).is_some(), "{name} did not load");
+        }
+    }
+
+    #[test]
+    fn other_bytes_are_not_found() {
+        assert!(find(b"\0asm not a built-in").is_none());
+    }
+
+    #[test]
+    fn an_engine_with_other_settings_refuses_them() {
+        // Code compiled to check the epoch cannot run where nothing advances it.
+        let mut config = super::super::config::base();
+        config.epoch_interruption(false);
+        let other = wasmtime::Engine::new(&config).expect("an engine");
+        assert!(load(&other, builtin::SESSION_LOOP).is_none());
+    }
+}
