@@ -47,13 +47,20 @@ impl Kernel {
     }
 
     fn probe_now() -> Kernel {
+        // Each namespace probe forks and waits for its child: side by side, the launch
+        // waits for one of them, not both.
+        let (user_namespaces, mount_namespaces) = std::thread::scope(|scope| {
+            let mount = scope.spawn(|| {
+                try_unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNS)
+            });
+            let user = try_unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID);
+            (user, mount.join().unwrap_or(Err(0)))
+        });
         Kernel {
             landlock_abi: landlock_abi(),
             seccomp: seccomp_available(),
-            user_namespaces: try_unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID),
-            mount_namespaces: try_unshare(
-                libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNS,
-            ),
+            user_namespaces,
+            mount_namespaces,
             x32: x32_enabled(),
         }
     }

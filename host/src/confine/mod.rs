@@ -15,6 +15,7 @@
 //! - `explain`: what a command can reach, in words, for `--explain-scope` and MURMUR.md.
 
 mod child;
+mod etc;
 pub mod explain;
 mod filesystem;
 mod kernel;
@@ -183,7 +184,7 @@ impl Jail {
         let kernel = if class == Class::Advisory {
             Kernel::unprobed()
         } else {
-            filesystem::walk_config_ahead();
+            etc::walk_ahead();
             Kernel::probe()
         };
         kernel.backs(class)?;
