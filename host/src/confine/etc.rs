@@ -181,32 +181,55 @@ fn read_sorted(dir: &Path, depth: usize) -> Vec<Entry> {
         .collect()
 }
 
-/// Where links lead, as `canonicalize` says, with the directories on the way resolved
-/// once for all the links that go through them (`ssl/certs` holds hundreds).
+/// Where links lead, as `canonicalize` says, with each folder on the way and each link
+/// resolved once for all the links that go through them (`ssl/certs` holds hundreds of
+/// links to links).
 #[derive(Default)]
 struct Resolver {
     dirs: HashMap<PathBuf, Option<PathBuf>>,
+    links: HashMap<PathBuf, Option<PathBuf>>,
 }
+
+/// As many links in a row as the kernel follows before it gives up (`ELOOP`).
+const MAX_CHAIN: usize = 40;
 
 impl Resolver {
     fn resolve(&mut self, link: &Path) -> Option<PathBuf> {
+        self.resolve_chain(link, 0)
+    }
+
+    fn resolve_chain(&mut self, link: &Path, chain: usize) -> Option<PathBuf> {
+        if let Some(known) = self.links.get(link) {
+            return known.clone();
+        }
+        let resolved = self.follow(link, chain);
+        self.links.insert(link.to_path_buf(), resolved.clone());
+        resolved
+    }
+
+    fn follow(&mut self, link: &Path, chain: usize) -> Option<PathBuf> {
+        if chain >= MAX_CHAIN {
+            return None;
+        }
         let joined = link.parent()?.join(std::fs::read_link(link).ok()?);
         let (Some(parent), Some(name)) = (joined.parent(), joined.file_name()) else {
             return joined.canonicalize().ok();
         };
-        let real_parent = self
-            .dirs
-            .entry(parent.to_path_buf())
-            .or_insert_with(|| parent.canonicalize().ok())
-            .clone()?;
+        let real_parent = self.real_dir(parent)?;
         let candidate = real_parent.join(name);
         let meta = std::fs::symlink_metadata(&candidate).ok()?;
         if meta.file_type().is_symlink() {
-            // A chain: the rare case, left to the kernel's own resolution.
-            candidate.canonicalize().ok()
+            self.resolve_chain(&candidate, chain + 1)
         } else {
             Some(candidate)
         }
+    }
+
+    fn real_dir(&mut self, dir: &Path) -> Option<PathBuf> {
+        self.dirs
+            .entry(dir.to_path_buf())
+            .or_insert_with(|| dir.canonicalize().ok())
+            .clone()
     }
 }
 
@@ -338,6 +361,8 @@ mod tests {
         symlink("b-link", dir.join("b")).unwrap();
         symlink(outside.join("via/b.pem"), dir.join("b-link")).unwrap();
         symlink(outside.join("via/../real/secret"), dir.join("s")).unwrap();
+        symlink("loop-b", dir.join("loop-a")).unwrap();
+        symlink("loop-a", dir.join("loop-b")).unwrap();
         mode(&dir, 0o755);
         let real = outside.join("real").canonicalize().unwrap();
         let mut rules = readable(&dir);
@@ -346,7 +371,7 @@ mod tests {
             rules,
             vec![dir.clone(), real.join("a.pem"), real.join("b.pem")]
         );
-        for link in ["a", "b", "b-link", "s"] {
+        for link in ["a", "b", "b-link", "s", "loop-a"] {
             let mut resolver = Resolver::default();
             assert_eq!(
                 resolver.resolve(&dir.join(link)),
