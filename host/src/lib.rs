@@ -52,5 +52,6 @@ mod threads;
 mod tools;
 mod trace;
 mod upstream;
+mod webview;
 mod wire;
 mod workdir;

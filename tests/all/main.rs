@@ -43,6 +43,7 @@ mod stream;
 mod stream_served;
 mod upstream;
 mod watch;
+mod webview;
 // `mur watch` and `mur stop` again, against capsules hosted by `mur serve`.
 #[path = "watch.rs"]
 #[expect(
