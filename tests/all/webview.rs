@@ -219,7 +219,8 @@ fn in_a_browser_a_task_streams_asks_resumes_cancels_and_replays() {
         "<untrusted-content source=tool:ask>\nREADME.md\n</untrusted-content>"
     );
     assert_eq!(first["replies"], json!(["README.md describes the build."]));
-    assert_eq!(first["asks"], json!([]), "the answer box is gone once resumed");
+    assert_eq!(first["asks"], json!(["Which file should I read?"]));
+    assert_eq!(first["answerBoxes"], 0, "the answer box is gone once resumed");
     assert_eq!(first["cancelVisible"], false);
 
     // The canceled task.
@@ -234,16 +235,17 @@ fn in_a_browser_a_task_streams_asks_resumes_cancels_and_replays() {
         .iter()
         .map(|e| e["exit_status"].as_str().unwrap_or_default().to_string())
         .collect();
-    assert_eq!(ends, ["completed", "canceled"], "what the capsule recorded");
+    assert_eq!(ends, ["ok", "canceled"], "what the capsule recorded");
 
     // Reconnecting shows nothing twice.
+    assert_eq!(seen["reconnected"], 1);
     assert_eq!(seen["afterDrop"], seen["afterCancel"], "{seen:#}");
     // A reload replays both tasks; only the first `working` frame of each (id 0, which
     // a replay from 0 never holds, says the protocol) is missing.
     let reloaded = seen["afterReload"].as_array().unwrap();
     assert_eq!(reloaded.len(), 2, "{seen:#}");
     for (before, after) in tasks.iter().zip(reloaded) {
-        for key in ["id", "state", "replies", "tools", "asks"] {
+        for key in ["id", "state", "replies", "tools", "asks", "answerBoxes"] {
             assert_eq!(before[key], after[key], "{key} after reload: {seen:#}");
         }
         let mut entries = before["entries"].as_array().unwrap().clone();

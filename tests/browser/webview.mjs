@@ -64,6 +64,7 @@ async function tasks(page) {
         content: li.querySelector('pre').textContent,
       })),
       asks: Array.from(item.querySelectorAll('.timeline > li.ask .reply'), (p) => p.textContent),
+      answerBoxes: item.querySelectorAll('.timeline > li.ask form').length,
       cancelVisible: !item.querySelector('header button').hidden,
     })),
   );
@@ -91,7 +92,7 @@ async function capsule() {
     await first.locator('li.ask form textarea').fill('README.md');
     await first.locator('li.ask form button').click();
     await first.locator('.badge', { hasText: 'completed' }).waitFor();
-    await first.locator('li.ask').waitFor({ state: 'detached' });
+    await first.locator('li.ask form').waitFor({ state: 'detached' });
     seen.afterAnswer = await tasks(page);
 
     // A second task waits for input; it is canceled from the page. The screenshot is
@@ -108,9 +109,11 @@ async function capsule() {
     seen.afterCancel = await tasks(page);
 
     // A dropped connection reconnects and replays without showing anything twice.
+    const before = await page.evaluate(() => window.murView.connections());
     await page.evaluate(() => window.murView.drop());
-    await page.waitForSelector('#conn[data-state="waiting"], #conn[data-state="down"]');
+    await page.waitForFunction((n) => window.murView.connections() > n, before);
     await live(page);
+    seen.reconnected = (await page.evaluate(() => window.murView.connections())) - before;
     await page.waitForTimeout(500);
     seen.afterDrop = await tasks(page);
 

@@ -140,6 +140,7 @@
   const shown = new Map();
   let watching = null;
   let retries = 0;
+  let connections = 0;
 
   function frameKey(frame) {
     return frame.event + '\u0000' + frame.id + '\u0000' + frame.data;
@@ -201,6 +202,7 @@
       case 'connection-ack': {
         const ack = parse(frame.data) || {};
         retries = 0;
+        connections += 1;
         setConn('live', 'live' + (ack.conversation_mode ? ' · ' + ack.conversation_mode : ''));
         return;
       }
@@ -287,6 +289,7 @@
     task.text = null;
     task.thinking = null;
     if (state !== 'input-required' && task.ask) {
+      // The question stays in the timeline; only its answer box goes.
       task.ask.remove();
       task.ask = null;
     }
@@ -354,7 +357,7 @@
 
   function askBox(task, prompt) {
     if (task.ask) task.ask.remove();
-    const item = entry(task, 'ask', 'input required');
+    const item = entry(task, 'ask', 'asked');
     item.append(el('p', 'reply', prompt));
     const form = el('form');
     const fieldId = 'answer-' + task.id;
@@ -376,7 +379,7 @@
       answer(task, input.value, button, note);
     });
     item.append(form);
-    task.ask = item;
+    task.ask = form;
   }
 
   // The context id is on the task's earlier status frames; a page that attached
@@ -549,6 +552,8 @@
   // What a test (or a curious user in the console) can do: drop the watch connection
   // to see the page reconnect and replay.
   window.murView = {
+    // How many watch connections the capsule acknowledged so far.
+    connections: () => connections,
     drop() {
       if (watching) watching.abort();
       watching = null;
