@@ -221,6 +221,7 @@ fn in_a_browser_a_task_streams_asks_resumes_cancels_and_replays() {
     assert_eq!(first["replies"], json!(["README.md describes the build."]));
     assert_eq!(first["asks"], json!(["Which file should I read?"]));
     assert_eq!(first["answerBoxes"], 0, "the answer box is gone once resumed");
+    assert_eq!(first["answered"], json!(["answered: README.md"]));
     assert_eq!(first["cancelVisible"], false);
 
     // The canceled task.

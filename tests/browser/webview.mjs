@@ -65,6 +65,7 @@ async function tasks(page) {
       })),
       asks: Array.from(item.querySelectorAll('.timeline > li.ask .reply'), (p) => p.textContent),
       answerBoxes: item.querySelectorAll('.timeline > li.ask form').length,
+      answered: Array.from(item.querySelectorAll('.timeline > li.ask p.meta'), (p) => p.textContent),
       cancelVisible: !item.querySelector('header button').hidden,
     })),
   );

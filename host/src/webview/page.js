@@ -376,7 +376,7 @@
     form.append(label, input, row);
     form.addEventListener('submit', (event) => {
       event.preventDefault();
-      answer(task, input.value, button, note);
+      answer(task, item, form, input.value, button, note);
     });
     item.append(form);
     task.ask = form;
@@ -434,7 +434,7 @@
     return 'web-' + Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
   }
 
-  async function answer(task, value, button, note) {
+  async function answer(task, item, form, value, button, note) {
     if (!value.trim()) return;
     button.disabled = true;
     note.textContent = 'sending…';
@@ -442,6 +442,9 @@
       const contextId = await contextOf(task);
       const failed = await submit({ messageId: messageId(), role: 'user', parts: [{ text: value }], contextId });
       note.textContent = failed ? 'not sent: ' + failed : 'sent';
+      // What this page answered stays beside the question (another page's answer
+      // is not in any frame, so it shows only here).
+      if (!failed) item.insertBefore(el('p', 'meta', 'answered: ' + value), form.parentNode === item ? form : null);
     } catch (error) {
       note.textContent = 'not sent: ' + error.message;
     }
@@ -475,7 +478,12 @@
       try {
         const failed = await submit({ messageId: messageId(), role: 'user', parts: [{ text: value }] });
         note.textContent = failed ? 'not sent: ' + failed : 'sent';
-        if (!failed) input.value = '';
+        if (!failed) {
+          input.value = '';
+          setTimeout(() => {
+            if (note.textContent === 'sent') note.textContent = '';
+          }, 4000);
+        }
       } catch (error) {
         note.textContent = 'not sent: ' + error.message;
       }
