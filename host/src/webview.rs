@@ -128,8 +128,7 @@ pub fn reply(view: View, request: &Request) -> Reply {
 
 /// Standard base64 with padding, as CSP hash sources are written.
 fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] =
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
         let n = chunk
@@ -164,7 +163,8 @@ mod tests {
 
     #[test]
     fn only_an_explicit_text_html_gets_the_page() {
-        let chromium = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8";
+        let chromium =
+            "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8";
         assert!(wants_page(&get(Some(chromium))));
         assert!(wants_page(&get(Some("TEXT/HTML"))));
         assert!(wants_page(&get(Some("application/json, text/html;q=0.5"))));
@@ -202,8 +202,14 @@ mod tests {
         assert_eq!(script, SCRIPT);
         assert_eq!(style, CSS);
         let hash = |text: &str| base64(&Sha256::digest(text.as_bytes()));
-        assert!(page.policy.contains(&format!("script-src 'sha256-{}'", hash(&script))));
-        assert!(page.policy.contains(&format!("style-src 'sha256-{}'", hash(&style))));
+        assert!(
+            page.policy
+                .contains(&format!("script-src 'sha256-{}'", hash(&script)))
+        );
+        assert!(
+            page.policy
+                .contains(&format!("style-src 'sha256-{}'", hash(&style)))
+        );
         // One script and one style element, and nothing that would run outside them.
         assert_eq!(body.matches("<script").count(), 1);
         assert_eq!(body.matches("<style").count(), 1);

@@ -54,7 +54,10 @@ fn get(address: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
 /// inline style and script, no sniffing, revalidated by its ETag.
 fn assert_page(reply: &Reply, view: &str) {
     assert_eq!(reply.status, 200, "{reply:?}");
-    assert_eq!(reply.header("content-type"), Some("text/html; charset=utf-8"));
+    assert_eq!(
+        reply.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
     let policy = reply.header("content-security-policy").unwrap();
     assert!(
         policy.starts_with("default-src 'none'; script-src 'sha256-"),
@@ -108,12 +111,16 @@ fn mur_run_serves_the_page_to_a_browser_and_every_other_request_as_before() {
     assert!(held.body.is_empty());
 
     // Other GETs: the plain 404 they always had.
-    for accept in [None, Some("*/*"), Some("application/json"), Some("text/html;q=0")] {
+    for accept in [
+        None,
+        Some("*/*"),
+        Some("application/json"),
+        Some("text/html;q=0"),
+    ] {
         let headers: Vec<(&str, &str)> = accept.map(|a| ("accept", a)).into_iter().collect();
         let reply = get(address, "/", &headers);
         assert_eq!(
-            reply.head,
-            "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close",
+            reply.head, "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close",
             "accept {accept:?}"
         );
     }
@@ -133,16 +140,23 @@ fn mur_run_serves_the_page_to_a_browser_and_every_other_request_as_before() {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "stream/watch", "params": {}});
     let mut socket = post(
         address,
-        &[("content-type", "application/json"), ("accept", "text/html")],
+        &[
+            ("content-type", "application/json"),
+            ("accept", "text/html"),
+        ],
         &body.to_string(),
     );
     let mut head = vec![0u8; SSE_HEAD.len()];
     std::io::Read::read_exact(&mut socket, &mut head).unwrap();
     assert_eq!(String::from_utf8(head).unwrap(), SSE_HEAD);
-    let cancel = json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/cancel", "params": {"id": "tsk_none"}});
+    let cancel =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/cancel", "params": {"id": "tsk_none"}});
     let reply = read_to_close(post(
         address,
-        &[("content-type", "application/json"), ("accept", "text/html")],
+        &[
+            ("content-type", "application/json"),
+            ("accept", "text/html"),
+        ],
         &cancel.to_string(),
     ));
     assert_eq!(
@@ -181,7 +195,10 @@ fn mur_serve_serves_the_page_at_a_capsule_and_the_list_at_its_root_without_capsu
     assert!(!root.body.contains(&hosted.id));
     assert_eq!(get(address, "/", &[("accept", "*/*")]).status, 404);
     let admin = get(address, "/admin/capsules", &[("accept", "text/html")]);
-    assert_eq!(admin.status, 401, "the admin API is not the page: {admin:?}");
+    assert_eq!(
+        admin.status, 401,
+        "the admin API is not the page: {admin:?}"
+    );
     assert_eq!(
         get(address, "/healthz", &[("accept", "text/html")]).body,
         "ok\n"
@@ -204,7 +221,10 @@ fn in_a_browser_a_task_streams_asks_resumes_cancels_and_replays() {
     assert_eq!(seen["title"], "web-view-demo");
     assert_eq!(seen["askedState"], "input-required");
     assert!(
-        seen["csp"].as_str().unwrap().starts_with("default-src 'none'"),
+        seen["csp"]
+            .as_str()
+            .unwrap()
+            .starts_with("default-src 'none'"),
         "{seen}"
     );
     assert_eq!(seen["console"], json!([]), "no errors, no CSP violations");
@@ -220,7 +240,10 @@ fn in_a_browser_a_task_streams_asks_resumes_cancels_and_replays() {
     );
     assert_eq!(first["replies"], json!(["README.md describes the build."]));
     assert_eq!(first["asks"], json!(["Which file should I read?"]));
-    assert_eq!(first["answerBoxes"], 0, "the answer box is gone once resumed");
+    assert_eq!(
+        first["answerBoxes"], 0,
+        "the answer box is gone once resumed"
+    );
     assert_eq!(first["answered"], json!(["answered: README.md"]));
     assert_eq!(first["cancelVisible"], false);
 
@@ -253,9 +276,16 @@ fn in_a_browser_a_task_streams_asks_resumes_cancels_and_replays() {
         assert_eq!(entries.remove(0), "status", "{before:#}");
         assert_eq!(after["entries"], json!(entries), "{seen:#}");
     }
-    assert_eq!(seen["dark"], "rgb(21, 22, 24)", "the dark scheme is followed");
+    assert_eq!(
+        seen["dark"], "rgb(21, 22, 24)",
+        "the dark scheme is followed"
+    );
     let bytes = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
-    assert!(bytes > 10_000, "a screenshot of the page: {}", shot.display());
+    assert!(
+        bytes > 10_000,
+        "a screenshot of the page: {}",
+        shot.display()
+    );
 }
 
 #[test]

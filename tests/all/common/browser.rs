@@ -79,11 +79,12 @@ impl Browser {
 
 fn install() -> Result<Browser, String> {
     if !Path::new(CHROMIUM).exists() {
-        return Err(format!(
-            "{CHROMIUM} is missing (apt-get install chromium)"
-        ));
+        return Err(format!("{CHROMIUM} is missing (apt-get install chromium)"));
     }
-    run_bounded(Command::new(CHROMIUM).arg("--version"), "chromium --version")?;
+    run_bounded(
+        Command::new(CHROMIUM).arg("--version"),
+        "chromium --version",
+    )?;
     run_bounded(Command::new("node").arg("--version"), "node --version")?;
     let home = repo().join("target").join("browser");
     let npm = home.join("npm");
