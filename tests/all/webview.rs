@@ -211,7 +211,8 @@ fn in_a_browser_a_task_streams_asks_resumes_cancels_and_replays() {
         return;
     };
     let capsule = capsule("webview-browser");
-    let running = capsule.spawn(QUEUE);
+    // Heartbeats every 200 ms: the page reads past them throughout.
+    let running = capsule.spawn_env(QUEUE, &[("MUR_HEARTBEAT_MS", "200")]);
     let url = format!("http://{}/", running.address);
     let shot = browser::output("web-view.png");
     let _ = std::fs::remove_file(&shot);
@@ -262,6 +263,7 @@ fn in_a_browser_a_task_streams_asks_resumes_cancels_and_replays() {
     assert_eq!(ends, ["ok", "canceled"], "what the capsule recorded");
 
     // Reconnecting shows nothing twice.
+    assert_eq!(seen["lost"], "connection lost; retrying in 1 s");
     assert_eq!(seen["reconnected"], 1);
     assert_eq!(seen["afterDrop"], seen["afterCancel"], "{seen:#}");
     // A reload replays both tasks; only the first `working` frame of each (id 0, which

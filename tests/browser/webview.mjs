@@ -112,6 +112,8 @@ async function capsule() {
     // A dropped connection reconnects and replays without showing anything twice.
     const before = await page.evaluate(() => window.murView.connections());
     await page.evaluate(() => window.murView.drop());
+    await page.waitForSelector('#conn[data-state="down"]');
+    seen.lost = await page.textContent('#conn');
     await page.waitForFunction((n) => window.murView.connections() > n, before);
     await live(page);
     seen.reconnected = (await page.evaluate(() => window.murView.connections())) - before;

@@ -562,11 +562,10 @@
   window.murView = {
     // How many watch connections the capsule acknowledged so far.
     connections: () => connections,
+    // Breaks the connection as a network would: the page goes through its usual
+    // loss, wait and reconnect.
     drop() {
       if (watching) watching.abort();
-      watching = null;
-      retries = 0;
-      setTimeout(watch, 100);
     },
   };
 
