@@ -298,9 +298,10 @@ fn in_a_browser_the_serve_list_wants_the_admin_token_and_a_capsule_its_own() {
     let served = Served::start("webview-serve-browser");
     let hosted = served.create_scripted("webview-listed", "turns:\n  - text: hi\n");
     let url = format!("http://{}/", served.address);
+    let shot = browser::output("web-view-serve.png");
     let seen = browser.scenario(
         "fleet",
-        &[&url],
+        &[&url, shot.to_str().unwrap()],
         &[
             ("MUR_ADMIN_TOKEN", served.admin_token.as_str()),
             ("MUR_CAPSULE_TOKEN", hosted.token.as_deref().unwrap()),

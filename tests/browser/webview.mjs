@@ -3,7 +3,7 @@
 // capsule or server, runs this, and checks the line.
 //
 //   node webview.mjs capsule URL SCREENSHOT   a mur run capsule's page
-//   node webview.mjs fleet URL                mur serve's root; MUR_ADMIN_TOKEN and
+//   node webview.mjs fleet URL [SCREENSHOT]   mur serve's root; MUR_ADMIN_TOKEN and
 //                                             MUR_CAPSULE_TOKEN in the environment
 //
 // Every wait is bounded; a failure prints {"error": ..., "stack": ..., "seen": ...}.
@@ -172,6 +172,7 @@ async function fleet() {
     await page.reload();
     await page.waitForSelector('#capsules li a');
     seen.askedAfterReload = await page.isVisible('#token-box');
+    if (screenshot) await page.screenshot({ path: screenshot, fullPage: true });
 
     // The capsule's page asks for the capsule's own token.
     await page.click('#capsules li a');

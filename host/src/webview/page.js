@@ -245,7 +245,6 @@
     const head = el('header');
     const title = el('h2', null, id);
     const badge = el('span', 'badge', 'seen');
-    badge.setAttribute('aria-label', 'state');
     const cancel = el('button', 'danger', 'Cancel');
     cancel.type = 'button';
     cancel.setAttribute('aria-label', 'Cancel task ' + id);
