@@ -291,6 +291,45 @@ fn in_a_browser_a_task_streams_asks_resumes_cancels_and_replays() {
 }
 
 #[test]
+fn in_a_browser_a_replay_that_lost_frames_says_so_and_shows_what_is_left() {
+    let Some(browser) = Browser::get() else {
+        return;
+    };
+    // One reply of 600 chunks: with its status frames, more than the 512 frames the
+    // replay buffer keeps, so a page that attaches afterwards gets a `gap` first.
+    let chunks: Vec<String> = (0..600).map(|n| format!("c{n} ")).collect();
+    let script = format!("turns:\n  - chunks: {}\n", json!(chunks));
+    let capsule = Capsule::new(
+        "webview-gap",
+        "name: web-view-gap\nversion: \"0.1.0\"\ninference:\n  driver: scripted\n  script: ./script.yaml\n  model: scripted-test\n",
+        &script,
+    );
+    let running = capsule.spawn(QUEUE);
+    let finished = read_to_close(post(
+        &running.address,
+        &[("content-type", "application/json")],
+        &message_stream_body("go"),
+    ));
+    assert!(finished.contains("\"state\":\"completed\""), "{finished}");
+
+    let url = format!("http://{}/", running.address);
+    let seen = browser.scenario("gap", &[&url], &[]);
+    let notice = seen["notice"].as_str().unwrap_or_default();
+    assert!(
+        notice.starts_with("Earlier frames may be gone") && notice.contains("oldest it has is id"),
+        "{seen:#}"
+    );
+    let task = &seen["tasks"][0];
+    assert_eq!(task["state"], "completed");
+    // What is left of the reply: its last chunks, each once, ending with the last.
+    let reply = task["replies"][0].as_str().unwrap();
+    let all: String = chunks.concat();
+    assert!(all.ends_with(reply) && reply.len() < all.len(), "{reply:?}");
+    assert!(reply.ends_with("c599 "), "{reply:?}");
+    assert_eq!(seen["console"], json!([]));
+}
+
+#[test]
 fn in_a_browser_the_serve_list_wants_the_admin_token_and_a_capsule_its_own() {
     let Some(browser) = Browser::get() else {
         return;

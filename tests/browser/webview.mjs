@@ -3,6 +3,7 @@
 // capsule or server, runs this, and checks the line.
 //
 //   node webview.mjs capsule URL SCREENSHOT   a mur run capsule's page
+//   node webview.mjs gap URL                  a capsule whose buffer lost frames
 //   node webview.mjs fleet URL [SCREENSHOT]   mur serve's root; MUR_ADMIN_TOKEN and
 //                                             MUR_CAPSULE_TOKEN in the environment
 //
@@ -145,6 +146,23 @@ async function darkBackground(context) {
   return colour;
 }
 
+// A page opened after the capsule's buffer evicted a task's first frames.
+async function gap() {
+  const { context, profile } = await launch();
+  try {
+    const page = context.pages()[0] || (await context.newPage());
+    watchConsole(page);
+    await page.goto(url);
+    await live(page);
+    await page.locator('#tasks > li.task .badge', { hasText: 'completed' }).waitFor();
+    seen.notice = (await page.isVisible('#notice')) ? await page.textContent('#notice') : null;
+    seen.tasks = await tasks(page);
+  } finally {
+    await context.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+}
+
 async function fleet() {
   const { context, profile } = await launch();
   try {
@@ -197,6 +215,7 @@ const timer = setTimeout(() => {
 try {
   if (scenario === 'capsule') await capsule();
   else if (scenario === 'fleet') await fleet();
+  else if (scenario === 'gap') await gap();
   else throw new Error('unknown scenario ' + scenario);
   print(seen);
   clearTimeout(timer);
