@@ -43,7 +43,6 @@ mod stream;
 mod stream_served;
 mod upstream;
 mod watch;
-mod webview;
 // `mur watch` and `mur stop` again, against capsules hosted by `mur serve`.
 #[path = "watch.rs"]
 #[expect(
@@ -51,6 +50,7 @@ mod webview;
     reason = "the same tests, compiled for the other host"
 )]
 mod watch_served;
+mod webview;
 
 /// The test that exercises each guest component of the workspace. `for_each_guest!`
 /// names every guest `host/build.rs` found among the members, so a guest added without

@@ -17,8 +17,9 @@ const PAGE_CSS: &str = include_str!("../../host/src/webview/page.css");
 /// What Chromium sends when it navigates.
 const BROWSER_ACCEPT: &str = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,image/apng,*/*;q=0.8";
 
-/// A capsule with the `ask` tool, whose scripted model asks, streams its reply, then
-/// asks again (the second task, which the browser test cancels).
+/// A capsule with the `ask` tool, whose scripted model asks and streams its reply (the
+/// first task), asks and answers (the second), and asks a third time (the third task,
+/// which the browser test cancels).
 fn capsule(name: &str) -> Capsule {
     let manifest = format!(
         r#"name: web-view-demo
@@ -38,6 +39,8 @@ inference:
   - tool_calls: [{id: call_1, name: ask, input: {prompt: "Which file should I read?"}}]
   - chunks: ["README.md ", "describes ", "the build."]
   - tool_calls: [{id: call_2, name: ask, input: {prompt: "Anything else?"}}]
+  - text: "Noted."
+  - tool_calls: [{id: call_3, name: ask, input: {prompt: "Cancel me?"}}]
   - text: "not reached: the task is canceled"
 "#;
     Capsule::new(name, &manifest, script)
@@ -206,7 +209,7 @@ fn mur_serve_serves_the_page_at_a_capsule_and_the_list_at_its_root_without_capsu
 }
 
 #[test]
-fn in_a_browser_a_task_streams_asks_resumes_cancels_and_replays() {
+fn in_a_browser_tasks_stream_ask_resume_cancel_and_replay() {
     let Some(browser) = Browser::get() else {
         return;
     };
@@ -248,36 +251,55 @@ fn in_a_browser_a_task_streams_asks_resumes_cancels_and_replays() {
     assert_eq!(first["answered"], json!(["answered: README.md"]));
     assert_eq!(first["cancelVisible"], false);
 
-    // The canceled task.
+    // The task answered after a reload: the page asked the capsule for its context.
+    let second = &seen["afterReloadAnswer"][0];
+    assert_eq!(second["state"], "completed", "{seen:#}");
+    assert_eq!(second["asks"], json!(["Anything else?"]));
+    assert_eq!(second["answered"], json!(["answered: Nothing, thanks"]));
+    assert_eq!(second["replies"], json!(["Noted."]));
+    assert_eq!(
+        second["tools"][0]["content"],
+        "<untrusted-content source=tool:ask>\nNothing, thanks\n</untrusted-content>"
+    );
+
+    // The canceled task, and what the capsule recorded of all three.
     let tasks = seen["afterCancel"].as_array().unwrap();
-    assert_eq!(tasks.len(), 2, "{seen:#}");
+    assert_eq!(tasks.len(), 3, "{seen:#}");
     assert_eq!(tasks[0]["state"], "canceled");
     assert_eq!(tasks[0]["cancelVisible"], false);
-    assert_eq!(tasks[1], *first);
+    assert_eq!(tasks[0]["asks"], json!(["Cancel me?"]));
+    assert_eq!(tasks[1], *second);
     let trace = running.session();
     let ends: Vec<String> = trace
         .events("task_end")
         .iter()
         .map(|e| e["exit_status"].as_str().unwrap_or_default().to_string())
         .collect();
-    assert_eq!(ends, ["ok", "canceled"], "what the capsule recorded");
+    assert_eq!(ends, ["ok", "ok", "canceled"], "what the capsule recorded");
 
     // Reconnecting shows nothing twice.
     assert_eq!(seen["lost"], "connection lost; retrying in 1 s");
     assert_eq!(seen["reconnected"], 1);
     assert_eq!(seen["afterDrop"], seen["afterCancel"], "{seen:#}");
-    // A reload replays both tasks; only the first `working` frame of each (id 0, which
-    // a replay from 0 never holds, says the protocol) is missing.
+    // A reload replays all three tasks, each frame once. What a replay never holds is
+    // missing: a task's first `working` frame (id 0: a replay from 0 skips it, says the
+    // protocol), and what this page answered (in no frame).
     let reloaded = seen["afterReload"].as_array().unwrap();
-    assert_eq!(reloaded.len(), 2, "{seen:#}");
+    assert_eq!(reloaded.len(), 3, "{seen:#}");
     for (before, after) in tasks.iter().zip(reloaded) {
         for key in ["id", "state", "replies", "tools", "asks", "answerBoxes"] {
             assert_eq!(before[key], after[key], "{key} after reload: {seen:#}");
         }
-        let mut entries = before["entries"].as_array().unwrap().clone();
-        assert_eq!(entries.remove(0), "status", "{before:#}");
-        assert_eq!(after["entries"], json!(entries), "{seen:#}");
+        assert_eq!(after["answered"], json!([]));
     }
+    let answered = json!(["ask", "status", "tool", "status", "text", "status end"]);
+    assert_eq!(reloaded[2]["entries"], answered, "{seen:#}");
+    assert_eq!(reloaded[1]["entries"], answered, "{seen:#}");
+    assert_eq!(reloaded[0]["entries"], json!(["ask", "status end"]));
+    // Seen live, before any reload, the first task also showed its first turn.
+    let live = first["entries"].as_array().unwrap();
+    assert_eq!(live[0], "status");
+    assert_eq!(live[1..], answered.as_array().unwrap()[..]);
     assert_eq!(
         seen["dark"], "rgb(21, 22, 24)",
         "the dark scheme is followed"

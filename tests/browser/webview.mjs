@@ -97,17 +97,33 @@ async function capsule() {
     await first.locator('li.ask form').waitFor({ state: 'detached' });
     seen.afterAnswer = await tasks(page);
 
-    // A second task waits for input; it is canceled from the page. The screenshot is
-    // taken while it waits, the first task's text and artifact on screen below it.
+    // A second task waits for input. The screenshot is taken while it waits, the
+    // first task's text and artifact on screen below it. A reload replays the wait
+    // without the frames that named the task's context, and the answer still goes to
+    // the task.
     await page.fill('#send-input', 'Then wait');
     await page.click('#send-button');
     await page.locator('#tasks > li.task').nth(1).waitFor();
+    await task(page, 0).locator('li.ask form textarea').waitFor();
+    await task(page, 0).locator('li.ask form textarea').fill('(typing an answer…)');
+    if (screenshot) await page.screenshot({ path: screenshot, fullPage: true });
+    await page.reload();
+    await live(page);
     const second = task(page, 0);
     await second.locator('li.ask form textarea').waitFor();
-    await second.locator('li.ask form textarea').fill('(typing an answer…)');
-    if (screenshot) await page.screenshot({ path: screenshot, fullPage: true });
-    await second.locator('header button', { hasText: 'Cancel' }).click();
-    await second.locator('.badge', { hasText: 'canceled' }).waitFor();
+    await second.locator('li.ask form textarea').fill('Nothing, thanks');
+    await second.locator('li.ask form button').click();
+    await second.locator('.badge', { hasText: 'completed' }).waitFor();
+    seen.afterReloadAnswer = await tasks(page);
+
+    // A third task waits for input and is canceled from the page.
+    await page.fill('#send-input', 'Then be canceled');
+    await page.click('#send-button');
+    await page.locator('#tasks > li.task').nth(2).waitFor();
+    const third = task(page, 0);
+    await third.locator('li.ask form textarea').waitFor();
+    await third.locator('header button', { hasText: 'Cancel' }).click();
+    await third.locator('.badge', { hasText: 'canceled' }).waitFor();
     seen.afterCancel = await tasks(page);
 
     // A dropped connection reconnects and replays without showing anything twice.
@@ -124,7 +140,8 @@ async function capsule() {
     // A reload replays the capsule's buffer into a fresh page.
     await page.reload();
     await live(page);
-    await page.locator('#tasks > li.task').nth(1).waitFor();
+    await page.locator('#tasks > li.task').nth(2).waitFor();
+    await task(page, 2).locator('.badge', { hasText: 'completed' }).waitFor();
     await task(page, 1).locator('.badge', { hasText: 'completed' }).waitFor();
     await task(page, 0).locator('.badge', { hasText: 'canceled' }).waitFor();
     await page.waitForTimeout(300);
