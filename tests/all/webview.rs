@@ -352,6 +352,31 @@ fn in_a_browser_a_replay_that_lost_frames_says_so_and_shows_what_is_left() {
 }
 
 #[test]
+fn in_a_browser_a_refused_task_is_said_beside_the_box() {
+    let Some(browser) = Browser::get() else {
+        return;
+    };
+    let capsule = capsule("webview-busy");
+    let running = capsule.spawn(&[
+        "--lifecycle-task-acceptance",
+        "single",
+        "--lifecycle-after-task",
+        "sleep",
+    ]);
+    let url = format!("http://{}/", running.address);
+    let seen = browser.scenario("busy", &[&url], &[]);
+    assert_eq!(
+        seen["note"], "not sent: task rejected: capsule is busy",
+        "{seen:#}"
+    );
+    assert_eq!(seen["kept"], "Second", "the text stays to send again");
+    let tasks = seen["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "a rejected task is not a task: {seen:#}");
+    assert_eq!(tasks[0]["state"], "input-required");
+    assert_eq!(seen["console"], json!([]));
+}
+
+#[test]
 fn in_a_browser_the_serve_list_wants_the_admin_token_and_a_capsule_its_own() {
     let Some(browser) = Browser::get() else {
         return;

@@ -4,6 +4,7 @@
 //
 //   node webview.mjs capsule URL SCREENSHOT   a mur run capsule's page
 //   node webview.mjs gap URL                  a capsule whose buffer lost frames
+//   node webview.mjs busy URL                 a capsule that takes one task at a time
 //   node webview.mjs fleet URL [SCREENSHOT]   mur serve's root; MUR_ADMIN_TOKEN and
 //                                             MUR_CAPSULE_TOKEN in the environment
 //
@@ -180,6 +181,30 @@ async function gap() {
   }
 }
 
+// A capsule that takes one task at a time: a second task sent while the first waits
+// is refused, and the page says so beside the box.
+async function busy() {
+  const { context, profile } = await launch();
+  try {
+    const page = context.pages()[0] || (await context.newPage());
+    watchConsole(page);
+    await page.goto(url);
+    await live(page);
+    await page.fill('#send-input', 'First');
+    await page.click('#send-button');
+    await task(page, 0).locator('li.ask form textarea').waitFor();
+    await page.fill('#send-input', 'Second');
+    await page.click('#send-button');
+    await page.waitForFunction(() => document.querySelector('#send-note').textContent.startsWith('not sent'));
+    seen.note = await page.textContent('#send-note');
+    seen.kept = await page.inputValue('#send-input');
+    seen.tasks = await tasks(page);
+  } finally {
+    await context.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+}
+
 async function fleet() {
   const { context, profile } = await launch();
   try {
@@ -233,6 +258,7 @@ try {
   if (scenario === 'capsule') await capsule();
   else if (scenario === 'fleet') await fleet();
   else if (scenario === 'gap') await gap();
+  else if (scenario === 'busy') await busy();
   else throw new Error('unknown scenario ' + scenario);
   print(seen);
   clearTimeout(timer);

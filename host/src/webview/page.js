@@ -393,9 +393,16 @@
     return context;
   }
 
+  // How long a sent message's own stream is read for a refusal before the page leaves
+  // the rest to the watch (a queued task writes nothing until it runs).
+  const SUBMIT_READ_MS = 3000;
+
   // Sends `message` with message/stream and reads its stream only until it is clear
-  // what became of it: the watch shows the rest. Resolves with an error text, or ''.
-  async function submit(message) {
+  // what became of it: a refusal (an `error` frame, a `rejected` status), or a status
+  // `ours` recognises as the message taken. The stream carries other tasks' frames
+  // too, so those are read past. The watch shows the rest. Resolves with an error
+  // text, or ''.
+  async function submit(message, ours) {
     const controller = new AbortController();
     const response = await post(call('message/stream', { message }), {}, controller.signal);
     if (response.status === 401) return 'the capsule refused the token';
@@ -406,22 +413,29 @@
     }
     if (!response.ok || !type.startsWith('text/event-stream')) return 'the capsule answered HTTP ' + response.status;
     let outcome = '';
+    const timer = setTimeout(() => controller.abort(), SUBMIT_READ_MS);
     try {
       await readFrames(response, (frame) => {
         if (frame.event === 'error') {
+          // Its data may not be JSON (the protocol says so): then it is said as sent.
           const data = parse(frame.data);
           outcome = (data && data.error) || frame.data;
           return false;
         }
+        if (frame.event !== 'status') return true;
         const data = parse(frame.data);
-        if (frame.event === 'status' && data && data.status && data.status.state === 'rejected') {
+        if (!data || !data.status) return true;
+        if (data.status.state === 'rejected') {
           outcome = data.status.message || 'rejected';
           return false;
         }
-        // Anything else means the capsule took it: the watch follows it from here.
-        return false;
+        return !ours(data);
       });
+    } catch (error) {
+      // Aborted at the time limit: nothing said no.
+      if (!controller.signal.aborted) throw error;
     } finally {
+      clearTimeout(timer);
       controller.abort();
     }
     return outcome;
@@ -439,7 +453,11 @@
     note.textContent = 'sending…';
     try {
       const contextId = await contextOf(task);
-      const failed = await submit({ messageId: messageId(), role: 'user', parts: [{ text: value }], contextId });
+      const message = { messageId: messageId(), role: 'user', parts: [{ text: value }], contextId };
+      // Taken as the answer, the task resumes; taken as a new task (the wait had
+      // ended), a task this page has not seen starts.
+      const known = new Set(tasks.keys());
+      const failed = await submit(message, (data) => data.id === task.id || !known.has(data.id));
       note.textContent = failed ? 'not sent: ' + failed : 'sent';
       // What this page answered stays beside the question (another page's answer
       // is not in any frame, so it shows only here).
@@ -475,7 +493,9 @@
       button.disabled = true;
       note.textContent = 'sending…';
       try {
-        const failed = await submit({ messageId: messageId(), role: 'user', parts: [{ text: value }] });
+        const known = new Set(tasks.keys());
+        const message = { messageId: messageId(), role: 'user', parts: [{ text: value }] };
+        const failed = await submit(message, (data) => !known.has(data.id));
         note.textContent = failed ? 'not sent: ' + failed : 'sent';
         if (!failed) {
           input.value = '';
