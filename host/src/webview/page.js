@@ -176,15 +176,14 @@
     }
     if (watching !== controller) return;
     watching = null;
-    if (closed) {
-      setConn('down', 'capsule closed');
-      return;
-    }
     // A lost connection: the capsule may have exited or may still run; only a new
-    // connection tells. Back off, up to 30 s between tries.
-    retries += 1;
+    // connection tells. Back off, up to 15 s between tries. A closed capsule is
+    // looked for again at the longest interval (under mur serve it may be started
+    // again at the same address).
+    retries = closed ? 6 : retries + 1;
     const wait = Math.min(30, 2 ** (retries - 1)) * 500;
-    setConn('down', 'connection lost; retrying in ' + Math.ceil(wait / 1000) + ' s');
+    const said = closed ? 'capsule closed; looking again in ' : 'connection lost; retrying in ';
+    setConn('down', said + Math.ceil(wait / 1000) + ' s');
     setTimeout(() => {
       if (!watching) watch();
     }, wait);
