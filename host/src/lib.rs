@@ -53,5 +53,6 @@ mod tools;
 mod trace;
 mod upstream;
 pub mod warm;
+mod webview;
 mod wire;
 mod workdir;

@@ -312,6 +312,9 @@ impl Router for Fleet {
             return self.capsule_route(request, rest);
         }
         let bare = path.split('?').next().unwrap_or_default();
+        if bare == "/" && crate::webview::wants_page(request) {
+            return Route::Answer;
+        }
         if matches!(bare, "/healthz" | "/metrics")
             || bare == "/admin"
             || bare.starts_with("/admin/")
@@ -324,6 +327,16 @@ impl Router for Fleet {
     fn answer(self: Arc<Self>, request: Request) -> BoxFuture<Reply> {
         Box::pin(async move {
             let bare = request.path.split('?').next().unwrap_or_default();
+            // The web view holds no capsule data: it asks for the tokens it needs.
+            // `route` sent only the root and a hosted capsule's address here for it.
+            if crate::webview::wants_page(&request) {
+                if bare == "/" {
+                    return crate::webview::reply(crate::webview::View::Fleet, &request);
+                }
+                if bare.starts_with("/c/") {
+                    return crate::webview::reply(crate::webview::View::Capsule, &request);
+                }
+            }
             match (request.method.as_str(), bare) {
                 ("GET", "/healthz") => self.health(),
                 ("GET", "/metrics") => Reply::text(
@@ -353,6 +366,10 @@ impl Fleet {
         let Some(hosted) = self.get(id) else {
             return not_found();
         };
+        // The web view, like the card, is public: it asks for the token itself.
+        if card.is_none() && crate::webview::wants_page(request) {
+            return Route::Answer;
+        }
         if card.is_none() && !hosted.admits(request.header("authorization")) {
             return Route::Refuse(unauthorized());
         }

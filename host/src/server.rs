@@ -303,6 +303,11 @@ async fn handle(mut socket: TcpStream, request: Request, served: &Served) {
     if is_card(&request) {
         return card(socket, &request, served).await;
     }
+    // A browser's GET gets the live web view; every other request keeps its answer.
+    if crate::webview::wants_page(&request) {
+        let page = crate::webview::reply(crate::webview::View::Capsule, &request);
+        return page.write(&mut socket).await;
+    }
     let is_json = request
         .header("content-type")
         .and_then(|v| v.split(';').next())

@@ -51,6 +51,7 @@ mod watch;
     reason = "the same tests, compiled for the other host"
 )]
 mod watch_served;
+mod webview;
 
 /// The test that exercises each guest component of the workspace. `for_each_guest!`
 /// names every guest `host/build.rs` found among the members, so a guest added without

@@ -1,6 +1,7 @@
 //! Shared helpers for the end-to-end tests: a capsule in a temporary directory, the
 //! real `mur` binary, and readers for what it leaves behind.
 
+pub mod browser;
 pub mod host;
 pub mod mock_model;
 pub mod sdk;

@@ -30,7 +30,7 @@ const PYTHON_PACKAGE: &str = "a2a-sdk==1.3.0";
 /// How long one install (a virtualenv and pip, or npm) may take before it counts as
 /// failed: generous for a cold cache on CI, bounded so that a registry that never
 /// answers skips the tests instead of hanging them.
-const INSTALL_LIMIT: Duration = Duration::from_secs(300);
+pub(super) const INSTALL_LIMIT: Duration = Duration::from_secs(300);
 /// How long one scenario process may run. The scripts stop themselves at 25 s (their
 /// own deadline, reporting what they saw); this only catches a process that hangs
 /// past that.
@@ -38,9 +38,9 @@ const SCENARIO_LIMIT: Duration = Duration::from_secs(60);
 
 /// Set (to anything but empty) where a skip would hide a failure: CI, whose machines
 /// have Python, Node and the registries, sets it so the SDK scenarios must run.
-const REQUIRED: &str = "MUR_REQUIRE_SDKS";
+pub(super) const REQUIRED: &str = "MUR_REQUIRE_SDKS";
 
-fn required() -> bool {
+pub(super) fn required() -> bool {
     std::env::var_os(REQUIRED).is_some_and(|v| !v.is_empty())
 }
 
@@ -267,18 +267,18 @@ fn script(path: &Path) -> Result<String, String> {
         .ok_or_else(|| format!("{}: not UTF-8", path.display()))
 }
 
-fn write(path: &Path, text: &str) -> Result<(), String> {
+pub(super) fn write(path: &Path, text: &str) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// An exclusive `flock` on a file, released when dropped (or when the process dies, so
 /// a killed install never leaves the others waiting).
-struct Lock(File);
+pub(super) struct Lock(File);
 
 impl Lock {
     /// Waits for the lock as long as the holder's install may take (its two steps,
     /// each bounded), then gives up.
-    fn take(path: &Path) -> Result<Lock, String> {
+    pub(super) fn take(path: &Path) -> Result<Lock, String> {
         let file = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let deadline = Instant::now() + 2 * INSTALL_LIMIT + Duration::from_secs(30);
         loop {
@@ -308,15 +308,15 @@ impl Drop for Lock {
     }
 }
 
-struct Output {
-    status: i32,
-    stdout: String,
-    stderr: String,
+pub(super) struct Output {
+    pub(super) status: i32,
+    pub(super) stdout: String,
+    pub(super) stderr: String,
 }
 
 /// An install step, to its end within [`INSTALL_LIMIT`]; its failure is a reason to
 /// skip, with the tail of what it said.
-fn run_bounded(cmd: &mut Command, what: &str) -> Result<(), String> {
+pub(super) fn run_bounded(cmd: &mut Command, what: &str) -> Result<(), String> {
     let out = run_within(cmd, INSTALL_LIMIT).map_err(|e| format!("{what}: {e}"))?;
     if out.status == 0 {
         return Ok(());
@@ -338,7 +338,7 @@ fn run_bounded(cmd: &mut Command, what: &str) -> Result<(), String> {
 
 /// Runs `cmd` to its exit, killed at `limit`: an error (not a panic) when it cannot
 /// start or does not end, so an install can turn it into a skip.
-fn run_within(cmd: &mut Command, limit: Duration) -> Result<Output, String> {
+pub(super) fn run_within(cmd: &mut Command, limit: Duration) -> Result<Output, String> {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
