@@ -37,6 +37,7 @@ pub(super) fn inference(cx: &mut Cx, top: &Section, artifacts: &[Artifact]) -> R
         max_turns: max_turns(cx, &sec)?,
         max_tokens: sec.opt_u32(cx, "max_tokens", 1)?.unwrap_or(8192),
         system_prompt: system_prompt(cx, &sec)?,
+        system_prompt_from_cli: false,
         temperature,
         top_p,
         stream: sec.opt_bool(cx, "stream")?.unwrap_or(true),

@@ -175,6 +175,8 @@ pub struct Inference {
     pub max_tokens: u32,
     /// From `system_prompt` (trimmed) or `system_prompt_file` (verbatim).
     pub system_prompt: Option<String>,
+    /// `mur run --system-prompt` replaced the manifest's prompt (an empty one clears it).
+    pub system_prompt_from_cli: bool,
     pub temperature: Option<f64>,
     pub top_p: Option<f64>,
     /// Ask the model server to stream its answer (default true): text reaches the wire
