@@ -190,16 +190,17 @@ pub enum Target {
     Address(Address),
 }
 
-/// An argument with `:` (a port, or `http://`) or `/` is an address; anything else names
-/// a session.
+/// `@N`, a `ses_` id or a suffix of one (session ids are hex) names a session; anything
+/// else is an address, so `localhost` alone is the usage error it always was.
 fn parse_target(typed: &str) -> Result<Target, String> {
-    if typed.contains([':', '/']) {
-        return parse_address(typed).map(Target::Address);
+    let t = typed.trim();
+    let session = t.starts_with('@')
+        || t.starts_with("ses_")
+        || (!t.is_empty() && t.bytes().all(|b| b.is_ascii_hexdigit()));
+    if session && !t.contains([':', '/']) {
+        return Ok(Target::Session(t.to_string()));
     }
-    if typed.trim().is_empty() {
-        return Err("name a session (@1, a ses_ id or a suffix) or an address (HOST:PORT)".into());
-    }
-    Ok(Target::Session(typed.trim().to_string()))
+    parse_address(typed).map(Target::Address)
 }
 
 #[derive(clap::Args, Debug)]
@@ -401,4 +402,32 @@ pub enum KindArg {
     Driver,
     Hook,
     Loop,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_target_is_a_session_when_it_can_name_one_else_an_address() {
+        for session in ["@1", "@12", "ses_019ed2af", "a3f9", "A3F9c0"] {
+            assert_eq!(
+                parse_target(session),
+                Ok(Target::Session(session.into())),
+                "{session}"
+            );
+        }
+        for address in [
+            "localhost:52222",
+            "http://127.0.0.1:8080/c/cap_1/",
+            "[::1]:9",
+        ] {
+            assert!(
+                matches!(parse_target(address), Ok(Target::Address(_))),
+                "{address}"
+            );
+        }
+        assert!(parse_target("localhost").is_err());
+        assert!(parse_target("").is_err());
+    }
 }

@@ -410,8 +410,8 @@ fn watch_by_suffix_and_by_default_attaches_through_the_registry() {
     alpha.wait(WAIT).assert_ok();
     beta.wait(WAIT).assert_ok();
 
-    home.mur(&["watch", "zzzzzz"])
-        .assert_error("error[E-RUN-022]: no running session matches zzzzzz");
+    home.mur(&["watch", "ffffff"])
+        .assert_error("error[E-RUN-022]: no running session matches ffffff");
 }
 
 // ---------------------------------------------------------------------------------
