@@ -183,9 +183,10 @@ fn register_in(dir: &Path, entry: &Entry) -> Result<Registration, Error> {
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW)
             .open(&temp)?;
+        // No fsync: the rename makes the entry whole or absent, and after a crash the
+        // entry would be stale anyway. Launch time is not spent on the disk.
         file.write_all(&text)?;
         file.write_all(b"\n")?;
-        file.sync_all()?;
         // rename replaces whatever sits at `path`, a link included, without following it.
         fs::rename(&temp, &path)
     })();
