@@ -278,6 +278,16 @@ pub fn list() -> Result<Listing, Error> {
 }
 
 fn list_in(dir: &Path, warn: &mut dyn FnMut(String)) -> Result<Listing, Error> {
+    // Listing removes files: never in a folder a link leads to.
+    match fs::symlink_metadata(dir) {
+        Ok(meta) if !meta.file_type().is_dir() => {
+            return Err(unusable(
+                dir,
+                "it is not a directory (a link is not followed)",
+            ));
+        }
+        _ => {}
+    }
     let items = match fs::read_dir(dir) {
         Ok(items) => items,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Listing::default()),
@@ -527,6 +537,12 @@ mod tests {
             .err()
             .unwrap();
         assert_eq!(e.code, "E-REG-001");
+        std::fs::write(root.join("elsewhere").join("notes.json"), b"not an entry").unwrap();
+        let e = list_in(&root.join("running"), &mut |w| panic!("{w}"))
+            .err()
+            .unwrap();
+        assert_eq!(e.code, "E-REG-001");
+        fs::remove_file(root.join("elsewhere").join("notes.json")).unwrap();
         assert_eq!(fs::read_dir(root.join("elsewhere")).unwrap().count(), 0);
     }
 
