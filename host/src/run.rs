@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use serde_json::json;
 use tokio::net::TcpListener;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::a2a;
 use crate::capsule::{self, Launch, Launched, LoopIdentity, Options};
@@ -54,6 +55,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
             "could not become a child subreaper ({e}): processes shell commands leave behind may outlive the session"
         ));
     }
+    let caught = catch_signals();
     // Listed from the launch line on; the guard removes the entry however run() returns.
     let registration = register(&m, launched, &url);
     announce(&args, &m, launched, &url, opened.session_loop());
@@ -63,7 +65,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         Mount::One(opened.served(a2a::Guard::Open)),
     ));
     let listed = registration.as_ref().map(|r| r.path().to_path_buf());
-    let signals = tokio::spawn(stop_on_signals(control, listed));
+    let signals = tokio::spawn(stop_on_signals(caught, control, listed));
     let json = args.json;
     let ended = opened
         .run(started, |ended| {
@@ -220,14 +222,27 @@ fn driver_name(m: &Manifest) -> &str {
     }
 }
 
-/// The first SIGTERM or SIGINT stops the session cleanly (the running task is
-/// canceled, the trace closed); a second one exits at once.
-async fn stop_on_signals(control: Arc<Control>, listed: Option<PathBuf>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
+/// SIGTERM and SIGINT, caught from here on. Taken before the session is listed and
+/// announced: a signal sent the moment the launch line is read must reach the clean
+/// path, which removes the entry, and not the default action, which leaves it behind.
+fn catch_signals() -> Option<(Signal, Signal)> {
+    match (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-    ) else {
+    ) {
+        (Ok(term), Ok(int)) => Some((term, int)),
+        _ => None,
+    }
+}
+
+/// The first SIGTERM or SIGINT stops the session cleanly (the running task is
+/// canceled, the trace closed); a second one exits at once.
+async fn stop_on_signals(
+    caught: Option<(Signal, Signal)>,
+    control: Arc<Control>,
+    listed: Option<PathBuf>,
+) {
+    let Some((mut term, mut int)) = caught else {
         return;
     };
     tokio::select! {

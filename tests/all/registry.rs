@@ -477,3 +477,69 @@ fn an_empty_system_prompt_clears_the_manifests() {
     assert_eq!(start["system_prompt_source"], "cli");
     assert_eq!(start["system_prompt_sha256"], Value::Null);
 }
+
+/// `kill -SIG pid...`.
+fn kill(signal: &str, pids: &[u32]) {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .args(pids.iter().map(u32::to_string))
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn the_entry_goes_on_a_failed_session_and_on_the_first_and_second_signal() {
+    let home = Home::new("ends");
+    // A failed task: the run exits 1 (E-RUN-040) after a second's nap.
+    let nap = "turns:\n  - tool_calls: [{name: bash, input: {command: \"sleep 1\"}}]\n  - tool_calls: [{name: bash, input: {command: \"true\"}}]\n";
+    let failing = Capsule::new(
+        "ends-fail",
+        "name: failing\nversion: \"0.1.0\"\ninference:\n  driver: scripted\n  script: ./script.yaml\n  model: scripted-test\n  max_turns: 1\ncapabilities:\n  shell:\n    allow: [bash]\nlifecycle:\n  task_acceptance: none\n",
+        nap,
+    );
+    let running = failing.spawn_env(&["--task", "nap"], &home.env());
+    let id = session_of(&running);
+    assert!(home.entry(&id).exists(), "listed while it runs");
+    let run = running.wait(WAIT);
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("error[E-RUN-040]"), "{}", run.stderr);
+    assert!(
+        !home.entry(&id).exists(),
+        "a failed session's entry is left"
+    );
+
+    // The first SIGTERM: a clean teardown, exit 0.
+    let capsule = Capsule::new("ends-signal", &manifest("signalled"), "");
+    let first = home.serve(&capsule, &[]);
+    let id = session_of(&first);
+    kill("TERM", &[pid_of(&first)]);
+    let run = first.wait(WAIT);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    assert!(
+        !home.entry(&id).exists(),
+        "the first signal's entry is left"
+    );
+
+    // A second signal right behind the first: exit 143 at once, the entry still removed.
+    // Both are made pending while the process is stopped, so the second is there the
+    // moment the first is handled, however fast the teardown would be.
+    let second = home.serve(&capsule, &[]);
+    let id = session_of(&second);
+    let pid = pid_of(&second);
+    kill("STOP", &[pid]);
+    kill("TERM", &[pid]);
+    kill("INT", &[pid]);
+    kill("CONT", &[pid]);
+    let run = second.wait(WAIT);
+    assert_eq!(run.status, 143, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("[murmur] exiting without tearing down"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !home.entry(&id).exists(),
+        "the second signal's entry is left"
+    );
+}
