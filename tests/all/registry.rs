@@ -236,7 +236,7 @@ fn stop_by_suffix_ends_that_capsule_only_then_at_1_ends_the_other() {
 }
 
 #[test]
-fn stop_reports_the_running_task_it_canceled() {
+fn stop_reports_the_running_and_the_queued_task_it_canceled() {
     let home = Home::new("cancel");
     let script = "turns:\n  - text: \"Napping.\"\n    tool_calls:\n      - id: t1\n        name: bash\n        input: {command: \"sleep 30\"}\n  - text: \"Rested.\"\n    stop_reason: end_turn\n";
     let capsule = Capsule::new("cancel", &manifest("napper"), script);
@@ -249,29 +249,44 @@ fn stop_reports_the_running_task_it_canceled() {
             .iter()
             .any(|e| e["event_type"] == "inference")
     });
-    let task = session
-        .trace_so_far()
-        .iter()
-        .find(|e| e["event_type"] == "task_start")
-        .map(|e| e["task_id"].as_str().unwrap().to_string())
-        .unwrap();
+    // A second task waits behind it, its stream left open.
+    let _waiting = post(
+        &running.address,
+        &[("content-type", "application/json")],
+        &message_stream_body("and another"),
+    );
+    until("the second task has arrived", || {
+        session
+            .trace_so_far()
+            .iter()
+            .any(|e| e["event_type"] == "a2a_task_received")
+    });
+    let trace = session.trace_so_far();
+    let task_of = |kind: &str| {
+        trace
+            .iter()
+            .find(|e| e["event_type"] == kind)
+            .map(|e| e["task_id"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    let (napping, queued) = (task_of("task_start"), task_of("a2a_task_received"));
     let started = Instant::now();
     let stop = home.mur(&["stop", &session_of(&running)]);
     stop.assert_ok();
-    let lines: Vec<&str> = stop.stdout.lines().collect();
     assert_eq!(
-        lines[2], "signal:  none — the process had already exited",
-        "{}",
-        stop.stdout
+        stop.stdout,
+        format!(
+            "stopped: {}\ncapsule: napper@0.1.0\nsignal:  none — the process had already exited\ncanceled: {napping}\ncanceled: {queued}\nresidue: nothing else was left running\n",
+            session_of(&running)
+        )
     );
-    assert_eq!(lines[3], format!("canceled: {task}"), "{}", stop.stdout);
-    assert_eq!(lines[4], "residue: nothing else was left running");
     assert!(
         started.elapsed() < Duration::from_secs(20),
         "the nap was cut short"
     );
     running.wait(WAIT);
     let ends = session.events("task_end");
+    assert_eq!(ends.len(), 1, "the queued task never started: {ends:?}");
     assert_eq!(ends[0]["exit_status"], "canceled", "{ends:?}");
 }
 
