@@ -96,7 +96,10 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
 
 /// The manifest, with the command line's lifecycle overrides applied.
 fn load_manifest(args: &RunArgs) -> Result<Manifest, Error> {
-    let loaded = manifest::load(&args.manifest)?;
+    let loaded = match args.system_prompt {
+        Some(_) => manifest::load_with_prompt_from_cli(&args.manifest)?,
+        None => manifest::load(&args.manifest)?,
+    };
     for warning in &loaded.warnings {
         eprintln!("{}", warning.text);
     }

@@ -433,9 +433,14 @@ fn watch_by_suffix_and_by_default_attaches_through_the_registry() {
 // `mur run --system-prompt`.
 
 fn prompt_capsule(name: &str, mock: &MockModel) -> Capsule {
+    prompt_capsule_with(name, mock, "system_prompt: You are terse.")
+}
+
+/// An OpenAI capsule on `mock` whose prompt is `prompt` (an `inference` key).
+fn prompt_capsule_with(name: &str, mock: &MockModel, prompt: &str) -> Capsule {
     let origin = mock.origin();
     let manifest = format!(
-        "name: {name}\nversion: \"0.1.0\"\ncapabilities:\n  network:\n    allow:\n      - {origin}\ninference:\n  driver: openai\n  endpoint: {origin}/v1\n  model: test-model\n  api_key: none-needed\n  stream: false\n  system_prompt: You are terse.\nlifecycle:\n  task_acceptance: none\n"
+        "name: {name}\nversion: \"0.1.0\"\ncapabilities:\n  network:\n    allow:\n      - {origin}\ninference:\n  driver: openai\n  endpoint: {origin}/v1\n  model: test-model\n  api_key: none-needed\n  stream: false\n  {prompt}\nlifecycle:\n  task_acceptance: none\n"
     );
     Capsule::new(name, &manifest, "")
 }
@@ -556,5 +561,23 @@ fn the_entry_goes_on_a_failed_session_and_on_the_first_and_second_signal() {
     assert!(
         !home.entry(&id).exists(),
         "the second signal's entry is left"
+    );
+}
+
+#[test]
+fn system_prompt_wins_over_a_prompt_file_that_is_not_there() {
+    let mock = MockModel::with(vec![done("Ok.")]);
+    let capsule = prompt_capsule_with("prompt-file", &mock, "system_prompt_file: missing.md");
+    // Without the flag the missing file stops the launch.
+    capsule
+        .run(&["--task", "hi"])
+        .assert_error("error[E-RUN-009]: ");
+    assert_eq!(mock.requests().len(), 0);
+    let run = capsule.run(&["--task", "hi", "--system-prompt", "Be kind."]);
+    run.assert_ok();
+    assert!(system_sent(&mock).ends_with("\n\nBe kind."));
+    assert_eq!(
+        run.session().events("session_start")[0]["system_prompt_source"],
+        "cli"
     );
 }

@@ -284,6 +284,8 @@ fn prompt_pair(cx: &Cx, sec: &Section) -> Result<(Option<Located>, Option<Locate
 
 fn system_prompt(cx: &Cx, sec: &Section) -> Result<Option<String>> {
     match prompt_pair(cx, sec)? {
+        // Replaced by the command line's: the file is not read.
+        _ if cx.prompt_from_cli => Ok(None),
         (Some((text, _)), _) => Ok(Some(text.trim().to_string())),
         (None, Some((rel, line))) => read_prompt(cx, &rel, line).map(Some),
         (None, None) => Ok(None),
