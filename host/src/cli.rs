@@ -106,8 +106,9 @@ const STOP_ABOUT: &str = "Stop a running capsule.
 
 By session (as mur ps lists it: @N with @1 the newest, a ses_ id, or a suffix of 4 or more \
 characters): ask the capsule to end its session (murmur/stop), which cancels its running \
-and queued tasks, then SIGTERM its process if it has not exited, wait --timeout seconds, \
-SIGKILL it, and wait 5 s more. Prints `stopped:`, `capsule:`, `signal:`, one `canceled:` \
+and queued tasks, and give it 5 s to exit by itself; then SIGTERM its process, wait \
+--timeout seconds, SIGKILL it, and wait 5 s more. A process whose start time is not the \
+one its session recorded (its pid was reused) is never signalled. Prints `stopped:`, `capsule:`, `signal:`, one `canceled:` \
 per task, and `residue:`.
 
 By address (HOST:PORT or http://...): ask the capsule to end its session, then wait up to \
@@ -170,7 +171,7 @@ pub struct StopArgs {
     pub target: Target,
     #[arg(long, value_name = "TOKEN", help = TOKEN_HELP)]
     pub token: Option<String>,
-    /// By session: seconds between SIGTERM and SIGKILL (0 = none). By address: seconds
+    /// By session: seconds between SIGTERM and SIGKILL (0: SIGKILL at once). By address: seconds
     /// to wait for the capsule to exit after it accepted the stop; 0 returns at once.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub timeout: u64,
