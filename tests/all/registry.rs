@@ -581,3 +581,22 @@ fn system_prompt_wins_over_a_prompt_file_that_is_not_there() {
         "cli"
     );
 }
+
+/// A capsule `mur serve` hosts lives in the server's process: it is not listed, and the
+/// server's admin API is where it is found.
+#[test]
+fn capsules_mur_serve_hosts_are_not_listed() {
+    let home = Home::new("serve");
+    let served = crate::common::served::Served::start_with("reg-serve", &[], &home.env());
+    let hosted = served.create_scripted("hosted", &answer("Hosted."));
+    let session = served.session_id(&hosted.id);
+    assert!(session.starts_with("ses_"), "{session}");
+    let ps = home.mur(&["ps"]);
+    ps.assert_ok();
+    assert_eq!(
+        ps.stdout,
+        "no running capsules (mur run lists each session it runs here)\n"
+    );
+    home.mur(&["stop", &session])
+        .assert_error("error[E-RUN-022]: no running session matches");
+}
