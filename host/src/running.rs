@@ -547,6 +547,21 @@ mod tests {
     }
 
     #[test]
+    fn a_refusal_is_reported_and_a_vanished_process_is_gone() {
+        let eperm = refused(io::Error::from_raw_os_error(libc::EPERM));
+        assert!(
+            matches!(&eperm, Signaled::Refused(why) if why.contains("not permitted")),
+            "{eperm:?}"
+        );
+        assert_eq!(
+            refused(io::Error::from_raw_os_error(libc::ESRCH)),
+            Signaled::AlreadyGone
+        );
+        let gone = entry("ses_g", u32::MAX / 2, 1, 1);
+        assert_eq!(signal(&gone, libc::SIGTERM), Signaled::AlreadyGone);
+    }
+
+    #[test]
     fn a_reused_pid_is_never_signalled() {
         let pid = std::process::id();
         // This very process, under another start time: signal 0 would succeed if sent.
