@@ -426,11 +426,20 @@ fn refused(e: io::Error) -> Signaled {
 mod tests {
     use super::*;
 
-    fn scratch(name: &str) -> PathBuf {
+    /// A fresh folder under the temp dir, removed when dropped.
+    struct Scratch(PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn scratch(name: &str) -> Scratch {
         let dir = std::env::temp_dir().join(format!("mur-running-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
-        dir
+        Scratch(dir)
     }
 
     fn entry(id: &str, pid: u32, start_time: u64, started_at: u64) -> Entry {
@@ -464,7 +473,8 @@ mod tests {
 
     #[test]
     fn entries_are_private_listed_newest_first_and_removed_on_drop() {
-        let root = scratch("list");
+        let scratch = scratch("list");
+        let root = &scratch.0;
         let dir = root.join("home").join("running");
         let older = register_in(&dir, &me("ses_aaaa", 1)).unwrap();
         let newer = register_in(&dir, &me("ses_bbbb", 2)).unwrap();
@@ -487,7 +497,8 @@ mod tests {
 
     #[test]
     fn stale_and_unreadable_entries_are_pruned_with_a_warning_for_the_unreadable() {
-        let dir = scratch("prune");
+        let scratch = scratch("prune");
+        let dir = &scratch.0;
         let pid = std::process::id();
         let reused = entry("ses_reused", pid, start_time(pid).unwrap() + 7, 1);
         fs::write(
@@ -512,7 +523,8 @@ mod tests {
 
     #[test]
     fn a_link_at_the_entry_path_is_replaced_not_followed() {
-        let root = scratch("link");
+        let scratch = scratch("link");
+        let root = &scratch.0;
         let dir = root.join("running");
         fs::create_dir(&dir).unwrap();
         let victim = root.join("victim");
@@ -530,7 +542,8 @@ mod tests {
 
     #[test]
     fn a_link_as_the_registry_directory_is_refused() {
-        let root = scratch("dirlink");
+        let scratch = scratch("dirlink");
+        let root = &scratch.0;
         fs::create_dir(root.join("elsewhere")).unwrap();
         std::os::unix::fs::symlink(root.join("elsewhere"), root.join("running")).unwrap();
         let e = register_in(&root.join("running"), &me("ses_x", 1))
