@@ -507,9 +507,9 @@ mod tests {
         )
         .unwrap();
         fs::write(dir.join("ses_torn.json"), b"{\"session_id\": \"ses_to").unwrap();
-        let _live = register_in(&dir, &me("ses_live", 3)).unwrap();
+        let _live = register_in(dir, &me("ses_live", 3)).unwrap();
         let mut warnings = Vec::new();
-        let listing = list_in(&dir, &mut |w| warnings.push(w)).unwrap();
+        let listing = list_in(dir, &mut |w| warnings.push(w)).unwrap();
         assert_eq!(listing.live.len(), 1);
         assert_eq!(listing.live[0].session_id, "ses_live");
         assert_eq!(listing.pruned.len(), 1);
