@@ -1,5 +1,5 @@
-//! The command line: `mur run`, `mur serve`, `mur watch`, `mur stop`, `mur warm`, and the
-//! component kit's `mur wit`, `mur new` and `mur component check`.
+//! The command line: `mur run`, `mur serve`, `mur ps`, `mur watch`, `mur stop`, `mur warm`,
+//! and the component kit's `mur wit`, `mur new` and `mur component check`.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -33,6 +33,9 @@ pub enum Command {
     /// Stop a running capsule cleanly and wait until it has exited.
     #[command(long_about = STOP_ABOUT)]
     Stop(StopArgs),
+    /// List the capsules mur run is running on this machine, newest first.
+    #[command(long_about = PS_ABOUT)]
+    Ps(PsArgs),
     /// Compile a capsule's components into the component cache before its first run.
     #[command(long_about = WARM_ABOUT)]
     Warm(WarmArgs),
@@ -97,15 +100,30 @@ replay what it still buffers, then print its frames as they happen. Never reconn
 
 Ctrl-C ends the watch, not the capsule; use `mur stop` to end the capsule.
 
-The address names the capsule: the one mur run printed, or the address mur serve's admin \
-API returned for a capsule it hosts (with --token when that capsule has one).";
+The capsule is named by its session (as mur ps lists it: @N with @1 the newest, a ses_ id, \
+or a suffix of 4 or more characters; default @1), or by its address: the one mur run \
+printed, or the address mur serve's admin API returned for a capsule it hosts (with \
+--token when that capsule has one).";
 
-const STOP_ABOUT: &str = "Stop a running capsule: ask it to end its session (murmur/stop), \
-which cancels its queued and running tasks, then wait until its address refuses connections.
+const STOP_ABOUT: &str = "Stop a running capsule.
 
-The address names the capsule: the one mur run printed, or the address mur serve's admin \
-API returned for a capsule it hosts (with --token when that capsule has one); a session id \
-cannot name one.";
+By session (as mur ps lists it: @N with @1 the newest, a ses_ id, or a suffix of 4 or more \
+characters): ask the capsule to end its session (murmur/stop), which cancels its running \
+and queued tasks, and give it 5 s to exit by itself; then SIGTERM its process, wait \
+--timeout seconds, SIGKILL it, and wait 5 s more. A process whose start time is not the \
+one its session recorded (its pid was reused) is never signalled. Prints `stopped:`, `capsule:`, `signal:`, one `canceled:` \
+per task, and `residue:`.
+
+By address (HOST:PORT or http://...): ask the capsule to end its session, then wait up to \
+--timeout seconds until its address refuses connections. The address is the one mur run \
+printed, or the one mur serve's admin API returned for a capsule it hosts (with --token \
+when that capsule has one); nothing is signalled.";
+
+const PS_ABOUT: &str = "List the capsules mur run is running on this machine, newest first: \
+SESSION, PID, URL, UPTIME, CAPSULE and WORKDIR, read from $MURMUR_HOME/running (MURMUR_HOME \
+defaults to ~/.murmur). An entry whose process has exited, or whose pid now runs another \
+process, is removed as it is found. Capsules mur serve hosts are not listed: its admin \
+API lists them.";
 
 const SERVE_ABOUT: &str = "Host many capsules in one process, behind one address.
 
@@ -132,9 +150,11 @@ that runs offline, and a README. Then:
 (NAME with '-' as '_'). A hook is scaffolded for one binding (--binding, default on-tool-call), \
 showing the verdict that binding may commit.";
 
-/// The address help both client commands share.
-const ADDRESS_HELP: &str = "The capsule's address as mur run prints it (HOST:PORT, localhost:PORT \
-or http://HOST:PORT), or as mur serve's admin API returns it (http://HOST:PORT/c/<id>/)";
+/// The target help both client commands share.
+const TARGET_HELP: &str = "A session as mur ps lists it (@N with @1 the newest, a ses_ id, or a \
+suffix of 4 or more characters), or the capsule's address as mur run prints it (HOST:PORT, \
+localhost:PORT or http://HOST:PORT) or as mur serve's admin API returns it \
+(http://HOST:PORT/c/<id>/)";
 
 /// The token help both client commands share.
 const TOKEN_HELP: &str =
@@ -142,21 +162,49 @@ const TOKEN_HELP: &str =
 
 #[derive(clap::Args, Debug)]
 pub struct WatchArgs {
-    #[arg(value_name = "ADDRESS", value_parser = parse_address, help = ADDRESS_HELP)]
-    pub address: Address,
+    #[arg(value_name = "SESSION|ADDRESS", value_parser = parse_target, help = TARGET_HELP, default_value = "@1")]
+    pub target: Target,
     #[arg(long, value_name = "TOKEN", help = TOKEN_HELP)]
     pub token: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]
 pub struct StopArgs {
-    #[arg(value_name = "ADDRESS", value_parser = parse_address, help = ADDRESS_HELP)]
-    pub address: Address,
+    #[arg(value_name = "SESSION|ADDRESS", value_parser = parse_target, help = TARGET_HELP)]
+    pub target: Target,
     #[arg(long, value_name = "TOKEN", help = TOKEN_HELP)]
     pub token: Option<String>,
-    /// Seconds to wait for the capsule to exit after it accepted the stop; 0 returns at once.
+    /// By session: seconds between SIGTERM and SIGKILL (0: SIGKILL at once). By address: seconds
+    /// to wait for the capsule to exit after it accepted the stop; 0 returns at once.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub timeout: u64,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PsArgs {
+    /// Print one JSON document (the sessions, newest first) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What `mur watch` and `mur stop` name: a running session, or a capsule's address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    Session(String),
+    Address(Address),
+}
+
+/// `@N`, a `ses_` id or a suffix of one (session ids are hex) names a session; anything
+/// else is an address, so `localhost` alone is the usage error it always was.
+fn parse_target(typed: &str) -> Result<Target, String> {
+    let t = typed.trim();
+    let session = t.starts_with('@')
+        || t.starts_with("ses_")
+        || (!t.is_empty() && t.bytes().all(|b| b.is_ascii_hexdigit()));
+    if session && !t.contains([':', '/']) {
+        return Ok(Target::Session(t.to_string()));
+    }
+    parse_address(typed).map(Target::Address)
 }
 
 #[derive(clap::Args, Debug)]
@@ -244,9 +292,15 @@ pub struct RunArgs {
     /// The port to listen on; 0 takes any free port (default: network.internal_port, else any).
     #[arg(long)]
     pub port: Option<u16>,
-    /// Print one JSON line at launch and nothing else on stdout.
+    /// Print one JSON line at launch and nothing else on stdout; wins over --verbose.
     #[arg(long)]
     pub json: bool,
+    /// Also print the workdir, the manifest, the driver and the session loop at launch.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+    /// Replaces the manifest's system prompt for this run (trimmed; empty clears it).
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
+    pub system_prompt: Option<String>,
     /// A session loop component to run instead of the built-in one.
     #[arg(long = "loop", value_name = "PATH.wasm")]
     pub loop_path: Option<PathBuf>,
@@ -371,4 +425,32 @@ pub enum KindArg {
     Driver,
     Hook,
     Loop,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_target_is_a_session_when_it_can_name_one_else_an_address() {
+        for session in ["@1", "@12", "ses_019ed2af", "a3f9", "A3F9c0"] {
+            assert_eq!(
+                parse_target(session),
+                Ok(Target::Session(session.into())),
+                "{session}"
+            );
+        }
+        for address in [
+            "localhost:52222",
+            "http://127.0.0.1:8080/c/cap_1/",
+            "[::1]:9",
+        ] {
+            assert!(
+                matches!(parse_target(address), Ok(Target::Address(_))),
+                "{address}"
+            );
+        }
+        assert!(parse_target("localhost").is_err());
+        assert!(parse_target("").is_err());
+    }
 }

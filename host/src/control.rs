@@ -36,6 +36,11 @@ impl RunningTask {
         self.canceled.store(false, Ordering::SeqCst);
     }
 
+    /// The id of the task running now.
+    pub fn current(&self) -> Option<String> {
+        self.id().clone()
+    }
+
     /// Whether a task is running now.
     pub fn busy(&self) -> bool {
         self.id().is_some()
@@ -167,9 +172,10 @@ impl Control {
     }
 
     /// Ends the session cleanly: no new tasks, waiting ones dropped (each recorded),
-    /// the running one canceled.
-    pub fn stop(&self) {
+    /// the running one canceled. Returns the tasks it canceled, the running one first, for `mur stop` to report.
+    pub fn stop(&self) -> Vec<String> {
         self.queue.close();
+        let mut queued = Vec::new();
         for task in self.queue.drain() {
             let rejected = line::task_rejected(&task.id, line::Rejected::SessionStopped);
             let _ = self.trace.under_session(Some(&task.id), rejected);
@@ -178,8 +184,14 @@ impl Control {
             self.wire
                 .tasks()
                 .canceled_queued(&task.id, &task.context_id, why);
+            queued.push(task.id);
         }
-        self.running.cancel(None);
+        let mut canceled: Vec<String> = self.running.current().into_iter().collect();
+        if !self.running.cancel(None) {
+            canceled.clear();
+        }
+        canceled.extend(queued);
+        canceled
     }
 }
 

@@ -40,6 +40,7 @@ mod reaper;
 mod resume;
 mod rooted;
 pub mod run;
+mod running;
 mod sandbox;
 mod secret;
 mod seed;

@@ -39,6 +39,7 @@ fn main() -> ExitCode {
             cli::Command::Serve(args) => serve::serve(args).await,
             cli::Command::Watch(args) => client::watch(args).await,
             cli::Command::Stop(args) => client::stop(args).await,
+            cli::Command::Ps(args) => client::ps(&args),
             cli::Command::Warm(args) => warm::run(&args),
             cli::Command::Wit(args) => kit::wit::run(args),
             cli::Command::New(args) => kit::new::run(args),

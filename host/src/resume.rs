@@ -75,7 +75,9 @@ fn list_sessions(root: &Path) -> Vec<String> {
     names
 }
 
-fn pick(sessions: &[String], selector: &str) -> Result<String, String> {
+/// The session `selector` names among `sessions` (oldest first); also how `mur stop`
+/// and `mur watch` name a running session.
+pub(crate) fn pick(sessions: &[String], selector: &str) -> Result<String, String> {
     if selector.contains(['/', '\\', '\0']) || selector.contains("..") {
         return Err("a session is named by its id, not a path".into());
     }

@@ -1,12 +1,14 @@
 //! `mur run`: one capsule, served at `/` of its own address, in a process of its own:
 //! it prints the launch lines, stops on a signal, and exits with the session's status.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::json;
 use tokio::net::TcpListener;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::a2a;
 use crate::capsule::{self, Launch, Launched, LoopIdentity, Options};
@@ -15,7 +17,8 @@ use crate::confine::Class;
 use crate::control::Control;
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::manifest::{self, Manifest};
+use crate::manifest::{self, DriverRef, Manifest};
+use crate::running;
 use crate::server::{self, Mount};
 use crate::workdir::RecordsChoice;
 
@@ -52,13 +55,17 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
             "could not become a child subreaper ({e}): processes shell commands leave behind may outlive the session"
         ));
     }
+    let caught = catch_signals();
+    // Listed from the launch line on; the guard removes the entry however run() returns.
+    let registration = register(&m, launched, &url);
     announce(&args, &m, launched, &url, opened.session_loop());
     let control = launched.control.clone();
     let server = tokio::spawn(server::serve(
         listener,
         Mount::One(opened.served(a2a::Guard::Open)),
     ));
-    let signals = tokio::spawn(stop_on_signals(control));
+    let listed = registration.as_ref().map(|r| r.path().to_path_buf());
+    let signals = tokio::spawn(stop_on_signals(caught, control, listed));
     let json = args.json;
     let ended = opened
         .run(started, |ended| {
@@ -72,6 +79,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         .await;
     signals.abort();
     server.abort();
+    drop(registration);
     ended.ran?;
     match ended.last {
         Some(task) if !task.completed => Err(Error::new(
@@ -88,7 +96,10 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
 
 /// The manifest, with the command line's lifecycle overrides applied.
 fn load_manifest(args: &RunArgs) -> Result<Manifest, Error> {
-    let loaded = manifest::load(&args.manifest)?;
+    let loaded = match args.system_prompt {
+        Some(_) => manifest::load_with_prompt_from_cli(&args.manifest)?,
+        None => manifest::load(&args.manifest)?,
+    };
     for warning in &loaded.warnings {
         eprintln!("{}", warning.text);
     }
@@ -102,7 +113,39 @@ fn load_manifest(args: &RunArgs) -> Result<Manifest, Error> {
     if let Some(a) = args.lifecycle_after_task {
         m.lifecycle.after_task = a.into();
     }
+    if let Some(prompt) = &args.system_prompt {
+        // Trimmed as the manifest's inline prompt is; an empty one clears it.
+        let prompt = prompt.trim();
+        m.inference.system_prompt = (!prompt.is_empty()).then(|| prompt.to_string());
+        m.inference.system_prompt_from_cli = true;
+    }
     Ok(m)
+}
+
+/// Lists this session in the running-session registry. A registry that cannot be
+/// written costs `mur ps` and `mur stop SESSION` this session, not the run.
+fn register(m: &Manifest, launched: &Launched, url: &str) -> Option<running::Registration> {
+    let registered = running::Entry::for_this_process(&launched.session_id, url)
+        .map_err(|why| Error::new("E-REG-001", why))
+        .and_then(|entry| {
+            running::register(&running::Entry {
+                workdir: launched.workdir.root.clone(),
+                records_dir: launched.workdir.records.clone(),
+                capsule_name: m.name.clone(),
+                capsule_version: m.version.clone(),
+                ..entry
+            })
+        });
+    match registered {
+        Ok(registration) => Some(registration),
+        Err(e) => {
+            eprintln!(
+                "[capsule-runtime] warning[W-REG-002]: this session is not listed for mur ps and mur stop: {}",
+                e.message
+            );
+            None
+        }
+    }
 }
 
 async fn bind(args: &RunArgs, m: &Manifest) -> Result<TcpListener, Error> {
@@ -126,7 +169,8 @@ fn records_choice<'a>(args: &'a RunArgs, m: &'a Manifest) -> RecordsChoice<'a> {
     }
 }
 
-/// The launch lines: one JSON line with `--json`, readable lines otherwise.
+/// The launch lines: one JSON line with `--json`, readable lines otherwise (more of
+/// them with `--verbose`).
 fn announce(
     args: &RunArgs,
     m: &Manifest,
@@ -151,24 +195,57 @@ fn announce(
         });
         println!("{line}");
     } else {
-        println!("murmur: url {url}");
+        // Upstream's line: the port on localhost whatever --bind is, no scheme.
+        println!("murmur: url localhost:{port}");
         println!("session: {}", launched.session_id);
-        println!("workdir: {}", workdir.root.display());
-        println!("loop:    {}", session_loop.shown());
+        if args.verbose {
+            println!("workdir: {}", workdir.root.display());
+            println!("manifest: {} v{}", m.name, m.version);
+            println!("driver: {} ({})", driver_name(m), m.inference.model);
+            let skills = m
+                .artifacts
+                .iter()
+                .filter(|a| a.runtime == manifest::Runtime::Skill)
+                .count();
+            if skills > 0 {
+                println!("skills: {skills} installed");
+            }
+            println!("loop:    {}", session_loop.shown());
+        }
     }
     if let Some(jail) = launched.tools.jail() {
         eprintln!("{}", jail.launch_line());
     }
 }
 
-/// The first SIGTERM or SIGINT stops the session cleanly (the running task is
-/// canceled, the trace closed); a second one exits at once.
-async fn stop_on_signals(control: Arc<Control>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
+/// The driver as the manifest names it: a built-in's name or an artifact's.
+fn driver_name(m: &Manifest) -> &str {
+    match &m.inference.driver {
+        DriverRef::Builtin { name, .. } | DriverRef::Artifact { name, .. } => name,
+    }
+}
+
+/// SIGTERM and SIGINT, caught from here on. Taken before the session is listed and
+/// announced: a signal sent the moment the launch line is read must reach the clean
+/// path, which removes the entry, and not the default action, which leaves it behind.
+fn catch_signals() -> Option<(Signal, Signal)> {
+    match (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-    ) else {
+    ) {
+        (Ok(term), Ok(int)) => Some((term, int)),
+        _ => None,
+    }
+}
+
+/// The first SIGTERM or SIGINT stops the session cleanly (the running task is
+/// canceled, the trace closed); a second one exits at once.
+async fn stop_on_signals(
+    caught: Option<(Signal, Signal)>,
+    control: Arc<Control>,
+    listed: Option<PathBuf>,
+) {
+    let Some((mut term, mut int)) = caught else {
         return;
     };
     tokio::select! {
@@ -182,6 +259,10 @@ async fn stop_on_signals(control: Arc<Control>) {
         _ = int.recv() => {}
     }
     eprintln!("[murmur] exiting without tearing down");
+    // exit() runs no destructor: the registry entry goes here.
+    if let Some(path) = listed {
+        let _ = std::fs::remove_file(path);
+    }
     // Still no orphans: killing what is left takes milliseconds.
     let killed = crate::reaper::kill_leftovers().processes.len();
     if killed > 0 {

@@ -340,11 +340,12 @@ async fn handle(mut socket: TcpStream, request: Request, served: &Served) {
             .await
         }
         Some("murmur/stop") => {
-            // Answer first: the process exits as soon as the session has ended.
-            let result =
-                json!({"jsonrpc": "2.0", "id": id, "result": {"stopped": served.session_id}});
+            // Stop first, so the answer can name what was canceled; the process exits
+            // only once the session has wound down, well after this answer is written.
+            let canceled = served.control.stop();
+            let result = json!({"jsonrpc": "2.0", "id": id,
+                "result": {"stopped": served.session_id, "canceled": canceled}});
             reply_json(&mut socket, result).await;
-            served.control.stop();
         }
         _ => reply_json(&mut socket, rpc_error(&id, -32601, "Method not found")).await,
     }

@@ -242,6 +242,7 @@ fn run_sample(built: &Built, task: &str) -> Run {
             .current_dir(&built.dir)
             .args([
                 "run",
+                "-v",
                 "--manifest",
                 "murmur.yaml",
                 "--port",
@@ -300,7 +301,7 @@ fn a_loop_scaffold_builds_and_runs_its_sample_capsules_session() {
     let run = run_sample(&lp, "Say hello.");
     let lines: Vec<&str> = run.stdout.lines().collect();
     assert_eq!(
-        lines.get(3).copied(),
+        lines.get(5).copied(),
         Some("loop:    my-loop (no version)"),
         "{}",
         run.stdout

@@ -104,17 +104,23 @@ fn the_human_launch_line_names_the_loop() {
     );
     let run = finish(
         mur()
-            .args(["run", "--port", "0", "--manifest"])
+            .args(["run", "-v", "--port", "0", "--manifest"])
             .arg(capsule.manifest())
             .args(["--task", "hi"]),
     );
     run.assert_ok();
     let lines: Vec<&str> = run.stdout.lines().collect();
-    assert!(lines[0].starts_with("murmur: url "), "{}", run.stdout);
+    assert!(
+        lines[0].starts_with("murmur: url localhost:"),
+        "{}",
+        run.stdout
+    );
     assert!(lines[1].starts_with("session: ses_"), "{}", run.stdout);
     assert!(lines[2].starts_with("workdir: "), "{}", run.stdout);
-    assert_eq!(lines[3], "loop:    oneshot v1.2.0");
-    assert_eq!(lines[4..], ["[oneshot] one turn, no tools", "status:  ok"]);
+    assert!(lines[3].starts_with("manifest: "), "{}", run.stdout);
+    assert!(lines[4].starts_with("driver: "), "{}", run.stdout);
+    assert_eq!(lines[5], "loop:    oneshot v1.2.0");
+    assert_eq!(lines[6..], ["[oneshot] one turn, no tools", "status:  ok"]);
 }
 
 #[test]

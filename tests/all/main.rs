@@ -30,6 +30,7 @@ mod kit;
 mod limits;
 mod loop_artifact;
 mod loops;
+mod registry;
 mod run;
 mod scripted;
 mod serve;

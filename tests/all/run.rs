@@ -46,24 +46,19 @@ pub(crate) fn hello_example_prints_its_answer_and_exits_zero() {
     );
     run.assert_ok();
     let lines: Vec<&str> = run.stdout.lines().collect();
-    assert!(
-        lines[0].starts_with("murmur: url http://127.0.0.1:"),
-        "{}",
-        run.stdout
-    );
+    let port: u16 = lines[0]
+        .strip_prefix("murmur: url localhost:")
+        .unwrap_or_else(|| panic!("{}", run.stdout))
+        .parse()
+        .unwrap();
+    assert!(port > 0);
     let session = lines[1]
         .strip_prefix("session: ses_")
         .expect("session line");
     assert_eq!(session.len(), 32);
     assert!(session.bytes().all(|b| b.is_ascii_hexdigit()));
-    assert!(lines[2].starts_with("workdir: "), "{}", run.stdout);
-    assert_eq!(
-        lines[3],
-        format!(
-            "loop:    default (built-in, mur {})",
-            env!("CARGO_PKG_VERSION")
-        )
-    );
+    // Without -v the two launch lines are all: the answer follows.
+    assert!(!run.stdout.contains("\nworkdir: "), "{}", run.stdout);
     assert!(
         run.stdout.contains("My workdir holds the files below"),
         "{}",
@@ -81,6 +76,62 @@ pub(crate) fn hello_example_prints_its_answer_and_exits_zero() {
         run.stdout
     );
     assert_eq!(lines.last(), Some(&"status:  ok"));
+}
+
+#[test]
+fn verbose_adds_the_workdir_manifest_driver_and_loop_lines() {
+    let workdir = scratch("hello-verbose");
+    let run = finish(
+        mur()
+            .current_dir(repo())
+            .args(["run", "-v", "--manifest", "examples/hello/murmur.yaml"])
+            .args(["--port", "0", "--workdir"])
+            .arg(&workdir)
+            .args(["--task", "What is in your workdir?"]),
+    );
+    run.assert_ok();
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("murmur: url localhost:"),
+        "{}",
+        run.stdout
+    );
+    assert!(lines[1].starts_with("session: ses_"), "{}", run.stdout);
+    assert_eq!(lines[2], format!("workdir: {}", workdir.display()));
+    assert_eq!(lines[3], "manifest: hello v0.1.0");
+    assert_eq!(lines[4], "driver: scripted (scripted-hello)");
+    assert_eq!(
+        lines[5],
+        format!(
+            "loop:    default (built-in, mur {})",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+    // --json wins over -v: one line.
+    let run = finish(
+        mur()
+            .current_dir(repo())
+            .args([
+                "run",
+                "-v",
+                "--json",
+                "--manifest",
+                "examples/hello/murmur.yaml",
+            ])
+            .args(["--port", "0", "--workdir"])
+            .arg(&workdir)
+            .args(["--task", "What is in your workdir?"]),
+    );
+    run.assert_ok();
+    assert_eq!(run.stdout.lines().count(), 1, "{}", run.stdout);
+    let launch = run.launch();
+    let port = launch["address"]
+        .as_str()
+        .unwrap()
+        .strip_prefix("http://127.0.0.1:")
+        .unwrap()
+        .to_string();
+    assert_eq!(launch["url"], json!(format!("localhost:{port}")));
 }
 
 #[test]

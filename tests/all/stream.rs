@@ -1474,7 +1474,7 @@ fn murmur_stop_ends_a_sleeping_capsule_with_status_zero() {
     let reply = rpc(a, &call(3, "murmur/stop", json!({})));
     assert_eq!(
         reply,
-        json!({"jsonrpc": "2.0", "id": 3, "result": {"stopped": session.id}})
+        json!({"jsonrpc": "2.0", "id": 3, "result": {"stopped": session.id, "canceled": []}})
     );
     let rest = w.rest(WAIT);
     assert!(

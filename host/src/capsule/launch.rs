@@ -108,6 +108,7 @@ pub(super) async fn open_session(
         capabilities: capabilities.clone(),
         tools_declared: tools.list.iter().map(|t| t.name.as_str()).collect(),
         system_prompt: m.inference.system_prompt.as_deref(),
+        system_prompt_from_cli: m.inference.system_prompt_from_cli,
         resumed_from,
         session_loop: &session_loop.label,
         loop_name: &session_loop.name,

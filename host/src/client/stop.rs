@@ -1,5 +1,9 @@
-//! `mur stop`: ask a capsule to end its session, then wait until its address stops
-//! answering.
+//! `mur stop`: ask a capsule to end its session, then make sure it has ended.
+//!
+//! By address, the capsule is only asked, and its address watched until it stops
+//! answering. By session, its registry entry names the process too: after asking,
+//! `mur stop` escalates to SIGTERM and SIGKILL if it has not exited, and never signals a
+//! pid whose start time is not the entry's.
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -11,12 +15,21 @@ use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep, timeout};
 
 use super::http::{HeadError, auth_header, bearer, connect, read_head, request, unauthorized};
-use crate::address::Address;
-use crate::cli::StopArgs;
+use super::session;
+use crate::address::{Address, parse_address};
+use crate::cli::{StopArgs, Target};
 use crate::error::Error;
+use crate::running::{self, Entry, Signaled};
 
-/// How long `mur stop` waits for the capsule to answer the stop request.
+/// How long `mur stop ADDRESS` waits for the capsule to answer the stop request.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+/// By session, a capsule that does not answer is signalled instead: a shorter wait.
+const SESSION_ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a capsule that accepted the stop gets to wind down and exit by itself
+/// before it is signalled.
+const SETTLE: Duration = Duration::from_secs(5);
+/// How long SIGKILL gets to take effect.
+const KILL_WAIT: Duration = Duration::from_secs(5);
 /// How often `mur stop` checks whether the address still answers, and how long one
 /// check may take.
 const POLL_EVERY: Duration = Duration::from_millis(50);
@@ -34,7 +47,7 @@ fn no_capsule(address: &Address, e: &io::Error) -> Error {
         format!("no capsule is listening at {}: {e}", address.typed)
     };
     Error::new("E-RUN-022", message).hint(
-        "give the address mur run printed (murmur: url ...); there is no session registry yet, so a session id cannot name a capsule",
+        "give the address mur run printed (murmur: url ...), or name the session: mur ps lists them",
     )
 }
 
@@ -46,7 +59,7 @@ fn silent(address: &Address, why: &str) -> Error {
             address.typed
         ),
     )
-    .hint("the capsule may be wedged; end its process (its pid is in the launch line of mur run --json)")
+    .hint("the capsule may be wedged; mur stop SESSION (see mur ps) also signals its process")
 }
 
 fn not_ended(address: &Address, why: &str) -> Error {
@@ -56,8 +69,13 @@ fn not_ended(address: &Address, why: &str) -> Error {
     )
 }
 
-/// Sends `murmur/stop` and returns the session id the capsule says it stopped.
-async fn ask_to_stop(address: &Address, token: Option<&str>) -> Result<String, Error> {
+/// Sends `murmur/stop` and returns the capsule's answer: `{"stopped": SESSION,
+/// "canceled": [TASK...]}`. `wait` bounds the answer.
+async fn ask_to_stop(
+    address: &Address,
+    token: Option<&str>,
+    wait: Duration,
+) -> Result<Value, Error> {
     let auth = bearer(token);
     let headers = auth_header(auth.as_deref());
     let mut socket = connect(address)
@@ -85,11 +103,11 @@ async fn ask_to_stop(address: &Address, token: Option<&str>) -> Result<String, E
         }
         Ok::<_, HeadError>((head, body))
     };
-    let (head, body) = match timeout(ANSWER_TIMEOUT, exchange).await {
+    let (head, body) = match timeout(wait, exchange).await {
         Err(_) => {
             return Err(silent(
                 address,
-                &format!("no answer within {} s", ANSWER_TIMEOUT.as_secs()),
+                &format!("no answer within {} s", wait.as_secs()),
             ));
         }
         Ok(Err(HeadError::Closed(Some(e)))) => return Err(silent(address, &e.to_string())),
@@ -108,8 +126,8 @@ async fn ask_to_stop(address: &Address, token: Option<&str>) -> Result<String, E
         );
     }
     let answer: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    if let Some(id) = answer["result"]["stopped"].as_str() {
-        return Ok(id.to_string());
+    if answer["result"]["stopped"].is_string() {
+        return Ok(answer["result"].clone());
     }
     let why = match (
         answer["error"]["code"].as_i64(),
@@ -154,21 +172,38 @@ async fn still_serves(address: &Address, token: Option<&str>) -> bool {
     }
 }
 
-/// Asks the capsule at `args.address` to stop, then waits up to `args.timeout` seconds for
-/// its address to stop answering.
+/// `mur stop`: by session or by address.
 pub async fn stop(args: StopArgs) -> Result<ExitCode, Error> {
-    let address = args.address;
-    let token = args.token.as_deref();
-    let session = ask_to_stop(&address, token).await?;
+    match args.target {
+        Target::Address(address) => {
+            stop_address(address, args.token.as_deref(), args.timeout).await
+        }
+        Target::Session(selector) => {
+            let entry = session::resolve(&selector)?;
+            let grace = Duration::from_secs(args.timeout);
+            stop_session(&entry, args.token.as_deref(), grace).await
+        }
+    }
+}
+
+/// Asks the capsule at `address` to stop, then waits up to `timeout` seconds for its
+/// address to stop answering.
+async fn stop_address(
+    address: Address,
+    token: Option<&str>,
+    timeout: u64,
+) -> Result<ExitCode, Error> {
+    let answer = ask_to_stop(&address, token, ANSWER_TIMEOUT).await?;
+    let session = answer["stopped"].as_str().unwrap_or_default();
     let mut out = io::stdout();
     let _ = writeln!(out, "stopped: {session}");
     let _ = out.flush();
-    if args.timeout == 0 {
+    if timeout == 0 {
         return Ok(ExitCode::SUCCESS);
     }
     // The capsule answers first and then ends its session; its address stops
     // answering when the process is done serving.
-    let deadline = Instant::now() + Duration::from_secs(args.timeout);
+    let deadline = Instant::now() + Duration::from_secs(timeout);
     loop {
         if !still_serves(&address, token).await {
             break;
@@ -176,13 +211,124 @@ pub async fn stop(args: StopArgs) -> Result<ExitCode, Error> {
         if Instant::now() >= deadline {
             return Err(not_ended(
                 &address,
-                &format!("it still answers after {} s", args.timeout),
+                &format!("it still answers after {timeout} s"),
             )
-            .hint("a task may be inside a long tool call; run mur stop again, or end the process (its pid is in the launch line of mur run --json)"));
+            .hint("a task may be inside a long tool call; mur stop SESSION (see mur ps) also signals its process"));
         }
         sleep(POLL_EVERY).await;
     }
     let _ = writeln!(out, "residue: nothing else was left running");
     let _ = out.flush();
     Ok(ExitCode::SUCCESS)
+}
+
+/// Ends the session `entry` names: ask its capsule, then SIGTERM, wait `grace`, SIGKILL,
+/// wait [`KILL_WAIT`]. Its entry is removed once the process is gone.
+async fn stop_session(
+    entry: &Entry,
+    token: Option<&str>,
+    grace: Duration,
+) -> Result<ExitCode, Error> {
+    // Asked first: only the capsule can say which tasks the stop canceled.
+    let door = match parse_address(&entry.address) {
+        Ok(address) => ask_to_stop(&address, token, SESSION_ANSWER_TIMEOUT)
+            .await
+            .map_err(|e| e.message),
+        Err(why) => Err(format!(
+            "its entry's address {} is not one: {why}",
+            entry.address
+        )),
+    };
+    // A capsule that accepted the stop winds down and exits by itself.
+    if door.is_ok() {
+        wait_for_exit(entry, SETTLE).await;
+    }
+    let signal = end_process(entry, grace).await?;
+    running::prune(entry);
+    let mut out = io::stdout();
+    let _ = writeln!(out, "stopped: {}", entry.session_id);
+    let _ = writeln!(
+        out,
+        "capsule: {}@{}",
+        entry.capsule_name, entry.capsule_version
+    );
+    let _ = writeln!(out, "signal:  {signal}");
+    match &door {
+        Ok(answer) => {
+            let canceled = answer["canceled"].as_array().cloned().unwrap_or_default();
+            for task in canceled.iter().filter_map(Value::as_str) {
+                let _ = writeln!(out, "canceled: {task}");
+            }
+            let _ = writeln!(out, "residue: nothing else was left running");
+        }
+        Err(why) => {
+            let _ = writeln!(
+                out,
+                "residue: unknown — the capsule could not be asked: {why}"
+            );
+        }
+    }
+    let _ = out.flush();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// SIGTERM, then SIGKILL once `grace` is out (at once when it is zero); what ended it.
+async fn end_process(entry: &Entry, grace: Duration) -> Result<&'static str, Error> {
+    match running::signal(entry, libc::SIGTERM) {
+        Signaled::AlreadyGone => return Ok("none — the process had already exited"),
+        Signaled::Refused(why) => {
+            return Err(unendable(
+                entry,
+                &format!("SIGTERM to pid {} was refused: {why}", entry.pid),
+            ));
+        }
+        Signaled::Sent => {}
+    }
+    if wait_for_exit(entry, grace).await {
+        return Ok("SIGTERM");
+    }
+    match running::signal(entry, libc::SIGKILL) {
+        // It exited between the grace running out and the signal.
+        Signaled::AlreadyGone => return Ok("SIGTERM"),
+        Signaled::Refused(why) => {
+            return Err(unendable(
+                entry,
+                &format!("SIGKILL to pid {} was refused: {why}", entry.pid),
+            ));
+        }
+        Signaled::Sent => {}
+    }
+    if wait_for_exit(entry, KILL_WAIT).await {
+        return Ok("SIGKILL");
+    }
+    Err(unendable(
+        entry,
+        &format!(
+            "pid {} was still running {} s after SIGKILL",
+            entry.pid,
+            KILL_WAIT.as_secs()
+        ),
+    ))
+}
+
+/// Whether the process exits within `limit`.
+async fn wait_for_exit(entry: &Entry, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if !entry.state().is_running() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        sleep(POLL_EVERY.min(deadline - Instant::now())).await;
+    }
+}
+
+fn unendable(entry: &Entry, why: &str) -> Error {
+    Error::new(
+        "E-RUN-024",
+        format!("{} could not be ended: {why}", entry.session_id),
+    )
+    .hint("its entry is kept, so mur ps still lists it; the process may belong to another user")
 }

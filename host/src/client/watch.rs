@@ -8,7 +8,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::http::{HeadError, auth_header, bearer, connect, read_head, request, unauthorized};
 use super::printer::{Flow, Printer};
-use crate::cli::WatchArgs;
+use super::session;
+use crate::address::{Address, parse_address};
+use crate::cli::{Target, WatchArgs};
 use crate::error::Error;
 use crate::sse::FrameReader;
 
@@ -32,13 +34,37 @@ fn lost(label: &str, last_id: Option<u64>) -> Error {
 
 fn connect_failed(label: &str, e: &io::Error) -> Error {
     Error::new("E-IO-003", format!("failed to connect to {label}: {e}"))
-        .hint("check the address mur run printed (murmur: url ...); the capsule may have exited")
+        .hint("check the address mur run printed (murmur: url ...) or mur ps; the capsule may have exited")
 }
 
-/// Attaches to the capsule at `args.address` and prints its event stream from the start.
+/// The address to dial and the label messages name it by: the session id when a
+/// session was named, else the address as typed.
+fn resolve(target: Target) -> Result<(Address, String), Error> {
+    match target {
+        Target::Address(address) => {
+            let label = address.typed.clone();
+            Ok((address, label))
+        }
+        Target::Session(selector) => {
+            let entry = session::resolve(&selector)?;
+            let address = parse_address(&entry.address).map_err(|why| {
+                Error::new(
+                    "E-IO-003",
+                    format!(
+                        "the registry entry of {} has no usable address ({}): {why}",
+                        entry.session_id, entry.address
+                    ),
+                )
+            })?;
+            Ok((address, entry.session_id))
+        }
+    }
+}
+
+/// Attaches to the capsule `args.target` names and prints its event stream from the start.
 pub async fn watch(args: WatchArgs) -> Result<ExitCode, Error> {
-    let address = args.address;
-    let label = address.typed.as_str();
+    let (address, label) = resolve(args.target)?;
+    let label = label.as_str();
     let mut socket = connect(&address)
         .await
         .map_err(|e| connect_failed(label, &e))?;

@@ -18,6 +18,9 @@ pub(super) struct Cx<'a> {
     pub(super) dir: PathBuf,
     pub(super) env: &'a dyn Fn(&str) -> Option<String>,
     pub(super) warnings: Vec<Warning>,
+    /// `mur run --system-prompt` replaces the prompt: `inference.system_prompt_file` is
+    /// not read (it need not exist).
+    pub(super) prompt_from_cli: bool,
 }
 
 impl Cx<'_> {

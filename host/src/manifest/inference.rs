@@ -37,6 +37,7 @@ pub(super) fn inference(cx: &mut Cx, top: &Section, artifacts: &[Artifact]) -> R
         max_turns: max_turns(cx, &sec)?,
         max_tokens: sec.opt_u32(cx, "max_tokens", 1)?.unwrap_or(8192),
         system_prompt: system_prompt(cx, &sec)?,
+        system_prompt_from_cli: false,
         temperature,
         top_p,
         stream: sec.opt_bool(cx, "stream")?.unwrap_or(true),
@@ -283,6 +284,8 @@ fn prompt_pair(cx: &Cx, sec: &Section) -> Result<(Option<Located>, Option<Locate
 
 fn system_prompt(cx: &Cx, sec: &Section) -> Result<Option<String>> {
     match prompt_pair(cx, sec)? {
+        // Replaced by the command line's: the file is not read.
+        _ if cx.prompt_from_cli => Ok(None),
         (Some((text, _)), _) => Ok(Some(text.trim().to_string())),
         (None, Some((rel, line))) => read_prompt(cx, &rel, line).map(Some),
         (None, None) => Ok(None),

@@ -175,6 +175,8 @@ pub struct Inference {
     pub max_tokens: u32,
     /// From `system_prompt` (trimmed) or `system_prompt_file` (verbatim).
     pub system_prompt: Option<String>,
+    /// `mur run --system-prompt` replaced the manifest's prompt (an empty one clears it).
+    pub system_prompt_from_cli: bool,
     pub temperature: Option<f64>,
     pub top_p: Option<f64>,
     /// Ask the model server to stream its answer (default true): text reaches the wire
@@ -390,13 +392,27 @@ pub fn load(path: &Path) -> Result<Loaded> {
 /// Like [`load`], with `${NAME}` resolved by `env` — so a caller can layer a workspace `.env`
 /// under the process environment without mutating it (`set_var` is unsafe with threads).
 pub fn load_with_env(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded> {
+    load_file(path, env, false)
+}
+
+/// Like [`load`], for `mur run --system-prompt`: the command line's prompt replaces the
+/// manifest's, so `inference.system_prompt_file` is not read and may be missing.
+pub fn load_with_prompt_from_cli(path: &Path) -> Result<Loaded> {
+    load_file(path, &|name| std::env::var(name).ok(), true)
+}
+
+fn load_file(
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    prompt_from_cli: bool,
+) -> Result<Loaded> {
     let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let file = path.file_name().map_or_else(
         || "murmur.yaml".to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
     let bytes = std::fs::read(&path).map_err(|e| read_error(&path, &file, &e))?;
-    load_bytes(path, file, &bytes, env)
+    load_bytes(path, file, &bytes, env, prompt_from_cli)
 }
 
 /// Everything after reading the file; `path` must be absolute.
@@ -405,6 +421,7 @@ fn load_bytes(
     file: String,
     bytes: &[u8],
     env: &dyn Fn(&str) -> Option<String>,
+    prompt_from_cli: bool,
 ) -> Result<Loaded> {
     let src = decode(bytes, &file)?;
     let root = parse_tree(src, &file)?;
@@ -416,6 +433,7 @@ fn load_bytes(
         dir,
         env,
         warnings: Vec::new(),
+        prompt_from_cli,
     };
     let manifest = build_manifest(&mut cx, root.as_ref(), path)?;
     let mut warnings = cx.warnings;
@@ -450,6 +468,7 @@ pub fn yaml_to_json(text: &str) -> std::result::Result<Json, String> {
         dir: PathBuf::new(),
         env: &|_| None,
         warnings: Vec::new(),
+        prompt_from_cli: false,
     };
     let field = Field {
         path: String::new(),

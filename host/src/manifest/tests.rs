@@ -260,7 +260,7 @@ fn fuzz_never_panics() {
     for round in 0..3000 {
         let bytes = fuzz_input(round, &mut next);
         // In memory: writing thousands of files costs seconds on some file systems.
-        let _ = load_bytes(path.clone(), "murmur.yaml".into(), &bytes, &test_env);
+        let _ = load_bytes(path.clone(), "murmur.yaml".into(), &bytes, &test_env, false);
     }
 }
 

@@ -86,6 +86,8 @@ pub struct SessionStart<'a> {
     pub capabilities: Value,
     pub tools_declared: Vec<&'a str>,
     pub system_prompt: Option<&'a str>,
+    /// `mur run --system-prompt` set (or cleared) the prompt: the source is `cli`.
+    pub system_prompt_from_cli: bool,
     pub resumed_from: Option<&'a str>,
     /// How errors name the loop, e.g. `built-in session loop`.
     pub session_loop: &'a str,
@@ -100,9 +102,11 @@ pub struct SessionStart<'a> {
 
 /// `session_start`: the first line, parent of every task.
 pub fn session_start(s: SessionStart<'_>) -> Line {
-    let (prompt_source, prompt_sha) = match s.system_prompt {
-        Some(prompt) => ("manifest", Some(sha256_hex(prompt))),
-        None => ("none", None),
+    let prompt_sha = s.system_prompt.map(sha256_hex);
+    let prompt_source = match (s.system_prompt_from_cli, s.system_prompt) {
+        (true, _) => "cli",
+        (false, Some(_)) => "manifest",
+        (false, None) => "none",
     };
     Line::new(
         "session_start",

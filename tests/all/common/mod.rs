@@ -626,9 +626,15 @@ impl Watch {
     /// `mur watch <address> [--token T]`. With `read_stdout` false its stdout is closed
     /// before anything is written to it, as by a reader that went away.
     pub fn start(address: &str, token: Option<&str>, read_stdout: bool) -> Watch {
-        let mut child = mur()
-            .args(["watch", address])
-            .args(token.map(|t| ["--token", t]).into_iter().flatten())
+        let mut cmd = mur();
+        cmd.args(["watch", address])
+            .args(token.map(|t| ["--token", t]).into_iter().flatten());
+        Watch::start_with(cmd, read_stdout)
+    }
+
+    /// `cmd`, a whole `mur watch ...` command line, in the background.
+    pub fn start_with(mut cmd: Command, read_stdout: bool) -> Watch {
+        let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

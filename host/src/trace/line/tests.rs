@@ -40,6 +40,7 @@ fn session_start_records_the_capsule_and_hashes_the_prompt() {
         capabilities: json!({"network": [], "filesystem": ".", "shell": ["bash"]}),
         tools_declared: vec!["bash"],
         system_prompt: prompt,
+        system_prompt_from_cli: false,
         resumed_from: resumed,
         session_loop: "built-in session loop",
         loop_name: "default",
@@ -56,7 +57,22 @@ fn session_start_records_the_capsule_and_hashes_the_prompt() {
         session_start(start(None, None)),
         "session_start",
         r#"{"capsule_name":"hello","capsule_version":"0.1.0","model":"m","max_turns":4,"capabilities":{"network":[],"filesystem":".","shell":["bash"]},"tools_declared":["bash"],"system_prompt_source":"none","system_prompt_sha256":null,"resumed_from":null,"context_id":null,"session_loop":"built-in session loop","loop":"default","loop_version":"0.9.0","driver":"built-in scripted driver","containment":{"declared":"scoped"}}"#,
-    );
+    ); // `--system-prompt` is the source whether it set a prompt or cleared it.
+    for (prompt, sha) in [
+        (
+            Some("be brief"),
+            json!("b0d336336bae9756708102764ccc977778d8c408df38d7050d69f9e4d22c9a43"),
+        ),
+        (None, Value::Null),
+    ] {
+        let line = session_start(SessionStart {
+            system_prompt_from_cli: true,
+            ..start(prompt, None)
+        });
+        let v: Value = serde_json::from_str(&line.fields_json()).unwrap();
+        assert_eq!(v["system_prompt_source"], "cli");
+        assert_eq!(v["system_prompt_sha256"], sha);
+    }
 }
 
 #[test]
