@@ -1,6 +1,8 @@
 //! Start-up benchmark (`cargo bench --bench startup`): `mur run` on the hello capsule
-//! from launch to the printed answer, with a cold and a warm component cache, the
-//! time to instantiate the loop and the driver from the cache, and memory.
+//! from launch to the printed answer, with an empty component cache (a machine's first
+//! run) and a warm one, the time to instantiate the loop and the driver from the cache,
+//! memory, and what the first run would spend compiling the built-in components had the
+//! build not compiled them.
 //!
 //! Whole-process wall time of the release binary, median of several runs; results and
 //! the method are written down in BENCHMARKS.md.
@@ -115,6 +117,52 @@ fn idle_rss_kib(cache: &Path) -> u64 {
         .unwrap()
 }
 
+/// The hello capsule's two components, compiled by Cranelift as a first run without
+/// precompiled components would (side by side, as `mur run` loads them), against loading
+/// the same components already compiled.
+fn compile_vs_load() -> (Duration, Duration) {
+    let guests = repo().join("target/guests/wasm32-wasip2/release");
+    let sources: Vec<Vec<u8>> = ["mur_session_loop.wasm", "mur_driver_scripted.wasm"]
+        .iter()
+        .map(|name| std::fs::read(guests.join(name)).unwrap())
+        .collect();
+    let mut config = wasmtime::Config::new();
+    config.wasm_component_model(true);
+    config.epoch_interruption(true);
+    config.cranelift_opt_level(wasmtime::OptLevel::Speed);
+    let engine = wasmtime::Engine::new(&config).unwrap();
+    let compiled: Vec<Vec<u8>> = sources
+        .iter()
+        .map(|bytes| engine.precompile_component(bytes).unwrap())
+        .collect();
+    let side_by_side = |each: &(dyn Fn(usize) + Sync)| {
+        let started = Instant::now();
+        std::thread::scope(|scope| {
+            for i in 0..sources.len() {
+                scope.spawn(move || each(i));
+            }
+        });
+        started.elapsed()
+    };
+    let compile = (0..RUNS)
+        .map(|_| {
+            side_by_side(&|i| {
+                wasmtime::component::Component::new(&engine, &sources[i]).unwrap();
+            })
+        })
+        .collect();
+    let load = (0..RUNS)
+        .map(|_| {
+            side_by_side(&|i| {
+                // SAFETY: compiled just above by this engine.
+                unsafe { wasmtime::component::Component::deserialize(&engine, &compiled[i]) }
+                    .unwrap();
+            })
+        })
+        .collect();
+    (median(compile), median(load))
+}
+
 fn main() {
     let workdir = scratch("runs");
     let cold: Vec<Duration> = (0..RUNS)
@@ -130,7 +178,7 @@ fn main() {
 
     println!("mur run, hello capsule, launch to answer ({RUNS} runs each)");
     println!(
-        "  cold cache: median {}  (min {})",
+        "  empty cache (first run): median {}  (min {})",
         ms(median(cold.clone())),
         ms(*cold.iter().min().unwrap())
     );
@@ -146,4 +194,8 @@ fn main() {
         "idle RSS (queue + sleep, after one task): {:.1} MiB",
         rss as f64 / 1024.0
     );
+    let (compile, load) = compile_vs_load();
+    println!("session loop + scripted driver, side by side, median of {RUNS}");
+    println!("  compiled by Cranelift: {}", ms(compile));
+    println!("  loaded precompiled:    {}", ms(load));
 }
