@@ -43,6 +43,7 @@ pub mod run;
 mod sandbox;
 mod secret;
 mod seed;
+mod selector;
 pub mod serve;
 mod server;
 mod session;
