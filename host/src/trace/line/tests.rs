@@ -37,7 +37,7 @@ fn session_start_records_the_capsule_and_hashes_the_prompt() {
         capsule_version: "0.1.0",
         model: "m",
         max_turns: 4,
-        capabilities: json!({"network": [], "filesystem": ".", "shell": ["bash"]}),
+        grants: json!({"network": [], "filesystem": ".", "shell": ["bash"]}),
         tools_declared: vec!["bash"],
         system_prompt: prompt,
         resumed_from: resumed,
@@ -50,13 +50,21 @@ fn session_start_records_the_capsule_and_hashes_the_prompt() {
     check(
         session_start(start(Some("be brief"), Some("ses_0"))),
         "session_start",
-        r#"{"capsule_name":"hello","capsule_version":"0.1.0","model":"m","max_turns":4,"capabilities":{"network":[],"filesystem":".","shell":["bash"]},"tools_declared":["bash"],"system_prompt_source":"manifest","system_prompt_sha256":"b0d336336bae9756708102764ccc977778d8c408df38d7050d69f9e4d22c9a43","resumed_from":"ses_0","context_id":null,"session_loop":"built-in session loop","loop":"default","loop_version":"0.9.0","driver":"built-in scripted driver","containment":{"declared":"scoped"}}"#,
+        r#"{"capsule_name":"hello","capsule_version":"0.1.0","model":"m","max_turns":4,"capabilities":["filesystem","shell"],"tools_declared":["bash"],"system_prompt_source":"manifest","system_prompt_sha256":"b0d336336bae9756708102764ccc977778d8c408df38d7050d69f9e4d22c9a43","resumed_from":"ses_0","context_id":null,"effective_grants":{"network":[],"filesystem":".","shell":["bash"]},"session_loop":"built-in session loop","loop":"default","loop_version":"0.9.0","driver":"built-in scripted driver","containment":{"declared":"scoped"}}"#,
     );
     check(
         session_start(start(None, None)),
         "session_start",
-        r#"{"capsule_name":"hello","capsule_version":"0.1.0","model":"m","max_turns":4,"capabilities":{"network":[],"filesystem":".","shell":["bash"]},"tools_declared":["bash"],"system_prompt_source":"none","system_prompt_sha256":null,"resumed_from":null,"context_id":null,"session_loop":"built-in session loop","loop":"default","loop_version":"0.9.0","driver":"built-in scripted driver","containment":{"declared":"scoped"}}"#,
+        r#"{"capsule_name":"hello","capsule_version":"0.1.0","model":"m","max_turns":4,"capabilities":["filesystem","shell"],"tools_declared":["bash"],"system_prompt_source":"none","system_prompt_sha256":null,"resumed_from":null,"context_id":null,"effective_grants":{"network":[],"filesystem":".","shell":["bash"]},"session_loop":"built-in session loop","loop":"default","loop_version":"0.9.0","driver":"built-in scripted driver","containment":{"declared":"scoped"}}"#,
     );
+}
+
+#[test]
+fn capabilities_name_the_granted_categories_in_upstreams_order() {
+    let all = json!({"shell": ["bash"], "filesystem": ".", "network": ["https://a.test"]});
+    assert_eq!(granted_categories(&all), ["network", "filesystem", "shell"]);
+    let none = json!({"network": [], "filesystem": "", "shell": []});
+    assert!(granted_categories(&none).is_empty());
 }
 
 #[test]
