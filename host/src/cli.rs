@@ -1,5 +1,5 @@
-//! The command line: `mur run`, `mur serve`, `mur watch`, `mur stop`, and the component
-//! kit's `mur wit`, `mur new` and `mur component check`.
+//! The command line: `mur run`, `mur serve`, `mur watch`, `mur stop`, the component
+//! kit's `mur wit`, `mur new` and `mur component check`, and `mur trace`.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -42,6 +42,9 @@ pub enum Command {
     /// Tools for component authors: check a component against its world.
     #[command(subcommand)]
     Component(ComponentCommand),
+    /// Read what sessions did, from their trace.jsonl; never needs a running capsule.
+    #[command(subcommand)]
+    Trace(crate::inspect::TraceCommand),
 }
 
 // ---------------------------------------------------------------------------------

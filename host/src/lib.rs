@@ -28,6 +28,7 @@ mod guest_log;
 mod hooks;
 mod ids;
 mod input;
+pub mod inspect;
 pub mod kit;
 mod limits;
 mod manifest;
