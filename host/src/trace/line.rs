@@ -399,7 +399,9 @@ fn with_seed(line: Line, seed_carried: Option<bool>) -> Line {
     }
 }
 
-/// `inference` of a call that failed: `error_code` names how.
+/// `inference` of a call that failed: `error_code` names how. Its `decision` is
+/// `error`, as upstream writes it: upstream's reader requires a `decision` on every
+/// `inference` line and refuses the whole trace without one.
 pub fn inference_failed(
     t: &Turn,
     error_code: &str,
@@ -412,6 +414,8 @@ pub fn inference_failed(
             "turn": t.turn,
             "input_tokens": t.input_estimate,
             "output_tokens": 0,
+            "decision": "error",
+            "tool_name": null,
             "duration_ms": t.duration_ms,
             "error_code": error_code,
             "error": error,

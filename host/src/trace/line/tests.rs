@@ -227,7 +227,7 @@ fn inference_puts_the_estimates_first_and_the_reported_usage_after() {
     check(
         inference_failed(&TURN, "driver_error", "rate limited", None),
         "inference",
-        r#"{"turn":1,"input_tokens":100,"output_tokens":0,"duration_ms":40,"error_code":"driver_error","error":"rate limited"}"#,
+        r#"{"turn":1,"input_tokens":100,"output_tokens":0,"decision":"error","tool_name":null,"duration_ms":40,"error_code":"driver_error","error":"rate limited"}"#,
     );
 }
 
@@ -247,7 +247,7 @@ fn a_task_s_first_inference_after_a_seed_says_whether_it_carried_it() {
     check(
         inference_failed(&TURN, "driver_error", "rate limited", Some(true)),
         "inference",
-        r#"{"turn":1,"input_tokens":100,"output_tokens":0,"duration_ms":40,"error_code":"driver_error","error":"rate limited","seed_carried":true}"#,
+        r#"{"turn":1,"input_tokens":100,"output_tokens":0,"decision":"error","tool_name":null,"duration_ms":40,"error_code":"driver_error","error":"rate limited","seed_carried":true}"#,
     );
 }
 
