@@ -42,6 +42,7 @@ mod stream;
 )]
 mod stream_served;
 mod trace_cmd;
+mod trace_schema;
 mod upstream;
 mod watch;
 // `mur watch` and `mur stop` again, against capsules hosted by `mur serve`.
