@@ -521,10 +521,8 @@ fn rules(kind: &str, line: &Value) -> Vec<String> {
                 wrong.push(format!("origin {origin} is {trust:?}"));
             }
         }
-        "task_failed" => {
-            if line["reason"].as_str().is_some_and(|r| r.len() > 2000) {
-                wrong.push("reason over 2000 bytes".into());
-            }
+        "task_failed" if line["reason"].as_str().is_some_and(|r| r.len() > 2000) => {
+            wrong.push("reason over 2000 bytes".into());
         }
         "shell_abandoned" => {
             let finished = ["exit_code", "output_path", "output_bytes"]
