@@ -19,6 +19,9 @@ use crate::error::Error;
 /// The column a row's detail starts in, after the event type that opens it.
 const KIND_WIDTH: usize = 11;
 const INPUT_CHARS: usize = 120;
+/// Indentation stops deepening here: a real tree is four levels deep, and a trace made
+/// otherwise must not make its output grow with the square of its length.
+const MAX_INDENT: usize = 16;
 
 /// One row of the tree.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,7 +73,8 @@ pub fn render(session: &str, tasks: usize, turns: usize, steps: &[Step]) -> Stri
         if step.event_type == "task_start" {
             out.push('\n');
         }
-        out.push_str(&format!("{}{}\n", "  ".repeat(step.depth), step.text));
+        let indent = step.depth.min(MAX_INDENT);
+        out.push_str(&format!("{}{}\n", "  ".repeat(indent), step.text));
     }
     out.push('\n');
     out
@@ -99,18 +103,40 @@ fn is_hook_inference(e: &Event) -> bool {
     e.str("origin").is_some_and(|o| o.starts_with("hook:"))
 }
 
-/// The rows, depth first in trace order.
+/// The rows, depth first in trace order. The walk keeps its own stack: a trace is
+/// input, and a chain of a million parents must not overflow the thread's.
 pub fn tree(parsed: &Parsed, verbose: bool) -> Vec<Step> {
     let events = &parsed.events;
     let children = children(events);
     let mut steps = Vec::new();
-    for root in children.get(&None).into_iter().flatten() {
-        walk(events, &children, *root, 0, verbose, &mut steps);
+    let roots = children.get(&None).map(Vec::as_slice).unwrap_or_default();
+    let mut stack: Vec<(usize, usize)> = roots.iter().rev().map(|r| (*r, 0)).collect();
+    while let Some((at, depth)) = stack.pop() {
+        let e = &events[at];
+        let below = match row(e, verbose) {
+            Some(text) => {
+                steps.push(Step {
+                    depth,
+                    event_type: e.kind.clone(),
+                    line: e.line,
+                    text,
+                });
+                depth + 1
+            }
+            // Not shown: its children stay at its depth.
+            None => depth,
+        };
+        let kids = children
+            .get(&Some(at))
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        stack.extend(kids.iter().rev().map(|k| (*k, below)));
     }
     steps
 }
 
-/// Each event's children in trace order; `None` holds the roots.
+/// Each event's children in trace order; `None` holds the roots. A parent is always an
+/// earlier line, so the tree has no cycle.
 fn children(events: &[Event]) -> HashMap<Option<usize>, Vec<usize>> {
     let mut by_id: HashMap<&str, usize> = HashMap::new();
     let mut task_starts: HashMap<&str, usize> = HashMap::new();
@@ -119,10 +145,7 @@ fn children(events: &[Event]) -> HashMap<Option<usize>, Vec<usize>> {
     let mut children: HashMap<Option<usize>, Vec<usize>> = HashMap::new();
     for (i, e) in events.iter().enumerate() {
         let task = e.str("task_id");
-        let by_parent_id = e
-            .str("parent_id")
-            .and_then(|p| by_id.get(p).copied())
-            .filter(|p| *p != i);
+        let by_parent_id = e.str("parent_id").and_then(|p| by_id.get(p).copied());
         let parent = by_parent_id.or_else(|| {
             let turn = (e.kind != "inference")
                 .then(|| e.u64("turn"))
@@ -135,7 +158,7 @@ fn children(events: &[Event]) -> HashMap<Option<usize>, Vec<usize>> {
         });
         children.entry(parent).or_default().push(i);
         if let Some(id) = e.str("event_id") {
-            by_id.insert(id, i);
+            by_id.entry(id).or_insert(i);
         }
         match e.kind.as_str() {
             "task_start" => {
@@ -152,32 +175,6 @@ fn children(events: &[Event]) -> HashMap<Option<usize>, Vec<usize>> {
         }
     }
     children
-}
-
-fn walk(
-    events: &[Event],
-    children: &HashMap<Option<usize>, Vec<usize>>,
-    at: usize,
-    depth: usize,
-    verbose: bool,
-    steps: &mut Vec<Step>,
-) {
-    let e = &events[at];
-    let below = match row(e, verbose) {
-        Some(text) => {
-            steps.push(Step {
-                depth,
-                event_type: e.kind.clone(),
-                line: e.line,
-                text,
-            });
-            depth + 1
-        }
-        None => depth,
-    };
-    for child in children.get(&Some(at)).into_iter().flatten() {
-        walk(events, children, *child, below, verbose, steps);
-    }
 }
 
 /// An event type, padded so the rows under one turn line up.
@@ -377,6 +374,25 @@ fn other_row(e: &Event, event_type: &str) -> Option<String> {
 mod tests {
     use super::*;
     use std::path::Path;
+
+    /// A chain of parents far deeper than a thread's stack could recurse.
+    #[test]
+    fn a_deep_chain_of_parents_is_walked_without_recursion() {
+        let mut text = String::new();
+        for i in 0..200_000u32 {
+            let parent = match i {
+                0 => "null".to_string(),
+                i => format!("\"evt_{}\"", i - 1),
+            };
+            text.push_str(&format!(
+                "{{\"event_type\":\"task_canceled\",\"event_id\":\"evt_{i}\",\"parent_id\":{parent},\"phase\":\"queued\"}}\n"
+            ));
+        }
+        let parsed = parse::parse(Path::new("t"), text.as_bytes()).unwrap();
+        let steps = tree(&parsed, false);
+        assert_eq!(steps.len(), 200_000);
+        assert_eq!(steps.last().unwrap().depth, 199_999);
+    }
 
     /// A v0.2.0-shaped trace: no event ids, so turns and calls hang by task and turn.
     #[test]
