@@ -769,6 +769,80 @@ fn hooked() -> Vec<String> {
     kinds
 }
 
+fn ask_manifest(lifecycle: &str) -> String {
+    format!(
+        "name: input\nversion: \"0.1.0\"\nartifacts:\n  - name: ask\n    runtime: tool\n    \
+         source: {}\ninference:\n  driver: scripted\n  script: ./script.yaml\n  \
+         model: scripted-test\nlifecycle:\n{lifecycle}",
+        json!(guest(MUR_TOOL_ASK).to_str().unwrap())
+    )
+}
+
+const ASK: &str = "turns:\n  - tool_calls: [{id: a1, name: ask, input: {prompt: Anyone?}}]\n  \
+                   - text: \"{{last_tool_result}}\"\n";
+
+fn rpc(address: &str, body: &Value) -> String {
+    read_to_close(post(
+        address,
+        &[("content-type", "application/json")],
+        &body.to_string(),
+    ))
+}
+
+/// A task waiting for input, a task queued behind it: the queued one is canceled
+/// (`task_canceled`), then the waiting one.
+fn input_and_cancel() -> Vec<String> {
+    let cap = Capsule::new(
+        "schema-cancel",
+        &ask_manifest("  task_acceptance: queue\n  after_task: sleep\n  input_timeout_secs: 60\n"),
+        ASK,
+    );
+    let running = cap.spawn(&[]);
+    let session = running.session();
+    let address = running.address.clone();
+    let open = |text: &str, context: &str| {
+        let socket = post(
+            &address,
+            &[("content-type", "application/json")],
+            &message_stream_body_in(text, context),
+        );
+        crate::common::sse_frames::Sse::open(socket, std::time::Instant::now(), LIMIT)
+    };
+    let mut waiting = open("ask and wait", "ctx_waits");
+    let frames = waiting.until(LIMIT, |f| f.state() == "input-required");
+    let waiting_id = frames.last().unwrap().data["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let _queued = open("wait your turn", "ctx_queued");
+    // A queued task has no frame before it runs: its id is in the trace.
+    let mut queued_id = String::new();
+    eventually(LIMIT, "the queued task's arrival", || {
+        let arrived: Vec<Value> = session
+            .trace_so_far()
+            .into_iter()
+            .filter(|e| e["event_type"] == "a2a_task_received")
+            .collect();
+        if let [_, second] = arrived.as_slice() {
+            queued_id = second["task_id"].as_str().unwrap().to_string();
+        }
+        !queued_id.is_empty()
+    });
+    for id in [&queued_id, &waiting_id] {
+        let cancel =
+            json!({"jsonrpc": "2.0", "id": 9, "method": "tasks/cancel", "params": {"id": id}});
+        let reply = rpc(&address, &cancel);
+        assert!(reply.contains("\"result\""), "{reply}");
+    }
+    rpc(
+        &address,
+        &json!({"jsonrpc": "2.0", "id": 9, "method": "murmur/stop", "params": {}}),
+    );
+    // The last task ended canceled: the run says so (E-RUN-040).
+    assert_eq!(running.wait(LIMIT).status, 1);
+    assert_schema(&trace_of(&session))
+}
+
 #[test]
 fn every_line_we_write_fits_the_reference_schema() {
     let mut kinds: Vec<String> = Vec::new();
@@ -777,6 +851,7 @@ fn every_line_we_write_fits_the_reference_schema() {
     kinds.extend(abandoned_and_lost());
     kinds.extend(failed());
     kinds.extend(hooked());
+    kinds.extend(input_and_cancel());
     let seen: HashSet<&str> = kinds.iter().map(String::as_str).collect();
     // What these capsules must have produced, so the check above covered them.
     for kind in [
@@ -796,6 +871,8 @@ fn every_line_we_write_fits_the_reference_schema() {
         "task_reopened",
         "call_denied",
         "compaction",
+        "task_canceled",
+        "input_requested",
     ] {
         assert!(seen.contains(kind), "no {kind} line was produced: {seen:?}");
     }
