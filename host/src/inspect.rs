@@ -80,10 +80,10 @@ pub struct StepsArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct DiffArgs {
-    /// Session A (default @2); any form SESSION takes.
+    /// Session A (default @2): a full ses_ id, a suffix of 4+ characters, @N or a path.
     #[arg(value_name = "A")]
     pub a: Option<String>,
-    /// Session B (default @1); any form SESSION takes.
+    /// Session B (default @1), named the same ways.
     #[arg(value_name = "B")]
     pub b: Option<String>,
     #[command(flatten)]
@@ -92,7 +92,8 @@ pub struct DiffArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct ReportArgs {
-    /// The sessions to include, in any form SESSION takes (default: every session).
+    /// The sessions to include: full ses_ ids, suffixes of 4+ characters, @N or paths
+    /// (default: every session).
     #[arg(value_name = "SESSION")]
     pub sessions: Vec<String>,
     /// Only the N newest sessions.
