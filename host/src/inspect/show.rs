@@ -125,7 +125,7 @@ fn tokens(s: &Summary, out: &mut Vec<String>) {
     ));
     out.push(field(
         "total",
-        fmt::thousands(s.input_tokens + s.output_tokens),
+        fmt::thousands(s.input_tokens.saturating_add(s.output_tokens)),
     ));
     out.push(String::new());
 }
@@ -146,11 +146,8 @@ fn tool_calls(s: &Summary, out: &mut Vec<String>) {
             s.tool_calls, s.tool_errors
         ),
     ));
-    let total_ms: u64 = s.calls.iter().map(|c| c.duration_ms).sum();
-    out.push(field(
-        "latency",
-        format!("avg {}", fmt::duration(total_ms / s.calls.len() as u64)),
-    ));
+    let durations: Vec<u64> = s.calls.iter().map(|c| c.duration_ms).collect();
+    out.push(field("latency", format!("avg {}", average(&durations))));
     // In trace order: each call, and each turn that made none with what it decided.
     let mut rows: Vec<(usize, String)> = s
         .calls
@@ -191,11 +188,8 @@ fn shell_calls(s: &Summary, out: &mut Vec<String>) {
     out.push(field("count", s.shell_calls));
     if !s.shells.is_empty() {
         out.push(field("exit codes", exit_codes(s)));
-        let total_ms: u64 = s.shells.iter().map(|c| c.duration_ms).sum();
-        out.push(field(
-            "latency",
-            format!("avg {}", fmt::duration(total_ms / s.shells.len() as u64)),
-        ));
+        let durations: Vec<u64> = s.shells.iter().map(|c| c.duration_ms).collect();
+        out.push(field("latency", format!("avg {}", average(&durations))));
         for c in &s.shells {
             out.push(format!(
                 "  turn {}  {}  exit {}  {}ms  {}",
@@ -218,6 +212,14 @@ fn shell_calls(s: &Summary, out: &mut Vec<String>) {
         ));
     }
     out.push(String::new());
+}
+
+/// The mean of a non-empty list of durations, as a duration (summed in u128: the
+/// figures are input and must not overflow).
+fn average(ms: &[u64]) -> String {
+    let total: u128 = ms.iter().map(|m| u128::from(*m)).sum();
+    let mean = total / ms.len().max(1) as u128;
+    fmt::duration(u64::try_from(mean).unwrap_or(u64::MAX))
 }
 
 /// `2 ok, 1 failed (exit 2)`.
@@ -291,4 +293,37 @@ fn tasks(s: &Summary, out: &mut Vec<String>) {
         ));
     }
     out.push(String::new());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// Figures at the edge of u64, in a trace no `session_end` closed: summed without
+    /// overflowing, and shown.
+    #[test]
+    fn huge_figures_are_shown_not_overflowed() {
+        let max = u64::MAX;
+        let text = format!(
+            "{{\"event_type\":\"inference\",\"turn\":0,\"input_tokens\":{max},\"output_tokens\":{max},\"decision\":\"tool_call\",\"tool_name\":\"t\"}}\n\
+             {{\"event_type\":\"inference\",\"turn\":1,\"input_tokens\":{max},\"output_tokens\":1,\"decision\":\"end_turn\"}}\n\
+             {{\"event_type\":\"tool_call\",\"turn\":0,\"tool_name\":\"t\",\"duration_ms\":{max},\"status\":\"ok\"}}\n\
+             {{\"event_type\":\"tool_call\",\"turn\":0,\"tool_name\":\"t\",\"duration_ms\":{max},\"status\":\"error\"}}\n"
+        );
+        let parsed = parse::parse(Path::new("t"), text.as_bytes()).unwrap();
+        let shown = render(&summarize("ses_x", &parsed));
+        assert!(
+            shown.contains("input:      18,446,744,073,709,551,615  (avg "),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("count:      2  (1 ok, 1 error)  success 50.0%"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("status:     ended without a session_end"),
+            "{shown}"
+        );
+    }
 }

@@ -257,8 +257,13 @@ impl Summary {
             return;
         }
         counted.turns += 1;
-        counted.input_tokens += e.u64("input_tokens").unwrap_or_default();
-        counted.output_tokens += e.u64("output_tokens").unwrap_or_default();
+        // Saturating: the figures are input, and a made-up trace must not overflow them.
+        counted.input_tokens = counted
+            .input_tokens
+            .saturating_add(e.u64("input_tokens").unwrap_or_default());
+        counted.output_tokens = counted
+            .output_tokens
+            .saturating_add(e.u64("output_tokens").unwrap_or_default());
         let error_code = e.str("error_code").map(str::to_string);
         self.turn_rows.push(TurnRow {
             line: e.line,
