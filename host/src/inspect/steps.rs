@@ -136,17 +136,26 @@ pub fn tree(parsed: &Parsed, verbose: bool) -> Vec<Step> {
 }
 
 /// Each event's children in trace order; `None` holds the roots. A parent is always an
-/// earlier line, so the tree has no cycle.
+/// earlier line, so the tree has no cycle. A line without a parent in the file hangs
+/// under the command it reports on (by `work_id`), else its turn, else its task.
 fn children(events: &[Event]) -> HashMap<Option<usize>, Vec<usize>> {
     let mut by_id: HashMap<&str, usize> = HashMap::new();
     let mut task_starts: HashMap<&str, usize> = HashMap::new();
     // (task, turn) → the turn's inference line.
     let mut turns: HashMap<(Option<&str>, u64), usize> = HashMap::new();
+    // work id → its `shell_detached` line: where a later `shell_lost` (appended by a
+    // resume, with no parent) belongs.
+    let mut detached: HashMap<&str, usize> = HashMap::new();
     let mut children: HashMap<Option<usize>, Vec<usize>> = HashMap::new();
     for (i, e) in events.iter().enumerate() {
         let task = e.str("task_id");
         let by_parent_id = e.str("parent_id").and_then(|p| by_id.get(p).copied());
-        let parent = by_parent_id.or_else(|| {
+        let by_work = || {
+            (e.kind != "shell_detached")
+                .then(|| e.str("work_id").and_then(|w| detached.get(w).copied()))
+                .flatten()
+        };
+        let parent = by_parent_id.or_else(by_work).or_else(|| {
             let turn = (e.kind != "inference")
                 .then(|| e.u64("turn"))
                 .flatten()
@@ -164,6 +173,11 @@ fn children(events: &[Event]) -> HashMap<Option<usize>, Vec<usize>> {
             "task_start" => {
                 if let Some(t) = task {
                     task_starts.insert(t, i);
+                }
+            }
+            "shell_detached" => {
+                if let Some(w) = e.str("work_id") {
+                    detached.insert(w, i);
                 }
             }
             "inference" if !is_hook_inference(e) => {
@@ -394,16 +408,19 @@ mod tests {
         assert_eq!(steps.last().unwrap().depth, 199_999);
     }
 
-    /// A v0.2.0-shaped trace: no event ids, so turns and calls hang by task and turn.
+    /// A v0.2.0-shaped trace: no event ids, so turns and calls hang by task and turn; and
+    /// a `shell_lost` a resume appended hangs under its command.
     #[test]
-    fn without_ids_lines_hang_under_their_turn_and_task() {
+    fn without_ids_lines_hang_under_their_command_turn_and_task() {
         let text = [
             r#"{"event_type":"session_start","session_id":"ses_1","timestamp":1}"#,
             r#"{"event_type":"task_start","task_id":"tsk_1","source":"task_md","origin":"user","trust":"trusted","lane":"user"}"#,
             r#"{"event_type":"inference","task_id":"tsk_1","turn":0,"decision":"tool_call","tool_name":"bash"}"#,
             r#"{"event_type":"tool_call","task_id":"tsk_1","turn":0,"tool_name":"bash","duration_ms":5,"status":"error"}"#,
+            r#"{"event_type":"shell_detached","task_id":"tsk_1","turn":0,"work_id":"wrk_9","binary":"/bin/sh","grace_ms":1000}"#,
             r#"{"event_type":"inference","task_id":"tsk_1","turn":1,"decision":"end_turn","tool_name":null}"#,
             r#"{"event_type":"something_new","task_id":"tsk_1"}"#,
+            r#"{"event_type":"shell_lost","parent_id":null,"task_id":null,"work_id":"wrk_9","binary":"/bin/sh","reconciled_by_session":"ses_2"}"#,
         ]
         .join("\n");
         let parsed = parse::parse(Path::new("t"), text.as_bytes()).unwrap();
@@ -420,6 +437,14 @@ mod tests {
                 ),
                 (1, "turn 0  tool_call  bash".to_string()),
                 (2, "tool_call  bash  5ms  ✗".to_string()),
+                (
+                    2,
+                    "shell_detached /bin/sh  wrk_9  detached after 1.0s".to_string()
+                ),
+                (
+                    3,
+                    "shell_lost /bin/sh  wrk_9  no result, reported by ses_2".to_string()
+                ),
                 (1, "turn 1  end_turn".to_string()),
             ]
         );
