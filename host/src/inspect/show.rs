@@ -31,6 +31,9 @@ pub fn render(s: &Summary) -> String {
     tool_calls(s, &mut out);
     shell_calls(s, &mut out);
     compaction(s, &mut out);
+    failed(s, &mut out);
+    reopens(s, &mut out);
+    denied(s, &mut out);
     tasks(s, &mut out);
     out.iter().map(|l| format!("{l}\n")).collect()
 }
@@ -270,6 +273,62 @@ fn compaction(s: &Summary, out: &mut Vec<String>) {
     out.push(String::new());
 }
 
+/// Only when a runtime error ended an attempt.
+fn failed(s: &Summary, out: &mut Vec<String>) {
+    if s.failures.is_empty() {
+        return;
+    }
+    out.push(section("Failed"));
+    for f in &s.failures {
+        let task = f
+            .task_id
+            .as_deref()
+            .map(|t| format!("  {t}"))
+            .unwrap_or_default();
+        let turn = f.turn.map(|t| format!("  at turn {t}")).unwrap_or_default();
+        out.push(format!("task_failed  {}{task}{turn}", f.cause));
+        out.push(format!("  reason: {}", fmt::cut(&f.reason, 2000)));
+    }
+    out.push(String::new());
+}
+
+/// Only when a hook sent a task back.
+fn reopens(s: &Summary, out: &mut Vec<String>) {
+    if s.reopens.is_empty() {
+        return;
+    }
+    out.push(section("Reopens"));
+    for r in &s.reopens {
+        out.push(format!(
+            "reopen {}  by {}  “{}”",
+            r.reopen_number,
+            r.hook_name,
+            fmt::cut(&r.reason, 80)
+        ));
+    }
+    out.push(String::new());
+}
+
+/// Only when a policy hook refused a call: no `tool_call` or `shell` line exists for
+/// it, so this is its only account.
+fn denied(s: &Summary, out: &mut Vec<String>) {
+    if s.denials.is_empty() {
+        return;
+    }
+    out.push(section("Denied calls"));
+    for d in &s.denials {
+        out.push(format!(
+            "turn {}  {}  {}  by {}  “{}”",
+            d.turn,
+            d.event,
+            d.target,
+            d.hook_name,
+            fmt::cut(&d.reason, 80)
+        ));
+    }
+    out.push(String::new());
+}
+
 /// Only for a session that ran more than one task.
 fn tasks(s: &Summary, out: &mut Vec<String>) {
     if s.tasks.len() < 2 {
@@ -299,6 +358,39 @@ fn tasks(s: &Summary, out: &mut Vec<String>) {
 mod tests {
     use super::*;
     use std::path::Path;
+
+    /// The sections a session has only when something went so: each line, as upstream
+    /// prints it.
+    #[test]
+    fn failures_reopens_and_denials_have_sections_of_their_own() {
+        let text = [
+            r#"{"event_type":"task_reopened","task_id":"tsk_1","hook_name":"gate","reason":"say France","reopen_number":1}"#,
+            r#"{"event_type":"call_denied","turn":2,"event":"on-shell","hook_name":"guard","target":"/bin/bash","reason":"no curl"}"#,
+            r#"{"event_type":"task_failed","task_id":"tsk_1","cause":"runtime_error","reason":"trapped"}"#,
+        ]
+        .join("\n");
+        let parsed = parse::parse(Path::new("t"), text.as_bytes()).unwrap();
+        let shown = render(&summarize("ses_x", &parsed));
+        let tail: Vec<&str> = shown
+            .lines()
+            .skip_while(|l| !l.starts_with("── Failed"))
+            .collect();
+        assert_eq!(
+            tail,
+            [
+                section("Failed").as_str(),
+                "task_failed  runtime_error  tsk_1",
+                "  reason: trapped",
+                "",
+                section("Reopens").as_str(),
+                "reopen 1  by gate  “say France”",
+                "",
+                section("Denied calls").as_str(),
+                "turn 2  on-shell  /bin/bash  by guard  “no curl”",
+                "",
+            ]
+        );
+    }
 
     /// Figures at the edge of u64, in a trace no `session_end` closed: summed without
     /// overflowing, and shown.

@@ -43,6 +43,9 @@ pub struct Summary {
     pub compactions: Vec<Compaction>,
     pub compactions_declined: Vec<Declined>,
     pub tasks: Vec<TaskRow>,
+    pub failures: Vec<Failure>,
+    pub reopens: Vec<Reopen>,
+    pub denials: Vec<Denial>,
     /// A torn last line that was skipped.
     pub torn_line: Option<usize>,
 }
@@ -98,6 +101,34 @@ pub struct Compaction {
 pub struct Declined {
     pub turn: u64,
     pub tokens: u64,
+    pub reason: String,
+}
+
+/// A `task_failed` line: a runtime error that ended an attempt.
+#[derive(Debug, Clone, Serialize)]
+pub struct Failure {
+    pub task_id: Option<String>,
+    pub turn: Option<u64>,
+    pub cause: String,
+    pub reason: String,
+}
+
+/// A `task_reopened` line.
+#[derive(Debug, Clone, Serialize)]
+pub struct Reopen {
+    pub task_id: Option<String>,
+    pub reopen_number: u64,
+    pub hook_name: String,
+    pub reason: String,
+}
+
+/// A `call_denied` line: a policy hook refused a call before it ran.
+#[derive(Debug, Clone, Serialize)]
+pub struct Denial {
+    pub turn: u64,
+    pub event: String,
+    pub target: String,
+    pub hook_name: String,
     pub reason: String,
 }
 
@@ -172,6 +203,9 @@ impl Summary {
             compactions: Vec::new(),
             compactions_declined: Vec::new(),
             tasks: Vec::new(),
+            failures: Vec::new(),
+            reopens: Vec::new(),
+            denials: Vec::new(),
             torn_line: parsed.torn,
         }
     }
@@ -206,6 +240,25 @@ impl Summary {
             "compaction_declined" => self.compactions_declined.push(Declined {
                 turn: e.u64("turn").unwrap_or_default(),
                 tokens: e.u64("tokens").unwrap_or_default(),
+                reason: text(e, "reason"),
+            }),
+            "task_failed" => self.failures.push(Failure {
+                task_id: e.str("task_id").map(str::to_string),
+                turn: e.u64("turn"),
+                cause: text(e, "cause"),
+                reason: text(e, "reason"),
+            }),
+            "task_reopened" => self.reopens.push(Reopen {
+                task_id: e.str("task_id").map(str::to_string),
+                reopen_number: e.u64("reopen_number").unwrap_or_default(),
+                hook_name: text(e, "hook_name"),
+                reason: text(e, "reason"),
+            }),
+            "call_denied" => self.denials.push(Denial {
+                turn: e.u64("turn").unwrap_or_default(),
+                event: text(e, "event"),
+                target: text(e, "target"),
+                hook_name: text(e, "hook_name"),
                 reason: text(e, "reason"),
             }),
             _ => {}
