@@ -1,5 +1,5 @@
 //! The command line: `mur run`, `mur serve`, `mur ps`, `mur watch`, `mur stop`, `mur warm`,
-//! and the component kit's `mur wit`, `mur new` and `mur component check`.
+//! `mur trace`, and the component kit's `mur wit`, `mur new` and `mur component check`.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -48,6 +48,9 @@ pub enum Command {
     /// Tools for component authors: check a component against its world.
     #[command(subcommand)]
     Component(ComponentCommand),
+    /// Read what sessions did, from their trace.jsonl; never needs a running capsule.
+    #[command(subcommand)]
+    Trace(crate::inspect::TraceCommand),
 }
 
 // ---------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use mur::{check, cli, client, kit, run, serve, warm};
+use mur::{check, cli, client, inspect, kit, run, serve, warm};
 
 /// Blocks of 256 KiB and more are mapped for themselves and unmapped when freed.
 /// glibc otherwise raises that threshold as big blocks are freed and serves them from
@@ -44,6 +44,7 @@ fn main() -> ExitCode {
             cli::Command::Wit(args) => kit::wit::run(args),
             cli::Command::New(args) => kit::new::run(args),
             cli::Command::Component(cli::ComponentCommand::Check(args)) => check::check(&args),
+            cli::Command::Trace(command) => inspect::run(command),
         }
     });
     match result {

@@ -14,6 +14,7 @@ use serde_json::Value;
 use crate::error::Error;
 use crate::ids;
 use crate::queue::{Origin, Pending, Queue, Source};
+use crate::selector::{pick, session_dirs};
 use crate::trace::line::{self, Work};
 use crate::trace::{Place, Trace};
 
@@ -41,7 +42,7 @@ pub struct Lost {
 ///
 /// `E-RUN-018` when nothing (or more than one session) matches, or the match has no trace.
 pub fn find(root: &Path, selector: &str) -> Result<Resumed, Error> {
-    let sessions = list_sessions(root);
+    let sessions = session_dirs(root);
     let session_id = pick(&sessions, selector).map_err(|why| {
         Error::new("E-RUN-018", format!("--resume {selector}: {why} under {}", root.display()))
             .hint("name a session directory there: a full ses_ id, a suffix of 4 or more characters, or @N (@1 = the newest); --workdir and --manifest decide where sessions are looked for")
@@ -58,71 +59,6 @@ pub fn find(root: &Path, selector: &str) -> Result<Resumed, Error> {
         .hint("that session never started its loop; resume another one"));
     }
     Ok(Resumed { session_id, trace })
-}
-
-/// The `ses_*` directory names under `root`, oldest first (ids sort by creation time).
-fn list_sessions(root: &Path) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(root) else {
-        return Vec::new();
-    };
-    let mut names: Vec<String> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.path().is_dir())
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|name| name.starts_with("ses_"))
-        .collect();
-    names.sort();
-    names
-}
-
-/// The session `selector` names among `sessions` (oldest first); also how `mur stop`
-/// and `mur watch` name a running session.
-pub(crate) fn pick(sessions: &[String], selector: &str) -> Result<String, String> {
-    if selector.contains(['/', '\\', '\0']) || selector.contains("..") {
-        return Err("a session is named by its id, not a path".into());
-    }
-    if let Some(n) = selector.strip_prefix('@') {
-        let n: usize = n
-            .parse()
-            .ok()
-            .filter(|n| *n >= 1)
-            .ok_or("@N takes a number from 1 (the newest)")?;
-        return sessions
-            .len()
-            .checked_sub(n)
-            .map(|i| sessions[i].clone())
-            .ok_or_else(|| match sessions.len() {
-                0 => "there are no sessions".to_string(),
-                n => format!("there are only {n} sessions"),
-            });
-    }
-    if selector.starts_with("ses_") {
-        return sessions
-            .iter()
-            .find(|s| *s == selector)
-            .cloned()
-            .ok_or_else(|| "no such session".into());
-    }
-    if selector.len() < 4 {
-        return Err("a suffix must have at least 4 characters".into());
-    }
-    let wanted = selector.to_ascii_lowercase();
-    let matches: Vec<&String> = sessions
-        .iter()
-        .filter(|s| s.to_ascii_lowercase().ends_with(&wanted))
-        .collect();
-    match matches.as_slice() {
-        [one] => Ok((*one).clone()),
-        [] => Err("no session ends with it".into()),
-        many => Err(format!(
-            "it names {} sessions ({})",
-            many.len(),
-            many.iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
-    }
 }
 
 /// Every `shell_detached` with no `shell_completed`, `shell_abandoned` or `shell_lost` for
@@ -283,22 +219,5 @@ mod tests {
         assert_eq!(lost[0].work_id, "wrk_d");
         assert_eq!(lost[0].detached_at_ms, 7);
         assert_eq!(lost[0].context_id.as_deref(), Some("ctx_1"));
-    }
-
-    #[test]
-    fn selectors_pick_by_id_suffix_and_age() {
-        let sessions: Vec<String> = ["ses_0001aaaa", "ses_0002bbbb", "ses_0003cbbbb"]
-            .map(String::from)
-            .to_vec();
-        assert_eq!(pick(&sessions, "@1").unwrap(), "ses_0003cbbbb");
-        assert_eq!(pick(&sessions, "@3").unwrap(), "ses_0001aaaa");
-        assert!(pick(&sessions, "@4").is_err());
-        assert!(pick(&sessions, "@0").is_err());
-        assert_eq!(pick(&sessions, "ses_0002bbbb").unwrap(), "ses_0002bbbb");
-        assert!(pick(&sessions, "ses_0009").is_err());
-        assert_eq!(pick(&sessions, "AAAA").unwrap(), "ses_0001aaaa");
-        assert!(pick(&sessions, "bbbb").unwrap_err().contains("2 sessions"));
-        assert!(pick(&sessions, "bbb").is_err());
-        assert!(pick(&sessions, "../ses_0001aaaa").is_err());
     }
 }

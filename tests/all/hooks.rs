@@ -353,8 +353,11 @@ impl Live {
         self.running.address.clone()
     }
 
+    /// Waits for the capsule to exit; every line of its trace must fit the reference
+    /// schema (`trace_schema`), whatever the test goes on to check.
     pub(crate) fn finish(self) -> Done {
         let run = self.running.wait(WAIT);
+        crate::trace_schema::assert_schema(&self.place.session.records.join("trace.jsonl"));
         Done {
             run,
             place: self.place,

@@ -43,6 +43,8 @@ mod stream;
     reason = "the same tests, compiled for the other host"
 )]
 mod stream_served;
+mod trace_cmd;
+mod trace_schema;
 mod upstream;
 mod watch;
 // `mur watch` and `mur stop` again, against capsules hosted by `mur serve`.

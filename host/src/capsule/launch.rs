@@ -105,7 +105,7 @@ pub(super) async fn open_session(
         capsule_version: &m.version,
         model: &m.inference.model,
         max_turns: m.inference.max_turns,
-        capabilities: capabilities.clone(),
+        grants: capabilities.clone(),
         tools_declared: tools.list.iter().map(|t| t.name.as_str()).collect(),
         system_prompt: m.inference.system_prompt.as_deref(),
         system_prompt_from_cli: m.inference.system_prompt_from_cli,

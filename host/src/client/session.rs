@@ -3,8 +3,8 @@
 //! selector rules.
 
 use crate::error::Error;
-use crate::resume::pick;
 use crate::running::{self, Entry};
+use crate::selector::{Miss, pick};
 
 /// The live entry `selector` names. Stale entries met on the way are removed.
 ///
@@ -27,7 +27,7 @@ pub fn resolve(selector: &str) -> Result<Entry, Error> {
             .iter()
             .find(|e| e.session_id == id)
             .cloned()
-            .ok_or_else(|| "no such session".to_string())
+            .ok_or(Miss::NoSuchSession)
     });
     match picked {
         Ok(entry) => Ok(entry),

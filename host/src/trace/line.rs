@@ -76,14 +76,16 @@ impl Totals {
     }
 }
 
-/// What `session_start` records of the capsule; `capabilities` is also what hooks
-/// are told at session start.
+/// What `session_start` records of the capsule.
 pub struct SessionStart<'a> {
     pub capsule_name: &'a str,
     pub capsule_version: &'a str,
     pub model: &'a str,
     pub max_turns: u32,
-    pub capabilities: Value,
+    /// The manifest's grants by category (`{"network": [..], "filesystem": "..",
+    /// "shell": [..]}`), as hooks are told them at session start: recorded whole as
+    /// `effective_grants`, and as the names of the granted categories in `capabilities`.
+    pub grants: Value,
     pub tools_declared: Vec<&'a str>,
     pub system_prompt: Option<&'a str>,
     /// `mur run --system-prompt` set (or cleared) the prompt: the source is `cli`.
@@ -115,12 +117,13 @@ pub fn session_start(s: SessionStart<'_>) -> Line {
             "capsule_version": s.capsule_version,
             "model": s.model,
             "max_turns": s.max_turns,
-            "capabilities": s.capabilities,
+            "capabilities": granted_categories(&s.grants),
             "tools_declared": s.tools_declared,
             "system_prompt_source": prompt_source,
             "system_prompt_sha256": prompt_sha,
             "resumed_from": s.resumed_from,
             "context_id": null,
+            "effective_grants": s.grants,
             "session_loop": s.session_loop,
             "loop": s.loop_name,
             "loop_version": s.loop_version,
@@ -128,6 +131,22 @@ pub fn session_start(s: SessionStart<'_>) -> Line {
             "containment": s.containment,
         }),
     )
+}
+
+/// The categories a grant map grants anything in, in the order network, filesystem,
+/// shell: upstream's `capabilities` is this list (its readers refuse a map there).
+pub fn granted_categories(grants: &Value) -> Vec<&'static str> {
+    let granted = |v: &Value| match v {
+        Value::Null | Value::Bool(false) => false,
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+        Value::String(s) => !s.is_empty(),
+        _ => true,
+    };
+    ["network", "filesystem", "shell"]
+        .into_iter()
+        .filter(|name| grants.get(name).is_some_and(granted))
+        .collect()
 }
 
 fn sha256_hex(text: &str) -> String {
@@ -384,7 +403,9 @@ fn with_seed(line: Line, seed_carried: Option<bool>) -> Line {
     }
 }
 
-/// `inference` of a call that failed: `error_code` names how.
+/// `inference` of a call that failed: `error_code` names how. Its `decision` is
+/// `error`, as upstream writes it: upstream's reader requires a `decision` on every
+/// `inference` line and refuses the whole trace without one.
 pub fn inference_failed(
     t: &Turn,
     error_code: &str,
@@ -397,6 +418,8 @@ pub fn inference_failed(
             "turn": t.turn,
             "input_tokens": t.input_estimate,
             "output_tokens": 0,
+            "decision": "error",
+            "tool_name": null,
             "duration_ms": t.duration_ms,
             "error_code": error_code,
             "error": error,

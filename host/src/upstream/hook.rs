@@ -147,24 +147,17 @@ pub async fn call<T: Send>(
 
 /// The granted capability categories, from the capsule's `capabilities` JSON object
 /// (`{"network": [..], "filesystem": ".", "shell": [..]}`): those whose grant is not
-/// empty. `filesystem` is always granted (the workdir, at least).
+/// empty, as `session_start.capabilities` records them. `filesystem` is always granted
+/// (the workdir, at least).
 fn categories(capabilities: &str) -> Vec<String> {
-    use serde_json::Value;
-    let granted = |v: &Value| match v {
-        Value::Null | Value::Bool(false) => false,
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(o) => !o.is_empty(),
-        Value::String(s) => !s.is_empty(),
-        _ => true,
-    };
-    match serde_json::from_str::<Value>(capabilities) {
-        Ok(Value::Object(map)) => map
-            .into_iter()
-            .filter(|(_, v)| granted(v))
-            .map(|(k, _)| k)
-            .collect(),
-        _ => Vec::new(),
-    }
+    serde_json::from_str::<serde_json::Value>(capabilities)
+        .map(|grants| {
+            crate::trace::line::granted_categories(&grants)
+                .into_iter()
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Our verdict for upstream's output; `sent` is the conversation a compaction event

@@ -37,7 +37,7 @@ fn session_start_records_the_capsule_and_hashes_the_prompt() {
         capsule_version: "0.1.0",
         model: "m",
         max_turns: 4,
-        capabilities: json!({"network": [], "filesystem": ".", "shell": ["bash"]}),
+        grants: json!({"network": [], "filesystem": ".", "shell": ["bash"]}),
         tools_declared: vec!["bash"],
         system_prompt: prompt,
         system_prompt_from_cli: false,
@@ -51,13 +51,14 @@ fn session_start_records_the_capsule_and_hashes_the_prompt() {
     check(
         session_start(start(Some("be brief"), Some("ses_0"))),
         "session_start",
-        r#"{"capsule_name":"hello","capsule_version":"0.1.0","model":"m","max_turns":4,"capabilities":{"network":[],"filesystem":".","shell":["bash"]},"tools_declared":["bash"],"system_prompt_source":"manifest","system_prompt_sha256":"b0d336336bae9756708102764ccc977778d8c408df38d7050d69f9e4d22c9a43","resumed_from":"ses_0","context_id":null,"session_loop":"built-in session loop","loop":"default","loop_version":"0.9.0","driver":"built-in scripted driver","containment":{"declared":"scoped"}}"#,
+        r#"{"capsule_name":"hello","capsule_version":"0.1.0","model":"m","max_turns":4,"capabilities":["filesystem","shell"],"tools_declared":["bash"],"system_prompt_source":"manifest","system_prompt_sha256":"b0d336336bae9756708102764ccc977778d8c408df38d7050d69f9e4d22c9a43","resumed_from":"ses_0","context_id":null,"effective_grants":{"network":[],"filesystem":".","shell":["bash"]},"session_loop":"built-in session loop","loop":"default","loop_version":"0.9.0","driver":"built-in scripted driver","containment":{"declared":"scoped"}}"#,
     );
     check(
         session_start(start(None, None)),
         "session_start",
-        r#"{"capsule_name":"hello","capsule_version":"0.1.0","model":"m","max_turns":4,"capabilities":{"network":[],"filesystem":".","shell":["bash"]},"tools_declared":["bash"],"system_prompt_source":"none","system_prompt_sha256":null,"resumed_from":null,"context_id":null,"session_loop":"built-in session loop","loop":"default","loop_version":"0.9.0","driver":"built-in scripted driver","containment":{"declared":"scoped"}}"#,
-    ); // `--system-prompt` is the source whether it set a prompt or cleared it.
+        r#"{"capsule_name":"hello","capsule_version":"0.1.0","model":"m","max_turns":4,"capabilities":["filesystem","shell"],"tools_declared":["bash"],"system_prompt_source":"none","system_prompt_sha256":null,"resumed_from":null,"context_id":null,"effective_grants":{"network":[],"filesystem":".","shell":["bash"]},"session_loop":"built-in session loop","loop":"default","loop_version":"0.9.0","driver":"built-in scripted driver","containment":{"declared":"scoped"}}"#,
+    );
+    // `--system-prompt` is the source whether it set a prompt or cleared it.
     for (prompt, sha) in [
         (
             Some("be brief"),
@@ -73,6 +74,14 @@ fn session_start_records_the_capsule_and_hashes_the_prompt() {
         assert_eq!(v["system_prompt_source"], "cli");
         assert_eq!(v["system_prompt_sha256"], sha);
     }
+}
+
+#[test]
+fn capabilities_name_the_granted_categories_in_upstreams_order() {
+    let all = json!({"shell": ["bash"], "filesystem": ".", "network": ["https://a.test"]});
+    assert_eq!(granted_categories(&all), ["network", "filesystem", "shell"]);
+    let none = json!({"network": [], "filesystem": "", "shell": []});
+    assert!(granted_categories(&none).is_empty());
 }
 
 #[test]
@@ -235,7 +244,7 @@ fn inference_puts_the_estimates_first_and_the_reported_usage_after() {
     check(
         inference_failed(&TURN, "driver_error", "rate limited", None),
         "inference",
-        r#"{"turn":1,"input_tokens":100,"output_tokens":0,"duration_ms":40,"error_code":"driver_error","error":"rate limited"}"#,
+        r#"{"turn":1,"input_tokens":100,"output_tokens":0,"decision":"error","tool_name":null,"duration_ms":40,"error_code":"driver_error","error":"rate limited"}"#,
     );
 }
 
@@ -255,7 +264,7 @@ fn a_task_s_first_inference_after_a_seed_says_whether_it_carried_it() {
     check(
         inference_failed(&TURN, "driver_error", "rate limited", Some(true)),
         "inference",
-        r#"{"turn":1,"input_tokens":100,"output_tokens":0,"duration_ms":40,"error_code":"driver_error","error":"rate limited","seed_carried":true}"#,
+        r#"{"turn":1,"input_tokens":100,"output_tokens":0,"decision":"error","tool_name":null,"duration_ms":40,"error_code":"driver_error","error":"rate limited","seed_carried":true}"#,
     );
 }
 
