@@ -57,14 +57,36 @@ pub struct Parsed {
 ///
 /// `E-TRC-003` when it cannot be read, `E-TRC-001` for a malformed line.
 pub fn read(path: &Path) -> Result<Parsed, Error> {
-    let bytes = std::fs::read(path).map_err(|e| {
+    let unreadable = |why: String| {
         Error::new(
             "E-TRC-003",
-            format!("could not read {}: {e}", path.display()),
+            format!("could not read {}: {why}", path.display()),
         )
         .hint("check that the file exists and is readable")
-    })?;
+    };
+    let bytes = read_regular(path).map_err(unreadable)?;
     parse(path, &bytes)
+}
+
+/// The bytes of `path` when it is a regular file. Upstream's layout keeps traces inside
+/// the capsule's own folder, where anything could have been put in their place: a pipe
+/// that never ends (opened without blocking, then refused) or a device that never stops
+/// giving bytes.
+fn read_regular(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("it is not a regular file".into());
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+    Ok(bytes)
 }
 
 /// Parses a trace's bytes; `path` only names it in errors.
@@ -114,6 +136,27 @@ fn malformed(path: &Path, line: usize, what: &str) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pipe_or_a_device_in_a_trace_s_place_is_refused_not_read() {
+        let dir = std::env::temp_dir().join(format!("mur-trace-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("trace.jsonl");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        for path in [fifo.as_path(), Path::new("/dev/zero")] {
+            let e = read(path).unwrap_err();
+            assert_eq!(e.code, "E-TRC-003");
+            assert!(
+                e.message.ends_with("it is not a regular file"),
+                "{}",
+                e.message
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     const START: &str = r#"{"event_type":"session_start","session_id":"ses_1","timestamp":5}"#;
 
