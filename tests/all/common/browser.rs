@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::repo;
-use super::sdk::{Lock, REQUIRED, required, run_bounded, run_within, write};
+use super::sdk::{Lock, REQUIRED, npm_install, required, run_bounded, run_within};
 
 /// The browser Debian's `chromium` package installs.
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -90,27 +90,7 @@ fn install() -> Result<Browser, String> {
     let npm = home.join("npm");
     std::fs::create_dir_all(&npm).map_err(|e| format!("{}: {e}", npm.display()))?;
     let _lock = Lock::take(&home.join("npm.lock"))?;
-    let sources = repo().join("tests/browser");
-    let manifest = std::fs::read_to_string(sources.join("package.json"))
-        .map_err(|e| format!("tests/browser/package.json: {e}"))?;
-    let marker = npm.join(".mur-installed");
-    if std::fs::read_to_string(&marker).ok().as_deref() != Some(manifest.as_str()) {
-        write(&npm.join("package.json"), &manifest)?;
-        let mut install = Command::new("npm");
-        install
-            .args(["install", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&npm);
-        run_bounded(&mut install, "npm install playwright-core")?;
-        write(&marker, &manifest)?;
-    }
-    // The script runs from a link beside `node_modules`, so its import resolves there
-    // without a `node_modules` in the source tree.
-    let link = npm.join("scripts");
-    if std::fs::read_link(&link).ok().as_deref() != Some(sources.as_path()) {
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(&sources, &link)
-            .map_err(|e| format!("{}: {e}", link.display()))?;
-    }
+    let link = npm_install(&npm, &repo().join("tests/browser"), "playwright-core")?;
     Ok(Browser {
         script: link.join("webview.mjs"),
     })

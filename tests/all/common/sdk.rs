@@ -142,27 +142,8 @@ fn install_python(home: &Path) -> Result<Client, String> {
 /// a user's project, without a `node_modules` in the source tree.
 fn install_js(home: &Path) -> Result<Client, String> {
     let sources = repo().join("tests/sdk/js");
-    let npm = home.join("npm");
-    let manifest = std::fs::read_to_string(sources.join("package.json"))
-        .map_err(|e| format!("tests/sdk/js/package.json: {e}"))?;
-    let marker = npm.join(".mur-installed");
     run_bounded(Command::new("node").arg("--version"), "node --version")?;
-    if std::fs::read_to_string(&marker).ok().as_deref() != Some(manifest.as_str()) {
-        std::fs::create_dir_all(&npm).map_err(|e| format!("{}: {e}", npm.display()))?;
-        write(&npm.join("package.json"), &manifest)?;
-        let mut install = Command::new("npm");
-        install
-            .args(["install", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&npm);
-        run_bounded(&mut install, "npm install @a2a-js/sdk")?;
-        write(&marker, &manifest)?;
-    }
-    let link = npm.join("scripts");
-    if std::fs::read_link(&link).ok().as_deref() != Some(sources.as_path()) {
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(&sources, &link)
-            .map_err(|e| format!("{}: {e}", link.display()))?;
-    }
+    let link = npm_install(&home.join("npm"), &sources, "@a2a-js/sdk")?;
     Ok(Client {
         sdk: Sdk::Js,
         program: PathBuf::from("node"),
@@ -265,6 +246,33 @@ fn script(path: &Path) -> Result<String, String> {
     path.to_str()
         .map(str::to_string)
         .ok_or_else(|| format!("{}: not UTF-8", path.display()))
+}
+
+/// `sources/package.json` installed with npm into `npm` (again only when it changed),
+/// and a link `npm/scripts` to `sources`, returned: scripts run through it sit beside
+/// `node_modules`, so their imports resolve as in a user's project, without a
+/// `node_modules` in the source tree. `what` names the install in errors.
+pub(super) fn npm_install(npm: &Path, sources: &Path, what: &str) -> Result<PathBuf, String> {
+    let manifest = std::fs::read_to_string(sources.join("package.json"))
+        .map_err(|e| format!("{}: {e}", sources.join("package.json").display()))?;
+    let marker = npm.join(".mur-installed");
+    if std::fs::read_to_string(&marker).ok().as_deref() != Some(manifest.as_str()) {
+        std::fs::create_dir_all(npm).map_err(|e| format!("{}: {e}", npm.display()))?;
+        write(&npm.join("package.json"), &manifest)?;
+        let mut install = Command::new("npm");
+        install
+            .args(["install", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(npm);
+        run_bounded(&mut install, &format!("npm install {what}"))?;
+        write(&marker, &manifest)?;
+    }
+    let link = npm.join("scripts");
+    if std::fs::read_link(&link).ok().as_deref() != Some(sources) {
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(sources, &link)
+            .map_err(|e| format!("{}: {e}", link.display()))?;
+    }
+    Ok(link)
 }
 
 pub(super) fn write(path: &Path, text: &str) -> Result<(), String> {
