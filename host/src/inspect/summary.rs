@@ -289,13 +289,14 @@ impl Summary {
 
     fn task_end(&mut self, e: &Event) {
         let id = e.str("task_id").unwrap_or_default();
-        let row = match self.tasks.iter().rposition(|t| t.task_id == id) {
-            Some(i) => &mut self.tasks[i],
+        let at = match self.tasks.iter().rposition(|t| t.task_id == id) {
+            Some(i) => i,
             None => {
                 self.tasks.push(task_row(e));
-                self.tasks.last_mut().expect("just pushed")
+                self.tasks.len() - 1
             }
         };
+        let row = &mut self.tasks[at];
         row.exit_status = e.str("exit_status").map(str::to_string);
         row.turns = e.u64("turns").unwrap_or_default();
         row.input_tokens = e.u64("input_tokens").unwrap_or_default();
