@@ -3,8 +3,7 @@
 use serde_json::{Value, json};
 
 use super::fmt;
-use super::parse;
-use super::select::{Found, Places};
+use super::select::Places;
 use super::summary::{Metric, Summary, summarize};
 use super::{DiffArgs, print_json};
 use crate::error::Error;
@@ -25,8 +24,8 @@ pub fn run(args: &DiffArgs) -> Result<(), Error> {
 }
 
 fn load(places: &Places, selector: &str) -> Result<Summary, Error> {
-    let Found { id, path } = places.resolve(Some(selector))?;
-    Ok(summarize(&id, &parse::read(&path)?))
+    let found = places.resolve(Some(selector))?;
+    Ok(summarize(&found.id, &found.read()?))
 }
 
 /// B minus A, for every metric.

@@ -56,7 +56,14 @@ pub struct Parsed {
 /// # Errors
 ///
 /// `E-TRC-003` when it cannot be read, `E-TRC-001` for a malformed line.
-pub fn read(path: &Path) -> Result<Parsed, Error> {
+/// Whether a link in the trace's own place is followed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Links {
+    Follow,
+    Refuse,
+}
+
+pub fn read(path: &Path, links: Links) -> Result<Parsed, Error> {
     let unreadable = |why: String| {
         Error::new(
             "E-TRC-003",
@@ -64,22 +71,29 @@ pub fn read(path: &Path) -> Result<Parsed, Error> {
         )
         .hint("check that the file exists and is readable")
     };
-    let bytes = read_regular(path).map_err(unreadable)?;
+    let bytes = read_regular(path, links).map_err(unreadable)?;
     parse(path, &bytes)
 }
 
 /// The bytes of `path` when it is a regular file. Upstream's layout keeps traces inside
 /// the capsule's own folder, where anything could have been put in their place: a pipe
-/// that never ends (opened without blocking, then refused) or a device that never stops
-/// giving bytes.
-fn read_regular(path: &Path) -> Result<Vec<u8>, String> {
+/// that never ends (opened without blocking, then refused), a device that never stops
+/// giving bytes, or a link to some other file of the user's (not followed there).
+fn read_regular(path: &Path, links: Links) -> Result<Vec<u8>, String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
+    let nofollow = match links {
+        Links::Follow => 0,
+        Links::Refuse => libc::O_NOFOLLOW,
+    };
     let mut file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK)
+        .custom_flags(libc::O_NONBLOCK | nofollow)
         .open(path)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => "it is a link, in a folder a capsule could write".to_string(),
+            _ => e.to_string(),
+        })?;
     let meta = file.metadata().map_err(|e| e.to_string())?;
     if !meta.is_file() {
         return Err("it is not a regular file".into());
@@ -147,7 +161,7 @@ mod tests {
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         for path in [fifo.as_path(), Path::new("/dev/zero")] {
-            let e = read(path).unwrap_err();
+            let e = read(path, Links::Follow).unwrap_err();
             assert_eq!(e.code, "E-TRC-003");
             assert!(
                 e.message.ends_with("it is not a regular file"),
@@ -155,6 +169,19 @@ mod tests {
                 e.message
             );
         }
+        // A link where a found trace should be is not followed; a typed one is.
+        let real = dir.join("real.jsonl");
+        std::fs::write(&real, "{\"event_type\":\"session_start\"}\n").unwrap();
+        let link = dir.join("link.jsonl");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let e = read(&link, Links::Refuse).unwrap_err();
+        assert!(
+            e.message
+                .ends_with("it is a link, in a folder a capsule could write"),
+            "{}",
+            e.message
+        );
+        assert_eq!(read(&link, Links::Follow).unwrap().events.len(), 1);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::fmt;
-use super::parse;
 use super::select::{Found, Places};
 use super::summary::{Metric, Summary, summarize};
 use super::{ReportArgs, print_json};
@@ -47,7 +46,7 @@ fn chosen(places: &Places, args: &ReportArgs) -> Result<Vec<Summary>, Error> {
     };
     let mut summaries = found
         .iter()
-        .map(|f| Ok(summarize(&f.id, &parse::read(&f.path)?)))
+        .map(|f| Ok(summarize(&f.id, &f.read()?)))
         .collect::<Result<Vec<_>, Error>>()?;
     if let Some(since) = &args.since {
         let cutoff = crate::trace::now_ms().saturating_sub(since_ms(since)?);

@@ -15,6 +15,7 @@
 use std::path::{Path, PathBuf};
 
 use super::Where;
+use super::parse;
 use crate::error::Error;
 use crate::selector::{self, Miss};
 use crate::workdir::RecordsChoice;
@@ -24,6 +25,26 @@ use crate::workdir::RecordsChoice;
 pub struct Found {
     pub id: String,
     pub path: PathBuf,
+    /// The user typed the path: a link there is theirs to follow. A trace found by
+    /// looking (in upstream's layout, inside a capsule's own folder) is read only when it
+    /// is no link.
+    pub typed: bool,
+}
+
+impl Found {
+    /// The trace, parsed.
+    ///
+    /// # Errors
+    ///
+    /// As [`parse::read`].
+    pub fn read(&self) -> Result<parse::Parsed, Error> {
+        let links = if self.typed {
+            parse::Links::Follow
+        } else {
+            parse::Links::Refuse
+        };
+        parse::read(&self.path, links)
+    }
 }
 
 /// Where sessions are looked for.
@@ -66,7 +87,11 @@ impl Places {
         let mut found: Vec<Found> = Vec::new();
         let mut add = |id: String, path: PathBuf| {
             if path.is_file() && !found.iter().any(|f| f.id == id) {
-                found.push(Found { id, path });
+                found.push(Found {
+                    id,
+                    path,
+                    typed: false,
+                });
             }
         };
         for root in &self.records {
@@ -117,6 +142,7 @@ impl Places {
             Ok(id) => Ok(sessions.into_iter().find(|s| s.id == id).unwrap_or(Found {
                 path: PathBuf::new(),
                 id,
+                typed: false,
             })),
             Err(miss) => Err(self.missed(selector, miss)),
         }
@@ -180,7 +206,11 @@ fn by_path(selector: &str) -> Result<Found, Error> {
         .hint("a path names a trace.jsonl, or the session directory that holds one"));
     }
     let id = session_of(&path);
-    Ok(Found { id, path })
+    Ok(Found {
+        id,
+        path,
+        typed: true,
+    })
 }
 
 /// A session's id from where its trace sits: the directory's name when it is a `ses_`

@@ -4,7 +4,7 @@
 use super::fmt::{self, section};
 use super::select::Places;
 use super::summary::{Summary, summarize};
-use super::{ShowArgs, parse, print_json};
+use super::{ShowArgs, print_json};
 use crate::error::Error;
 
 /// How many characters of a call's input a row shows.
@@ -12,7 +12,7 @@ const INPUT_CHARS: usize = 120;
 
 pub fn run(args: &ShowArgs) -> Result<(), Error> {
     let found = Places::new(&args.place).resolve(args.session.as_deref())?;
-    let parsed = parse::read(&found.path)?;
+    let parsed = found.read()?;
     let summary = summarize(&found.id, &parsed);
     if args.place.json {
         print_json(&serde_json::to_value(&summary).unwrap_or_default());
@@ -369,7 +369,7 @@ mod tests {
             r#"{"event_type":"task_failed","task_id":"tsk_1","cause":"runtime_error","reason":"trapped"}"#,
         ]
         .join("\n");
-        let parsed = parse::parse(Path::new("t"), text.as_bytes()).unwrap();
+        let parsed = super::super::parse::parse(Path::new("t"), text.as_bytes()).unwrap();
         let shown = render(&summarize("ses_x", &parsed));
         let tail: Vec<&str> = shown
             .lines()
@@ -403,7 +403,7 @@ mod tests {
              {{\"event_type\":\"tool_call\",\"turn\":0,\"tool_name\":\"t\",\"duration_ms\":{max},\"status\":\"ok\"}}\n\
              {{\"event_type\":\"tool_call\",\"turn\":0,\"tool_name\":\"t\",\"duration_ms\":{max},\"status\":\"error\"}}\n"
         );
-        let parsed = parse::parse(Path::new("t"), text.as_bytes()).unwrap();
+        let parsed = super::super::parse::parse(Path::new("t"), text.as_bytes()).unwrap();
         let shown = render(&summarize("ses_x", &parsed));
         assert!(
             shown.contains("input:      18,446,744,073,709,551,615  (avg "),

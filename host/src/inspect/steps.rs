@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 
 use super::fmt;
-use super::parse::{self, Event, Parsed};
+use super::parse::{Event, Parsed};
 use super::select::Places;
 use super::{StepsArgs, print_json};
 use crate::error::Error;
@@ -34,7 +34,7 @@ pub struct Step {
 
 pub fn run(args: &StepsArgs) -> Result<(), Error> {
     let found = Places::new(&args.place).resolve(args.session.as_deref())?;
-    let parsed = parse::read(&found.path)?;
+    let parsed = found.read()?;
     let steps = tree(&parsed, args.verbose);
     let session = session_id(&parsed).unwrap_or(&found.id).to_string();
     let (tasks, turns) = counts(&parsed);
@@ -402,7 +402,7 @@ mod tests {
                 "{{\"event_type\":\"task_canceled\",\"event_id\":\"evt_{i}\",\"parent_id\":{parent},\"phase\":\"queued\"}}\n"
             ));
         }
-        let parsed = parse::parse(Path::new("t"), text.as_bytes()).unwrap();
+        let parsed = super::super::parse::parse(Path::new("t"), text.as_bytes()).unwrap();
         let steps = tree(&parsed, false);
         assert_eq!(steps.len(), 200_000);
         assert_eq!(steps.last().unwrap().depth, 199_999);
@@ -423,7 +423,7 @@ mod tests {
             r#"{"event_type":"shell_lost","parent_id":null,"task_id":null,"work_id":"wrk_9","binary":"/bin/sh","reconciled_by_session":"ses_2"}"#,
         ]
         .join("\n");
-        let parsed = parse::parse(Path::new("t"), text.as_bytes()).unwrap();
+        let parsed = super::super::parse::parse(Path::new("t"), text.as_bytes()).unwrap();
         let rows: Vec<(usize, String)> = tree(&parsed, false)
             .into_iter()
             .map(|s| (s.depth, s.text))
