@@ -114,11 +114,13 @@ impl Engine {
 
     /// [`Engine::load`], saying where the compiled form came from.
     fn load_from(&self, bytes: &[u8], label: &str) -> Result<(Component, Origin), Error> {
-        let key = self.cache_key(bytes);
+        // Hashed once: the digest names the component in memory, in the binary and on disk.
+        let digest = hex(&Sha256::digest(bytes));
+        let key = self.cache_key(&digest);
         if let Some(component) = self.in_memory().get(&key) {
             return Ok((component.clone(), Origin::Memory));
         }
-        let (component, origin) = self.load_uncached(bytes, label, &key)?;
+        let (component, origin) = self.load_uncached(bytes, &digest, label, &key)?;
         self.in_memory().insert(key, component.clone());
         Ok((component, origin))
     }
@@ -161,10 +163,11 @@ impl Engine {
     fn load_uncached(
         &self,
         bytes: &[u8],
+        digest: &str,
         label: &str,
         key: &str,
     ) -> Result<(Component, Origin), Error> {
-        if let Some(component) = precompiled::load(&self.engine, bytes) {
+        if let Some(component) = precompiled::load(&self.engine, digest) {
             return Ok((component, Origin::Binary));
         }
         let cached = self.cache_dir.as_ref().map(|dir| dir.join(key));
@@ -227,13 +230,14 @@ impl Engine {
         })
     }
 
-    fn cache_key(&self, bytes: &[u8]) -> String {
-        let digest = Sha256::digest(bytes);
+    /// The cache file's name: the first half of the sha-256 (hex) and the engine's
+    /// compatibility hash.
+    fn cache_key(&self, digest: &str) -> String {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         self.engine
             .precompile_compatibility_hash()
             .hash(&mut hasher);
-        format!("{}-{:016x}.cwasm", hex(&digest[..16]), hasher.finish())
+        format!("{}-{:016x}.cwasm", &digest[..32], hasher.finish())
     }
 }
 

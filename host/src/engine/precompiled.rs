@@ -6,42 +6,38 @@
 //! lacking a feature the build machine had is refused by wasmtime's own check, and the
 //! component is compiled and cached as any other.
 
-use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
 // `PRECOMPILED: &[(&str, &[u8])]`: the sha-256 (hex) of each built-in `.wasm`, with
 // its compiled form.
 include!(concat!(env!("OUT_DIR"), "/precompiled.rs"));
 
-/// `bytes` compiled at build time, when they are a built-in component and this engine
-/// can load what the build compiled.
-pub fn load(engine: &wasmtime::Engine, bytes: &[u8]) -> Option<Component> {
-    let compiled = find(bytes)?;
+/// The component whose `.wasm` has the sha-256 `digest` (hex), compiled at build time,
+/// when it is a built-in one and this engine can load what the build compiled.
+pub fn load(engine: &wasmtime::Engine, digest: &str) -> Option<Component> {
+    let compiled = find(digest)?;
     // SAFETY: the bytes were written by `Engine::precompile_component` of this very
     // build and travel inside the binary; wasmtime checks that they match this engine's
     // version, target and settings before using them.
     unsafe { Component::deserialize(engine, compiled) }.ok()
 }
 
-fn find(bytes: &[u8]) -> Option<&'static [u8]> {
-    if PRECOMPILED.is_empty() {
-        return None;
-    }
-    let digest = hex(&Sha256::digest(bytes));
+fn find(digest: &str) -> Option<&'static [u8]> {
     PRECOMPILED
         .iter()
         .find(|(sha, _)| *sha == digest)
         .map(|(_, compiled)| *compiled)
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::builtin;
+    use sha2::{Digest, Sha256};
+
+    fn digest(bytes: &[u8]) -> String {
+        super::super::hex(&Sha256::digest(bytes))
+    }
 
     fn engine() -> wasmtime::Engine {
         wasmtime::Engine::new(&super::super::config::base()).expect("an engine")
@@ -58,14 +54,17 @@ mod tests {
             ("memory hook", builtin::MEMORY_HOOK),
             ("gatekeeper hook", builtin::GATEKEEPER_HOOK),
         ] {
-            assert!(find(bytes).is_some(), "{name} was not precompiled");
-            assert!(load(&engine, bytes).is_some(), "{name} did not load");
+            assert!(find(&digest(bytes)).is_some(), "{name} was not precompiled");
+            assert!(
+                load(&engine, &digest(bytes)).is_some(),
+                "{name} did not load"
+            );
         }
     }
 
     #[test]
     fn other_bytes_are_not_found() {
-        assert!(find(b"\0asm not a built-in").is_none());
+        assert!(find(&digest(b"\0asm not a built-in")).is_none());
     }
 
     #[test]
@@ -74,6 +73,6 @@ mod tests {
         let mut config = super::super::config::base();
         config.epoch_interruption(false);
         let other = wasmtime::Engine::new(&config).expect("an engine");
-        assert!(load(&other, builtin::SESSION_LOOP).is_none());
+        assert!(load(&other, &digest(builtin::SESSION_LOOP)).is_none());
     }
 }
