@@ -340,6 +340,7 @@ fn keep_tasks(m: &Manifest, launched: &Launched, file: Option<PathBuf>, resumed:
         }
     };
     let (journal, kept) = a2a::Journal::open(&path, keep);
+    let journal = journal.within(launched.records.clone());
     earlier.extend(kept);
     launched.wire.tasks().keep_in(journal, earlier);
 }

@@ -39,10 +39,11 @@ pub struct Target {
 /// failed, 1 when a scenario failed.
 pub fn check(args: &CheckArgs) -> Result<ExitCode, Error> {
     let report = run(&args.path, args.world.map(Kind::from))?;
+    // Scenarios quote what the component said: printed escaped.
     if args.json {
-        println!("{}", report.json());
+        println!("{}", crate::escape::json(&report.json().to_string()));
     } else {
-        print!("{}", report.plain());
+        print!("{}", crate::escape::text(&report.plain()));
     }
     if let Some(path) = &args.junit {
         report.write_junit(path)?;

@@ -255,9 +255,10 @@ impl Registry {
             if let Err(e) = self.trace.write(work.place(), abandoned) {
                 eprintln!("[murmur] could not write shell_abandoned for {work_id}: {e}");
             }
+            // The command is the model's text: one escaped line, never a line of its own.
             eprintln!(
                 "[murmur] shell_abandoned: {work_id} ({}): its result is lost; killing its process group",
-                work.command
+                crate::escape::line(&work.command)
             );
             work.abort.abort();
             // The watcher ends once the aborted task has been dropped, i.e. the group killed.

@@ -339,5 +339,17 @@ pub fn trap_text(e: &wasmtime::Error) -> String {
         Some(trap) => trap.to_string(),
         None => e.root_cause().to_string(),
     };
-    text.lines().next().unwrap_or("trap").to_string()
+    let first = text.lines().next().unwrap_or("trap");
+    if first.starts_with(FUEL_EXHAUSTED) {
+        // wasmtime's words name none of our keys: say which limits set the bound.
+        return "the component handed the host more data in one call than its limits \
+                allow (capabilities.limits.max_answer_bytes, max_conversation_bytes, \
+                max_conversation_messages, max_conversation_blocks): the call was refused \
+                before the host kept any of it"
+            .to_string();
+    }
+    first.to_string()
 }
+
+/// How wasmtime says a call passed its hostcall fuel (`memory::Cap::hostcall_bytes`).
+const FUEL_EXHAUSTED: &str = "too much data is being copied between the host and the guest";

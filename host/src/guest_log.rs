@@ -4,8 +4,9 @@
 //!
 //! A guest's bytes are untrusted: copied raw they could forge a `[murmur]` line, move
 //! the cursor or recolour the terminal. So every control character but the line end is
-//! escaped (`\u{1b}`), each log is capped, and mur's stderr gets at most a short note
-//! per instance naming the log, with a prefix no guest chooses.
+//! escaped (`\u{1b}`, `crate::escape`'s rule), each log is capped, and mur's stderr
+//! gets at most a short note per instance naming the log, with a prefix no guest
+//! chooses.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -18,6 +19,8 @@ use std::task::{Context, Poll};
 
 use tokio::io::AsyncWrite;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+
+use crate::escape;
 
 /// Bytes one log may hold (escaped text); past it the rest of the output is dropped.
 pub const LOG_CAP: u64 = 1024 * 1024;
@@ -70,7 +73,7 @@ impl Target {
 }
 
 /// A name as a file name piece: anything but `[A-Za-z0-9._-]` becomes `_`.
-fn file_part(name: &str) -> String {
+pub fn file_part(name: &str) -> String {
     name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
@@ -179,7 +182,7 @@ impl Sink {
 }
 
 /// Appends without following a symlink a guest may have put at the log's name.
-fn open_log(path: &Path) -> std::io::Result<File> {
+pub fn open_log(path: &Path) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new()
         .create(true)
@@ -412,33 +415,14 @@ fn escape_invalid(bytes: &[u8], out: &mut String) {
     }
 }
 
-/// Keeps `\n` (a line end) and tabs; every other control character, DEL, the C1 range
-/// (which holds another CSI introducer) and the bidi overrides become `\u{..}`.
+/// Keeps `\n` (a line end) and tabs; everything else `crate::escape` escapes.
 fn escape_text(text: &str, out: &mut String) {
-    for c in text.chars() {
-        if c == '\n' || c == '\t' || !needs_escape(c) {
-            out.push(c);
-        } else {
-            let _ = write!(out, "\\u{{{:x}}}", c as u32);
-        }
-    }
-}
-
-fn needs_escape(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    escape::text_into(text, out);
 }
 
 /// A whole string escaped, line ends included: for labels built from names.
 pub fn escape_str(text: &str) -> String {
-    let mut out = String::new();
-    for c in text.chars() {
-        if needs_escape(c) {
-            let _ = write!(out, "\\u{{{:x}}}", c as u32);
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    escape::line(text).into_owned()
 }
 
 #[cfg(test)]

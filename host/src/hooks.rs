@@ -22,6 +22,7 @@ use crate::driver::trap_text;
 use crate::engine::{self, Engine};
 use crate::error::Error;
 use crate::guest_log;
+use crate::host_log;
 use crate::manifest::{Binding, CommitPolicy, ExecutionMode, HookContract, OnOverflow};
 use crate::rooted::Rooted;
 use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
@@ -30,6 +31,13 @@ use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
 const ASYNC_QUEUE: usize = 64;
 /// How long session end waits for async hooks to work through their queues.
 const DRAIN_LIMIT: Duration = Duration::from_secs(5);
+/// Bytes of a hook's failure text kept: it becomes a refusal the model reads, a trace
+/// line, a task's failure message and a log entry, and a hook may fail with megabytes.
+const FAILURE_TEXT: usize = 4 * 1024;
+/// Bytes of one entry of `logs/hook-<name>.log` kept, escaped: room for a whole
+/// [`FAILURE_TEXT`] with its control characters spelled out, whose cut says how long
+/// the hook's text was.
+const LOG_ENTRY: usize = 16 * 1024;
 
 pub struct HookState {
     sandbox: Sandbox,
@@ -99,7 +107,8 @@ struct Loaded {
     scope: Option<String>,
     hooks_dir: PathBuf,
     memory: crate::memory::Cap,
-    log: PathBuf,
+    /// `logs/hook-<name>.log`: one per hook, so its cap holds across its instances.
+    log: Mutex<host_log::Log>,
     output: guest_log::Target,
 }
 
@@ -212,7 +221,12 @@ impl Hooks {
             let loaded = Arc::new(Loaded {
                 scope: hook.contract.scope.clone(),
                 hooks_dir: places.hooks_dir.clone(),
-                log: places.logs_dir.join(format!("hook-{}.log", hook.name)),
+                log: Mutex::new(host_log::Log::new(
+                    places
+                        .logs_dir
+                        .join(format!("hook-{}.log", guest_log::file_part(&hook.name))),
+                    LOG_ENTRY,
+                )),
                 output: guest_log::Target::hook(&places.logs_dir, &hook.name),
                 memory: places.memory.clone(),
                 name: hook.name.clone(),
@@ -312,8 +326,13 @@ impl Loaded {
     }
 
     /// One call, on the live instance (made first when there is none). A trap or a
-    /// timeout leaves no instance behind: the next call starts a fresh one.
+    /// timeout leaves no instance behind: the next call starts a fresh one. A failure's
+    /// text is cut to [`FAILURE_TEXT`] here, before anything quotes it.
     async fn handle(&self, live: &mut Option<Live>, event: &Event) -> Result<Verdict, String> {
+        self.call(live, event).await.map_err(bounded)
+    }
+
+    async fn call(&self, live: &mut Option<Live>, event: &Event) -> Result<Verdict, String> {
         if live.is_none() {
             *live = Some(self.instantiate().await?);
         }
@@ -397,16 +416,13 @@ impl Loaded {
         hooks.open_dir_strict(scope).map(Some).map_err(refused)
     }
 
-    /// `logs/hook-<name>.log`: a hook's failures, for its author.
+    /// `logs/hook-<name>.log`: a hook's failures, for its author; one escaped line
+    /// each, the file capped for the session (`crate::host_log`).
     fn log(&self, line: &str) {
-        use std::io::Write;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log);
-        if let Ok(mut file) = file {
-            let _ = writeln!(file, "{}", crate::secret::scrub(line));
-        }
+        self.log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .append(line);
     }
 }
 
@@ -479,6 +495,14 @@ fn push(faults: &Mutex<Vec<Fault>>, hook: &str, event: &'static str, arm: &str) 
         });
 }
 
+/// A hook's failure text, cut to [`FAILURE_TEXT`] saying how long it was.
+fn bounded(why: String) -> String {
+    match crate::escape::cut(&why, FAILURE_TEXT) {
+        std::borrow::Cow::Borrowed(_) => why,
+        std::borrow::Cow::Owned(cut) => cut,
+    }
+}
+
 /// The upstream function name of an event, as traces and logs name it.
 pub fn event_name(event: &Event) -> &'static str {
     match event {
@@ -539,6 +563,18 @@ mod tests {
         assert!(!receives(None, Binding::Stage));
         assert!(receives(Some(Binding::Stage), Binding::Stage));
         assert!(!receives(Some(Binding::Shell), Binding::ToolCall));
+    }
+
+    #[test]
+    fn a_failure_text_is_cut_saying_how_long_it_was() {
+        assert_eq!(bounded("policy db down".into()), "policy db down");
+        let flood = bounded("x\n".repeat(10 * 1024 * 1024));
+        assert!(
+            flood.ends_with("… [cut: 20971520 bytes in all]"),
+            "{}",
+            &flood[flood.len() - 64..]
+        );
+        assert!(flood.len() < FAILURE_TEXT + 64, "{}", flood.len());
     }
 
     #[test]

@@ -5,6 +5,9 @@
 //! them for the same `--manifest`, `--workdir` and `--records`, and where upstream
 //! Murmur puts them, so a trace of either runtime reads the same way. Lines of event
 //! types or with keys this reader does not know are skipped, as the schema asks.
+//!
+//! A trace holds guests' text (tool inputs, answers, reasons): what is printed is
+//! escaped (`crate::escape`), each row kept to its line, the JSON kept the same value.
 
 mod diff;
 mod fmt;
@@ -127,12 +130,18 @@ pub fn run(command: TraceCommand) -> Result<ExitCode, Error> {
 fn print_json(document: &Value) {
     let mut text = serde_json::to_string_pretty(document).unwrap_or_default();
     text.push('\n');
-    out(&text);
+    write_out(&crate::escape::json(&text));
+}
+
+/// Writes `text` to stdout, control characters escaped (its rows are escaped each
+/// already; this holds for any text that is not).
+fn out(text: &str) {
+    write_out(&crate::escape::text(text));
 }
 
 /// Writes to stdout; a reader that went away (`mur trace show | head`) ends nothing
 /// but the output.
-fn out(text: &str) {
+fn write_out(text: &str) {
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();
     let _ = stdout

@@ -18,8 +18,24 @@ pub struct Limits {
     pub max_tool_calls_per_task: u64,
     /// What the session may write to `trace.jsonl`.
     pub max_trace_bytes: u64,
-    /// What the session workdir may hold, measured after each tool call.
+    /// What the session may add to its workdir: counted as a WASM guest writes,
+    /// watched while a shell command runs, and checked before each file the host writes
+    /// there.
     pub workdir_bytes: u64,
+    /// What the capsule's records may hold besides the trace: threaded conversations,
+    /// the A2A task store's journal, the host's logs.
+    pub max_records_bytes: u64,
+    /// One task's answer, as the session loop hands it to `finish-task`.
+    pub max_answer_bytes: u64,
+    /// The text of one list of messages a guest hands the host (a seed, a compaction's
+    /// replacement, a conversation to keep, an inference request).
+    pub max_conversation_bytes: u64,
+    /// The messages such a list may hold.
+    pub max_conversation_messages: u64,
+    /// The blocks (text, thinking, tool calls, tool results) such a list may hold.
+    pub max_conversation_blocks: u64,
+    /// What `on-inference` hooks' artifacts may take in one task, in bytes.
+    pub max_hook_artifact_bytes: u64,
     /// CPU time of each process a shell command starts.
     pub shell_cpu_seconds: u64,
     /// Open files of each process a shell command starts.
@@ -43,6 +59,9 @@ impl Default for Limits {
     /// the default call deadline; 1024 open files is the usual soft limit; 256 processes
     /// is far above a build's parallel jobs and far below what exhausts a machine; 8
     /// commands at once keeps one reply asking for thousands from starting thousands.
+    /// The records get the workdir's gigabyte. An answer is one driver reply's worth; a
+    /// conversation twice that, and 10,000 messages (50,000 blocks) is far past any
+    /// model's context window, while a million tiny ones would cost the host a gigabyte.
     fn default() -> Self {
         Limits {
             max_chunk_bytes: MIB,
@@ -52,11 +71,41 @@ impl Default for Limits {
             max_tool_calls_per_task: 1024,
             max_trace_bytes: 256 * MIB,
             workdir_bytes: 1024 * MIB,
+            max_records_bytes: 1024 * MIB,
+            max_answer_bytes: 16 * MIB,
+            max_conversation_bytes: 32 * MIB,
+            max_conversation_messages: 10_000,
+            max_conversation_blocks: 50_000,
+            max_hook_artifact_bytes: 16 * MIB,
             shell_cpu_seconds: 600,
             shell_open_files: 1024,
             shell_processes: 256,
             shell_concurrency: 8,
         }
+    }
+}
+
+/// What the host structures of one lifted message and one block take, at most, as
+/// wasmtime's hostcall fuel counts them (the size of the Rust value per list element).
+const MESSAGE_COST: u64 = 32;
+const BLOCK_COST: u64 = 80;
+
+impl Limits {
+    /// What one guest call may make the host allocate: the largest answer and
+    /// conversation `finish-task` may carry together (or the largest tool result or
+    /// driver reply, if larger), with each message's and block's own structure, and a
+    /// MiB of room for the rest of the call's arguments.
+    pub fn hostcall_bytes(&self) -> u64 {
+        let conversation = self
+            .max_conversation_bytes
+            .saturating_add(self.max_conversation_messages.saturating_mul(MESSAGE_COST))
+            .saturating_add(self.max_conversation_blocks.saturating_mul(BLOCK_COST));
+        let one_call = self
+            .max_answer_bytes
+            .saturating_add(conversation)
+            .max(self.max_tool_result_bytes)
+            .max(self.max_driver_reply_bytes);
+        one_call.saturating_add(MIB)
     }
 }
 

@@ -50,7 +50,8 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("{e}");
+            // A message may quote a guest (a loop's failure, a task's reason).
+            eprintln!("{}", mur::escape::error_text(&e.to_string()));
             ExitCode::FAILURE
         }
     }

@@ -15,6 +15,47 @@ pub struct Cap {
     pub each: u64,
     /// What every instance of the capsule draws from together.
     pub shared: Option<Arc<Budget>>,
+    /// What one call may hand the host (wasmtime's hostcall fuel: the bytes of the host
+    /// structures a guest's strings and lists become), from the capsule's limits.
+    pub hostcall_bytes: u64,
+}
+
+impl Cap {
+    /// Charges `bytes` of host memory a guest made the host hold to the capsule's
+    /// shared budget (under `mur serve`), for as long as the charge lives. `Err` when
+    /// the budget cannot hold them: the tenant fails alone, its neighbours keep theirs.
+    pub fn charge(&self, bytes: u64, what: &str) -> Result<Charge, String> {
+        let Some(shared) = &self.shared else {
+            return Ok(Charge::default());
+        };
+        if shared.take(bytes) {
+            return Ok(Charge {
+                budget: Some(shared.clone()),
+                bytes,
+            });
+        }
+        Err(format!(
+            "{what} of {bytes} bytes does not fit in the capsule's memory budget ({} of {} \
+             bytes in use)",
+            shared.used(),
+            shared.limit
+        ))
+    }
+}
+
+/// Host memory charged to a capsule's budget, given back when dropped.
+#[derive(Default, Debug)]
+pub struct Charge {
+    budget: Option<Arc<Budget>>,
+    bytes: u64,
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        if let Some(budget) = &self.budget {
+            budget.give_back(self.bytes);
+        }
+    }
 }
 
 /// One capsule's memory across its instances: what they hold now, and the ceiling.
@@ -61,6 +102,8 @@ pub struct Limiter {
     own: StoreLimits,
     shared: Option<Arc<Budget>>,
     taken: u64,
+    /// `Cap::hostcall_bytes`, for `sandbox::limit` to hand wasmtime.
+    pub hostcall_bytes: u64,
 }
 
 impl Limiter {
@@ -72,6 +115,7 @@ impl Limiter {
                 .build(),
             shared: cap.shared.clone(),
             taken: 0,
+            hostcall_bytes: cap.hostcall_bytes,
         }
     }
 }
@@ -137,6 +181,7 @@ mod tests {
         let cap = Cap {
             each: 2 << 16,
             shared: Some(budget.clone()),
+            hostcall_bytes: 1 << 20,
         };
         let mut a = Limiter::new(&cap);
         let mut b = Limiter::new(&cap);
@@ -150,5 +195,32 @@ mod tests {
         drop(a);
         assert_eq!(budget.used(), 1 << 16);
         assert!(b.memory_growing(1 << 16, 2 << 16, None).unwrap());
+    }
+
+    #[test]
+    fn host_memory_is_charged_until_the_charge_goes() {
+        let budget = Budget::new(100);
+        let cap = Cap {
+            each: 1,
+            shared: Some(budget.clone()),
+            hostcall_bytes: 1,
+        };
+        let held = cap.charge(60, "artifact").unwrap();
+        assert_eq!(budget.used(), 60);
+        assert_eq!(
+            cap.charge(41, "answer").unwrap_err(),
+            "answer of 41 bytes does not fit in the capsule's memory budget (60 of 100 bytes \
+             in use)"
+        );
+        drop(held);
+        assert_eq!(budget.used(), 0);
+        let alone = Cap {
+            shared: None,
+            ..cap
+        };
+        assert!(
+            alone.charge(u64::MAX, "x").is_ok(),
+            "mur run has no shared budget"
+        );
     }
 }

@@ -79,6 +79,28 @@ impl Quota {
             .filter(|m| m.over)
     }
 
+    /// Whether the host may write `new_bytes` at `rel` in the workdir, replacing what is
+    /// there (`old_bytes`): the host's own files count against the quota like any
+    /// other, so a loop cannot grow the workdir through the answers it makes the host
+    /// write. Measured now, on the caller's thread: the walk stops past the quota.
+    pub fn admit(&self, rel: &str, old_bytes: u64, new_bytes: u64) -> Result<(), String> {
+        let allowed = self.baseline.saturating_add(self.limit);
+        let measured = measure(&self.root, allowed);
+        let after = measured
+            .bytes
+            .saturating_sub(old_bytes)
+            .saturating_add(new_bytes.max(MIN_ENTRY_BYTES));
+        if measured.over || after > allowed {
+            return Err(format!(
+                "writing {rel} ({new_bytes} bytes) would take the session workdir past \
+                 capabilities.limits.workdir_bytes ({}): it would grow by at least {} bytes",
+                self.limit,
+                after.saturating_sub(self.baseline)
+            ));
+        }
+        Ok(())
+    }
+
     /// What a breach is reported as: see `breach_text`.
     pub fn breach_text(&self, measured: &Measured) -> String {
         breach_text(measured, self.baseline, self.limit)
@@ -124,6 +146,25 @@ mod tests {
         // sub (a block), a (10,000 bytes, 12,288 on disk at most), b (a block).
         assert!(m.bytes >= 10_000 + 2 * MIN_ENTRY_BYTES, "{m:?}");
         assert!(m.bytes <= 12_288 + 2 * MIN_ENTRY_BYTES, "{m:?}");
+    }
+
+    #[test]
+    fn a_host_write_is_admitted_only_within_the_quota() {
+        let dir = scratch();
+        std::fs::write(dir.join("a"), vec![0u8; 8192]).unwrap();
+        let quota = Quota {
+            root: dir.clone(),
+            baseline: 0,
+            limit: 5 * MIN_ENTRY_BYTES,
+        };
+        assert_eq!(quota.admit("out/r.txt", 0, 100), Ok(()));
+        // Replacing a file gives its bytes back.
+        assert_eq!(quota.admit("a", 8192, 12_000), Ok(()));
+        assert_eq!(
+            quota.admit("out/r.txt", 0, 20_000).unwrap_err(),
+            "writing out/r.txt (20000 bytes) would take the session workdir past \
+             capabilities.limits.workdir_bytes (20480): it would grow by at least 28192 bytes"
+        );
     }
 
     #[test]

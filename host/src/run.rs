@@ -71,7 +71,8 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         .run(started, |ended| {
             if ended.ran.is_ok() && !json {
                 if let Some(task) = &ended.last {
-                    println!("{}", task.result);
+                    // The loop's own text: its lines are kept, its control codes not.
+                    println!("{}", crate::escape::text(&task.result));
                 }
                 println!("status:  {}", ended.exit_status);
             }
@@ -86,7 +87,8 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
             "E-RUN-040",
             format!(
                 "the task did not complete: {} ({})",
-                task.exit_status, task.result
+                task.exit_status,
+                crate::escape::line(&task.result)
             ),
         )
         .hint(format!("see {}", ended.trace.display()))),

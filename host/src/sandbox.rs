@@ -7,11 +7,13 @@ use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
 use wasmtime::{Store, UpdateDeadline};
+use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView};
 
 use crate::error::Error;
 use crate::guest_log::{self, Output};
 use crate::memory::{Cap, Limiter};
+use crate::meter::{Account, FsView};
 
 /// What every guest store carries besides its own state.
 pub struct Sandbox {
@@ -23,6 +25,8 @@ pub struct Sandbox {
     pub deadline: Duration,
     /// Ends the instance's last line in its log when the store goes.
     _output: Output,
+    /// What the guest's writes to the workdir are counted against (`Sandbox::metered`).
+    meter: Option<Account>,
 }
 
 /// What a component is granted.
@@ -70,7 +74,26 @@ impl Sandbox {
             running_since: Instant::now(),
             deadline: grants.deadline,
             _output: output,
+            meter: None,
         })
+    }
+
+    /// Counts the guest's writes to the workdir as they happen, through a linker of
+    /// `meter::add_to_linker`: the write that would pass the quota fails.
+    pub fn metered(mut self, account: Option<Account>) -> Self {
+        self.meter = account;
+        self
+    }
+
+    /// The filesystem as `meter::add_to_linker` serves it.
+    pub fn files(&mut self) -> FsView<'_> {
+        FsView {
+            fs: WasiFilesystemCtxView {
+                ctx: self.wasi.filesystem(),
+                table: &mut self.table,
+            },
+            account: self.meter.as_ref(),
+        }
     }
 
     /// The resource table, shared by WASI and wasi:http (their handles mix: a response
@@ -111,6 +134,11 @@ pub(crate) use wasi_view;
 /// never holds a runtime thread.
 pub fn limit<T: Sandboxed>(store: &mut Store<T>) {
     store.limiter(|s| &mut s.sandbox().limits);
+    // What one call may make the host allocate, from the capsule's own limits rather
+    // than wasmtime's default of 128 MiB: past it the call fails before the host
+    // builds anything.
+    let fuel = store.data_mut().sandbox().limits.hostcall_bytes;
+    store.set_hostcall_fuel(usize::try_from(fuel).unwrap_or(usize::MAX));
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|mut ctx| {
         let sandbox = ctx.data_mut().sandbox();

@@ -44,6 +44,7 @@ use crate::guest_log;
 use crate::input::Inbox;
 use crate::limits::Limits;
 use crate::manifest::Compaction;
+use crate::meter::Meter;
 use crate::queue::Queue;
 use crate::quota::Quota;
 use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
@@ -74,9 +75,14 @@ pub struct Session {
     pub detached: Arc<Registry>,
     pub workdir: Arc<Workdir>,
     pub quota: Quota,
+    /// What WASM guests' writes to the workdir are counted against as they happen
+    /// (`None` only for the meter's benchmark: see `capsule::launch`).
+    pub meter: Option<Arc<Meter>>,
     /// `lifecycle.conversation: threaded`: each context's conversation so far, handed
     /// to the next task of that context and kept on disk.
     pub threads: Option<Threads>,
+    /// `capabilities.limits.max_records_bytes`: a refused write ends the session.
+    pub records: Arc<crate::records::Budget>,
     pub hooks: Arc<SessionHooks>,
     pub tools: Arc<Tools>,
     pub driver: DriverComponent,
@@ -176,13 +182,18 @@ fn trace_failed(e: std::io::Error) -> wasmtime::Error {
 }
 
 const TRACE_FAILED: &str = "trace write failed";
+const RECORDS_FULL: &str = "records budget exhausted";
 
 impl LoopState {
     /// Stops the loop at its next step once any trace write has failed (one made by the
     /// server or a hook as much as one of the loop's own).
+    /// So does a write the records budget refused.
     fn trace_intact(&self) -> wasmtime::Result<()> {
-        match self.session.trace.failure() {
-            Some(why) => Err(wasmtime::Error::msg(format!("{TRACE_FAILED}: {why}"))),
+        if let Some(why) = self.session.trace.failure() {
+            return Err(wasmtime::Error::msg(format!("{TRACE_FAILED}: {why}")));
+        }
+        match self.session.records.failure() {
+            Some(why) => Err(wasmtime::Error::msg(format!("{RECORDS_FULL}: {why}"))),
             None => Ok(()),
         }
     }
@@ -396,7 +407,7 @@ impl LoopComponent {
             let link = |e: wasmtime::Error| {
                 Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}"))
             };
-            wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
+            crate::meter::add_to_linker(&mut linker).map_err(link)?;
             SessionLoop::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(link)?;
             linker
                 .instantiate_pre(component)
@@ -419,7 +430,7 @@ impl LoopComponent {
             deadline: grants.deadline,
             output: guest_log::Target::session_loop(&session.workdir.logs_dir()),
         }) {
-            Ok(sandbox) => sandbox,
+            Ok(sandbox) => sandbox.metered(session.meter.as_ref().map(|m| m.account())),
             Err(e) => return (Totals::default(), Err(e)),
         };
         let clock = Arc::new(Clock::new(grants.deadline));
@@ -484,6 +495,12 @@ impl LoopComponent {
             Ok(Err(trap)) if trap_text(&trap).starts_with(TRACE_FAILED) => {
                 Err(Error::new("E-RUN-007", trap_text(&trap))
                     .hint("the session's records must stay writable: check the disk they are on"))
+            }
+            Ok(Err(trap)) if trap_text(&trap).starts_with(RECORDS_FULL) => {
+                Err(Error::new("E-RUN-008", trap_text(&trap)).hint(
+                    "raise capabilities.limits.max_records_bytes, or make the loop keep \
+                     smaller answers and conversations",
+                ))
             }
             Ok(Err(trap)) => Err(Error::new(
                 "E-RUN-001",

@@ -24,6 +24,7 @@ use crate::error::Error;
 use crate::fence;
 use crate::guest_log;
 use crate::input::{self, Port};
+use crate::meter::{Account, Meter, Refused};
 use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
 use crate::shell::{self, Background, Ran, ShellOutcome, ShellRequest};
 use crate::wire::Wire;
@@ -139,6 +140,8 @@ pub struct Tools {
     /// The sandbox shell commands start in, set once the workdir exists. Until then a
     /// shell call is refused, never run unconfined.
     jail: Option<Arc<Jail>>,
+    /// What tool components' writes to the workdir are counted against, once it exists.
+    meter: Option<Arc<Meter>>,
 }
 
 /// How far a call got, which decides its fence and its trace event.
@@ -163,6 +166,8 @@ pub struct Dispatched {
     pub shell: Option<ShellOutcome>,
     /// A shell command that outlived its grace period; the session takes it over.
     pub detached: Option<Background>,
+    /// The first write the workdir quota refused the tool during the call.
+    pub refused: Option<Refused>,
 }
 
 impl Dispatched {
@@ -178,6 +183,7 @@ impl Dispatched {
             error: Some(text),
             shell: None,
             detached: None,
+            refused: None,
         }
     }
 
@@ -194,6 +200,7 @@ impl Dispatched {
             error: None,
             shell: None,
             detached: None,
+            refused: None,
         }
     }
 }
@@ -205,7 +212,18 @@ impl Tools {
             typed: std::sync::OnceLock::new(),
             grants,
             jail: None,
+            meter: None,
         }
+    }
+
+    /// Tool components' writes to the workdir count against `meter` from now on.
+    pub fn meter_writes(&mut self, meter: Arc<Meter>) {
+        self.meter = Some(meter);
+    }
+
+    /// An account for one call's writes; `None` when the session does not meter them.
+    fn account(&self) -> Option<Account> {
+        self.meter.as_ref().map(|m| m.account())
     }
 
     /// Every shell command from now on starts in `jail`.
@@ -271,7 +289,8 @@ impl Tools {
         }
         let pre = engine.linked(component, || link(engine, component, &label))?;
         let clock = Arc::new(Clock::running(self.grants.deadline));
-        let started = clock.bound(self.instantiate(name, &pre, wire.clone(), None, None, &clock));
+        let describing = self.instantiate(name, &pre, (wire.clone(), None, None, None), &clock);
+        let started = clock.bound(describing);
         let (mut store, bindings) = started
             .await
             .unwrap_or_else(|| Err(wasmtime::Error::msg(deadline::exceeded(clock.limit()))))
@@ -312,12 +331,10 @@ impl Tools {
         &self,
         name: &str,
         pre: &ToolPre<ToolState>,
-        wire: Arc<Wire>,
-        task: Option<TaskInfo>,
-        input: Option<Port>,
+        given: Given,
         clock: &Arc<Clock>,
     ) -> wasmtime::Result<(Store<ToolState>, Bindings)> {
-        let mut store = self.store(name, pre.engine(), wire, task, input, clock)?;
+        let mut store = self.store(name, pre.engine(), given, clock)?;
         let bindings = pre.instantiate_async(&mut store).await?;
         Ok((store, bindings))
     }
@@ -327,9 +344,7 @@ impl Tools {
         &self,
         name: &str,
         engine: &wasmtime::Engine,
-        wire: Arc<Wire>,
-        task: Option<TaskInfo>,
-        input: Option<Port>,
+        (wire, task, input, account): Given,
         clock: &Arc<Clock>,
     ) -> wasmtime::Result<Store<ToolState>> {
         // Describing itself at start-up, before the workdir exists, a tool needs no files.
@@ -341,7 +356,8 @@ impl Tools {
             deadline: self.grants.deadline,
             output: guest_log::Target::tool(&self.grants.logs_dir, name),
         })
-        .map_err(|e| wasmtime::Error::msg(e.message))?;
+        .map_err(|e| wasmtime::Error::msg(e.message))?
+        .metered(account);
         let mut store = Store::new(
             engine,
             ToolState {
@@ -499,10 +515,10 @@ impl Tools {
         // The store lives in this future: a call past its deadline is dropped with it,
         // and the next call starts a fresh instance, as after a trap.
         let clock = Arc::new(Clock::running(self.grants.deadline));
+        let account = self.account();
+        let given = (call.wire, Some(call.task), call.port, account.clone());
         let called = async {
-            let (mut store, bindings) = self
-                .instantiate(name, pre, call.wire, Some(call.task), call.port, &clock)
-                .await?;
+            let (mut store, bindings) = self.instantiate(name, pre, given, &clock).await?;
             bindings
                 .murmur_tool_run()
                 .call_call(&mut store, input)
@@ -512,9 +528,20 @@ impl Tools {
             .bound(called)
             .await
             .unwrap_or_else(|| Err(wasmtime::Error::msg(deadline::exceeded(clock.limit()))));
+        let mut out = Self::component_outcome(name, called, self.grants.max_result_bytes);
+        out.refused = account.and_then(|a| a.refusal());
+        out
+    }
+
+    /// What a tool component's call returned, as the model is told it.
+    fn component_outcome(
+        name: &str,
+        called: wasmtime::Result<crate::bindings::tool::exports::murmur::tool::run::ToolResult>,
+        max_result_bytes: u64,
+    ) -> Dispatched {
         match called {
             Ok(result) => {
-                if let Some(why) = oversized(&result, self.grants.max_result_bytes) {
+                if let Some(why) = oversized(&result, max_result_bytes) {
                     // The model is told the limit instead; the text itself goes now.
                     drop(result);
                     let mut out = Dispatched::not_reached(format!("tool '{name}' failed: {why}"));
@@ -550,15 +577,10 @@ impl Tools {
         call: Call,
     ) -> Dispatched {
         let clock = Arc::new(Clock::running(self.grants.deadline));
+        let account = self.account();
+        let given = (call.wire, Some(call.task), call.port, account.clone());
         let called = async {
-            let mut store = self.store(
-                name,
-                pre.engine(),
-                call.wire,
-                Some(call.task),
-                call.port,
-                &clock,
-            )?;
+            let mut store = self.store(name, pre.engine(), given, &clock)?;
             let bindings = pre.instantiate_async(&mut store).await?;
             bindings
                 .murmur_tool_run()
@@ -576,7 +598,7 @@ impl Tools {
                 self.grants.max_result_bytes,
             )
         });
-        match read {
+        let mut out = match read {
             Ok(outcome) => {
                 let mut out = Dispatched::fenced(name, &outcome.text, outcome.is_error);
                 out.truncated = outcome.truncated;
@@ -587,7 +609,9 @@ impl Tools {
                 out.reach = Reach::Tool;
                 out
             }
-        }
+        };
+        out.refused = account.and_then(|a| a.refusal());
+        out
     }
 }
 
@@ -613,7 +637,7 @@ pub(crate) fn link_upstream(
         Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}"))
             .hint("an upstream tool may import only WASI 0.2, murmur:task/task@0.1.0 and murmur:stream/events@0.1.0")
     };
-    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
+    crate::meter::add_to_linker(&mut linker).map_err(link)?;
     upstream_events::add_to_linker::<_, HasSelf<Arc<Wire>>>(&mut linker, |s| &mut s.wire)
         .map_err(link)?;
     upstream::murmur::task::task::add_to_linker::<_, HasSelf<ToolState>>(&mut linker, |s| s)
@@ -633,6 +657,11 @@ fn oversized(
     let size = len(&result.data) + len(&result.summary);
     (size > limit).then(|| crate::limits::over("tool result", size, "max_tool_result_bytes", limit))
 }
+
+/// What a tool instance's store is given: the wire its chunks go to, the task, how it
+/// asks for input, and the account its workdir writes are taken from. The last three
+/// are `None` while it describes itself.
+type Given = (Arc<Wire>, Option<TaskInfo>, Option<Port>, Option<Account>);
 
 /// What one component call runs with, besides its input.
 struct Call {
@@ -658,6 +687,7 @@ fn run_skill(workdir: &std::path::Path, text: &std::path::Path) -> Dispatched {
             error: None,
             shell: None,
             detached: None,
+            refused: None,
         },
         Err(e) => {
             let mut out = Dispatched::not_reached(format!(
@@ -681,7 +711,7 @@ pub(crate) fn link(
     let mut linker = Linker::<ToolState>::new(engine.wasmtime());
     let link =
         |e: wasmtime::Error| Error::new("E-RUN-031", format!("{label} cannot be linked: {e:#}"));
-    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
+    crate::meter::add_to_linker(&mut linker).map_err(link)?;
     chunks::add_to_linker::<_, HasSelf<Arc<Wire>>>(&mut linker, |s| &mut s.wire).map_err(link)?;
     task_api::add_to_linker::<_, HasSelf<ToolState>>(&mut linker, |s| s).map_err(link)?;
     linker

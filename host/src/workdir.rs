@@ -11,12 +11,17 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use sha2::{Digest, Sha256};
 
 use crate::error::Error;
+use crate::host_log;
 use crate::rooted::Rooted;
+
+/// Bytes of one `bootstrap.log` line kept: room for the `tools:` line of a capsule
+/// with many tools, while one guest's text cannot spend the whole log.
+const BOOTSTRAP_LINE: usize = 64 * 1024;
 
 pub struct Workdir {
     /// What the capsule (its loop, tools and shell commands) sees as its directory.
@@ -26,6 +31,8 @@ pub struct Workdir {
     /// Every session's records of this capsule, with `conversations/` and `hooks/`.
     pub records_root: PathBuf,
     view: OnceLock<Rooted>,
+    /// `logs/bootstrap.log`, capped for the session.
+    log: Mutex<host_log::Log>,
 }
 
 /// Where a capsule's records go, from the command line and the environment.
@@ -75,11 +82,14 @@ impl Workdir {
             )
             .hint("pass --records DIR outside the workdir, or set MURMUR_HOME to such a folder"));
         }
+        let records = records_root.join(session_id);
+        let log = host_log::Log::new(records.join("logs").join("bootstrap.log"), BOOTSTRAP_LINE);
         Ok(Workdir {
-            records: records_root.join(session_id),
+            records,
             records_root,
             root,
             view: OnceLock::new(),
+            log: Mutex::new(log),
         })
     }
 
@@ -167,8 +177,8 @@ impl Workdir {
         self.root.join("logs")
     }
 
-    pub fn bootstrap_log(&self) -> PathBuf {
-        self.logs_dir().join("bootstrap.log")
+    fn lock_log(&self) -> std::sync::MutexGuard<'_, host_log::Log> {
+        self.log.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn trace(&self) -> PathBuf {
@@ -176,15 +186,10 @@ impl Workdir {
     }
 
     /// A line in `logs/bootstrap.log`; diagnostics only, so a failed write is not fatal.
+    /// Callers quote guest text (hook names and verdicts, reasons, paths): the line is
+    /// escaped whole, line ends included, so it stays one line, and the log is capped.
     pub fn log(&self, line: &str) {
-        use std::io::Write;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.bootstrap_log());
-        if let Ok(mut file) = file {
-            let _ = writeln!(file, "{}", crate::secret::scrub(line));
-        }
+        self.lock_log().append(line);
     }
 }
 

@@ -9,8 +9,11 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use ::a2a::Task;
+
+use crate::records;
 
 /// The file's name in a records folder.
 pub const FILE: &str = "a2a-tasks.jsonl";
@@ -31,6 +34,9 @@ pub struct Journal {
     appended: usize,
     keep: usize,
     warned: bool,
+    /// What the file holds now, as the records budget counts it.
+    size: u64,
+    records: Arc<records::Budget>,
 }
 
 impl Journal {
@@ -44,8 +50,17 @@ impl Journal {
             appended: 0,
             keep: keep.max(1),
             warned: false,
+            size: records::size_on_disk(path),
+            records: Arc::new(records::Budget::unlimited()),
         };
         (journal, tasks)
+    }
+
+    /// Its writes ask `records` first; one the budget refuses is not made.
+    pub fn within(mut self, records: Arc<records::Budget>) -> Self {
+        records.add_existing(self.size);
+        self.records = records;
+        self
     }
 
     /// Keeps `task` as it stands; `kept` lists every task the store holds, asked only
@@ -54,11 +69,25 @@ impl Journal {
         if self.lines > self.keep.saturating_mul(4) + 16 || self.appended > REWRITE_BYTES {
             return self.rewrite(&kept());
         }
-        let written = self.file().and_then(|file| write_line(file, task));
+        let line = match line_of(task) {
+            Ok(line) => line,
+            Err(e) => return self.warn(&e),
+        };
+        let bytes = line.len() as u64;
+        if self
+            .records
+            .resize(WHAT, self.size, self.size + bytes)
+            .is_err()
+        {
+            // The budget kept the refusal: the session ends on it.
+            return;
+        }
+        let written = self.file().and_then(|file| file.write_all(line.as_bytes()));
         match written {
-            Ok(bytes) => {
+            Ok(()) => {
                 self.lines += 1;
-                self.appended += bytes;
+                self.appended += line.len();
+                self.size += bytes;
             }
             Err(e) => self.warn(&e),
         }
@@ -67,14 +96,22 @@ impl Journal {
     /// Replaces the file with exactly `kept`.
     pub fn rewrite(&mut self, kept: &[Task]) {
         self.file = None;
+        let lines: Vec<String> = match kept.iter().map(line_of).collect() {
+            Ok(lines) => lines,
+            Err(e) => return self.warn(&e),
+        };
+        let total: u64 = lines.iter().map(|l| l.len() as u64).sum();
+        if self.records.resize(WHAT, self.size, total).is_err() {
+            return;
+        }
         let tmp = self.path.with_extension("jsonl.tmp");
         let written = (|| {
             if let Some(dir) = self.path.parent() {
                 fs::create_dir_all(dir)?;
             }
             let mut file = File::create(&tmp)?;
-            for task in kept {
-                write_line(&mut file, task)?;
+            for line in &lines {
+                file.write_all(line.as_bytes())?;
             }
             file.sync_all()?;
             fs::rename(&tmp, &self.path)
@@ -83,6 +120,7 @@ impl Journal {
             Ok(()) => {
                 self.lines = kept.len();
                 self.appended = 0;
+                self.size = total;
             }
             Err(e) => self.warn(&e),
         }
@@ -115,14 +153,15 @@ impl Journal {
     }
 }
 
-/// One task, as one line (its length returned); the secrets the host knows never
-/// reach the disk.
-fn write_line(file: &mut File, task: &Task) -> std::io::Result<usize> {
+/// How a refusal names this store.
+const WHAT: &str = "writing the A2A task store's journal";
+
+/// One task, as one line; the secrets the host knows never reach the disk.
+fn line_of(task: &Task) -> std::io::Result<String> {
     let json = serde_json::to_string(task).map_err(std::io::Error::other)?;
     let mut line = crate::secret::scrub(&json).into_owned();
     line.push('\n');
-    file.write_all(line.as_bytes())?;
-    Ok(line.len())
+    Ok(line)
 }
 
 /// The tasks a journal holds, oldest first, each as last written. A line that does

@@ -17,6 +17,7 @@ use crate::hooks::{self, Hooks};
 use crate::ids;
 use crate::input::Inbox;
 use crate::manifest::{self, Conversation, Manifest, Runtime};
+use crate::meter::Meter;
 use crate::murmur_md;
 use crate::queue::{Policy, Queue};
 use crate::quota::Quota;
@@ -41,6 +42,8 @@ pub struct Launched {
     pub detached: Arc<Registry>,
     pub tools: Arc<Tools>,
     pub hooks: Arc<SessionHooks>,
+    /// `capabilities.limits.max_records_bytes`, which the A2A task store's journal asks.
+    pub records: Arc<crate::records::Budget>,
 }
 
 /// Staging succeeded: the workdir, the launch task, the skills, the trace's first line,
@@ -128,9 +131,22 @@ pub(super) async fn open_session(
         root: workdir.root.clone(),
         limit: m.capabilities.limits.workdir_bytes,
     };
+    if let Some(jail) = tools.jail() {
+        jail.watch().set_quota(quota.clone());
+    }
+    let meter = metered_writes().then(|| Meter::new(&quota));
+    if let Some(meter) = &meter {
+        tools.meter_writes(meter.clone());
+    }
     let settings = settings(m, &workdir, memory);
-    let threads = (m.lifecycle.conversation == Conversation::Threaded)
-        .then(|| Threads::new(workdir.conversations_dir()));
+    let records = Arc::new(crate::records::Budget::new(
+        m.capabilities.limits.max_records_bytes,
+        crate::records::size_on_disk(&workdir.conversations_dir()),
+    ));
+    let threads = (m.lifecycle.conversation == Conversation::Threaded).then(|| {
+        let memory = settings.grants.memory.clone();
+        Threads::new(workdir.conversations_dir(), records.clone(), memory)
+    });
     let workdir = Arc::new(workdir);
     let queue = Arc::new(Queue::new(Policy {
         acceptance: m.lifecycle.task_acceptance,
@@ -182,6 +198,7 @@ pub(super) async fn open_session(
         detached: detached.clone(),
         tools: tools.clone(),
         hooks: hooks.clone(),
+        records: records.clone(),
     };
     let session = Session {
         settings,
@@ -194,12 +211,20 @@ pub(super) async fn open_session(
         detached,
         workdir,
         quota,
+        meter,
         threads,
+        records,
         hooks,
         tools,
         driver,
     };
     Ok((session, launched))
+}
+
+/// Whether WASM guests' workdir writes are counted as they happen: always, but for the
+/// meter's benchmark (`host/benches/meter.rs`), which times the same writes without.
+fn metered_writes() -> bool {
+    std::env::var_os("MUR_BENCH_UNMETERED").is_none()
 }
 
 /// What the manifest fixes for the loop's host.

@@ -48,6 +48,7 @@ pub(super) async fn stage(
     let memory = Cap {
         each: m.capabilities.memory_bytes,
         shared: shared_memory,
+        hostcall_bytes: m.capabilities.limits.hostcall_bytes(),
     };
     let Sources {
         list,

@@ -125,8 +125,8 @@ impl Report {
             let ms = s.duration.as_millis();
             let _ = match &s.outcome {
                 Outcome::Pass => writeln!(out, "PASS {} ({ms} ms)", s.name),
-                Outcome::Fail(m) => writeln!(out, "FAIL {}: {} ({ms} ms)", s.name, one_line(m)),
-                Outcome::Skip(m) => writeln!(out, "SKIP {}: {}", s.name, one_line(m)),
+                Outcome::Fail(m) => writeln!(out, "FAIL {}: {} ({ms} ms)", s.name, shown(m)),
+                Outcome::Skip(m) => writeln!(out, "SKIP {}: {}", s.name, shown(m)),
             };
         }
         let t = self.totals();
@@ -213,6 +213,11 @@ fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// [`one_line`], for a terminal: a component's words, so control characters escaped.
+fn shown(text: &str) -> String {
+    crate::escape::line(&one_line(text)).into_owned()
+}
+
 /// `text` escaped for an XML attribute or text node; characters XML 1.0 cannot hold
 /// at all (most control characters) become U+FFFD.
 pub fn xml(text: &str) -> String {
@@ -264,7 +269,7 @@ mod tests {
         let text = report().plain();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[1], "SKIP a: why");
-        assert_eq!(lines[2], "FAIL b <&>: said \"no\" at 'once' \u{1} (3 ms)");
+        assert_eq!(lines[2], "FAIL b <&>: said \"no\" at 'once' \\u{1} (3 ms)");
         assert_eq!(lines[3], "PASS c (5 ms)");
         assert_eq!(lines[4], "1 passed, 1 failed, 1 skipped");
     }

@@ -1,4 +1,8 @@
 //! What `mur watch` prints for each frame of the event stream.
+//!
+//! Every string a frame carries is a capsule's, and a guest's at heart (a reply, a
+//! tool's output, a context id a peer chose): what reaches the terminal is escaped by
+//! `crate::escape`, a chunk keeping its line ends and any other field kept to its line.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -6,6 +10,7 @@ use std::io::{self, Write};
 use serde_json::Value;
 
 use super::wrap::wrap;
+use crate::escape;
 use crate::sse::Event;
 
 /// The column a completed task's response is wrapped at.
@@ -120,6 +125,7 @@ impl<O: Write, E: Write> Printer<O, E> {
         let Some(state) = data["status"]["state"].as_str() else {
             return Ok(());
         };
+        let shown_state = escape::line(state);
         let task = data["id"].as_str();
         if let (Some(task), Some(context)) = (task, data["context_id"].as_str()) {
             self.contexts.insert(task.to_string(), context.to_string());
@@ -131,15 +137,16 @@ impl<O: Write, E: Write> Printer<O, E> {
         let label = match (&context, self.threaded) {
             (Some(context), true) => {
                 let turn = self.ended.get(context).copied().unwrap_or(0) + 1;
-                format!("[{} / turn {turn} / {state}]", short_context(context))
+                let context = short_context(context);
+                format!("[{} / turn {turn} / {shown_state}]", escape::line(&context))
             }
-            _ => format!("[{state}]"),
+            _ => format!("[{shown_state}]"),
         };
         let message = data["status"]["message"].as_str();
         self.end_line()?;
         if data["final"] != true {
             match message {
-                Some(message) => writeln!(self.out, "{label}  {message}")?,
+                Some(message) => writeln!(self.out, "{label}  {}", escape::line(message))?,
                 None => writeln!(self.out, "{label}")?,
             }
             return Ok(());
@@ -148,7 +155,7 @@ impl<O: Write, E: Write> Printer<O, E> {
         if state == "completed" {
             let response = data["status"]["response"].as_str().unwrap_or_default();
             for line in wrap(response, WRAP_WIDTH) {
-                self.indented(&line)?;
+                self.indented(&escape::line(&line))?;
             }
             writeln!(self.out)?;
         }
@@ -179,7 +186,7 @@ impl<O: Write, E: Write> Printer<O, E> {
         if artifact["truncated"] == true {
             facts.push("truncated".to_string());
         }
-        let mut line = format!("[artifact] tool: {tool}");
+        let mut line = format!("[artifact] tool: {}", escape::line(tool));
         if !facts.is_empty() {
             line.push_str(&format!(" [{}]", facts.join(", ")));
         }
@@ -196,11 +203,11 @@ impl<O: Write, E: Write> Printer<O, E> {
         self.end_line()?;
         let mut lines = lines.into_iter();
         match lines.next() {
-            Some(first) => writeln!(self.out, "{line} | {first}")?,
+            Some(first) => writeln!(self.out, "{line} | {}", escape::line(first))?,
             None => writeln!(self.out, "{line}")?,
         }
         for rest in lines {
-            self.indented(rest)?;
+            self.indented(&escape::line(rest))?;
         }
         Ok(())
     }
@@ -226,7 +233,7 @@ impl<O: Write, E: Write> Printer<O, E> {
         if text.is_empty() {
             return Ok(());
         }
-        self.out.write_all(text.as_bytes())?;
+        self.out.write_all(escape::text(text).as_bytes())?;
         self.open_line = !text.ends_with('\n');
         Ok(())
     }
@@ -439,6 +446,50 @@ mod tests {
         assert_eq!(err, "[murmur] capsule closed\n");
         assert_eq!(flow, Flow::CapsuleClosed);
         assert_eq!(last, Some(3));
+    }
+
+    /// Text, a status message, a tool's name and output, a response: each reaches the
+    /// terminal escaped, and only a text chunk keeps its line ends.
+    #[test]
+    fn guest_text_is_escaped_wherever_it_is_printed() {
+        let hostile = "\x1b]0;pwned\x07\x1b[2J\x1b[31m[murmur] FORGED\x1b[0m\r\u{9b}31m";
+        let frame = |event: &str, data: Value| format!("id: 1\nevent: {event}\ndata: {data}\n\n");
+        let mut wire = frame(
+            "text",
+            serde_json::json!({"id": "t", "text": format!("a\n{hostile}"), "final": false}),
+        );
+        wire += &frame(
+            "status",
+            serde_json::json!({"id": "t", "context_id": "c",
+                "status": {"state": "working", "message": format!("m\n{hostile}")}, "final": false}),
+        );
+        wire += &frame(
+            "artifact",
+            serde_json::json!({"id": "t", "artifact": {"tool_name": hostile, "content": format!("x\n{hostile}")}}),
+        );
+        wire += &frame(
+            "status",
+            serde_json::json!({"id": "t", "context_id": "c",
+                "status": {"state": "completed", "response": format!("done\n{hostile}")}, "final": true}),
+        );
+        let (out, err, ..) = print(&wire);
+        assert_eq!(err, "");
+        let e = "\\u{1b}]0;pwned\\u{7}\\u{1b}[2J\\u{1b}[31m[murmur] FORGED\\u{1b}[0m";
+        // Wrapping splits words at the carriage return, which is whitespace.
+        assert_eq!(
+            out,
+            format!(
+                "a\n{e}\\u{{d}}\\u{{9b}}31m\n\
+                 [working]  m\\u{{a}}{e}\\u{{d}}\\u{{9b}}31m\n\
+                 [artifact] tool: {e}\\u{{d}}\\u{{9b}}31m | x\n\
+                 \x20 {e}\\u{{d}}\\u{{9b}}31m\n\
+                 [completed]\n  done\n  {e} \\u{{9b}}31m\n\n"
+            )
+        );
+        assert!(
+            !out.chars()
+                .any(|c| c != '\n' && crate::escape::needs_escape(c))
+        );
     }
 
     struct ClosedPipe;

@@ -8,6 +8,7 @@ use serde_json::json;
 
 use crate::cli::PsArgs;
 use crate::error::Error;
+use crate::escape;
 use crate::running::{self, Entry};
 
 /// `ses_` and 32 hex characters: never cut, so it can be copied into the next command.
@@ -23,7 +24,11 @@ const CAPSULE_WIDTH: usize = 24;
 pub fn ps(args: &PsArgs) -> Result<ExitCode, Error> {
     let listing = running::list()?;
     for (entry, state) in &listing.pruned {
-        eprintln!("pruned: {} — {}", entry.session_id, state.why_pruned());
+        eprintln!(
+            "pruned: {} — {}",
+            escape::line(&entry.session_id),
+            state.why_pruned()
+        );
     }
     let now = running::now_ms();
     let text = if args.json {
@@ -46,7 +51,10 @@ pub fn ps(args: &PsArgs) -> Result<ExitCode, Error> {
                 })
             })
             .collect();
-        format!("{}\n", json!({ "sessions": sessions }))
+        format!(
+            "{}\n",
+            escape::json(&json!({ "sessions": sessions }).to_string())
+        )
     } else {
         table(&listing.live, now)
     };
@@ -60,6 +68,8 @@ fn capsule(e: &Entry) -> String {
     format!("{}@{}", e.capsule_name, e.capsule_version)
 }
 
+/// A registry entry is a file anyone who can write the registry may have made: its
+/// fields are escaped, each kept to its row.
 fn table(live: &[Entry], now_ms: u64) -> String {
     if live.is_empty() {
         return "no running capsules (mur run lists each session it runs here)\n".to_string();
@@ -71,12 +81,12 @@ fn table(live: &[Entry], now_ms: u64) -> String {
     for e in live {
         text.push_str(&format!(
             "{:<SESSION_WIDTH$}  {:<PID_WIDTH$}  {:<URL_WIDTH$}  {:<UPTIME_WIDTH$}  {:<CAPSULE_WIDTH$}  {}\n",
-            e.session_id,
+            escape::line(&e.session_id),
             e.pid,
-            e.url,
+            escape::line(&e.url),
             uptime(now_ms.saturating_sub(e.started_at) / 1000),
-            capsule(e),
-            e.workdir.display()
+            escape::line(&capsule(e)),
+            escape::line(&e.workdir.display().to_string())
         ));
     }
     text

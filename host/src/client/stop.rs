@@ -19,6 +19,7 @@ use super::session;
 use crate::address::{Address, parse_address};
 use crate::cli::{StopArgs, Target};
 use crate::error::Error;
+use crate::escape;
 use crate::running::{self, Entry, Signaled};
 
 /// How long `mur stop ADDRESS` waits for the capsule to answer the stop request.
@@ -194,9 +195,10 @@ async fn stop_address(
     timeout: u64,
 ) -> Result<ExitCode, Error> {
     let answer = ask_to_stop(&address, token, ANSWER_TIMEOUT).await?;
+    // Whatever answers at the address chose these words: escaped, each on its line.
     let session = answer["stopped"].as_str().unwrap_or_default();
     let mut out = io::stdout();
-    let _ = writeln!(out, "stopped: {session}");
+    let _ = writeln!(out, "stopped: {}", escape::line(session));
     let _ = out.flush();
     if timeout == 0 {
         return Ok(ExitCode::SUCCESS);
@@ -257,14 +259,15 @@ async fn stop_session(
         Ok(answer) => {
             let canceled = answer["canceled"].as_array().cloned().unwrap_or_default();
             for task in canceled.iter().filter_map(Value::as_str) {
-                let _ = writeln!(out, "canceled: {task}");
+                let _ = writeln!(out, "canceled: {}", escape::line(task));
             }
             let _ = writeln!(out, "residue: nothing else was left running");
         }
         Err(why) => {
             let _ = writeln!(
                 out,
-                "residue: unknown — the capsule could not be asked: {why}"
+                "residue: unknown — the capsule could not be asked: {}",
+                escape::line(why)
             );
         }
     }

@@ -78,6 +78,8 @@ pub fn namespaces(steps: &Steps) -> libc::c_int {
 }
 
 /// Confines the freshly cloned child, process 1 of its new namespaces, before it execs.
+/// `file_bytes` is this command's file-size limit: what the workdir quota had left when
+/// it started, never more than the session's.
 ///
 /// Runs between clone and exec in memory shared with mur: no allocation, no locks,
 /// system calls only.
@@ -85,6 +87,7 @@ pub fn confine_self(
     steps: &Steps,
     cgroup_procs: Option<&std::ffi::CStr>,
     ruleset: Option<RawFd>,
+    file_bytes: libc::rlim_t,
     filters: &[BpfProgram],
 ) -> std::io::Result<()> {
     if !steps.active {
@@ -106,9 +109,14 @@ pub fn confine_self(
             root.enter()?;
         }
         for (resource, soft, hard) in &steps.rlimits {
+            let (soft, hard) = if *resource == libc::RLIMIT_FSIZE {
+                (file_bytes.min(*soft), file_bytes.min(*hard))
+            } else {
+                (*soft, *hard)
+            };
             let limit = libc::rlimit {
-                rlim_cur: *soft,
-                rlim_max: *hard,
+                rlim_cur: soft,
+                rlim_max: hard,
             };
             check(libc::setrlimit(*resource, &raw const limit))?;
         }

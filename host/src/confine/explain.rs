@@ -150,6 +150,12 @@ pub fn reach(jail: &Jail, allowed_hosts: &[String]) -> Vec<String> {
         l.processes,
         l.commands
     ));
+    lines.push(format!(
+        "The workdir may grow by {} in all (capabilities.limits.workdir_bytes): a command \
+         that passes it, over one file or many, is stopped while it runs and the task fails; \
+         a file can grow only as far as the room left when its command started.",
+        bytes(l.file_bytes)
+    ));
     lines
 }
 

@@ -24,9 +24,11 @@ pub mod proxy;
 mod sealed;
 pub mod spawn;
 mod syscalls;
+pub mod watch;
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::Error;
 
@@ -122,7 +124,8 @@ pub struct Limits {
     pub memory_bytes: u64,
     /// CPU time of each process (`capabilities.limits.shell_cpu_seconds`).
     pub cpu_seconds: u64,
-    /// The largest file a command may write (`capabilities.limits.workdir_bytes`).
+    /// The largest file a command may write (`capabilities.limits.workdir_bytes`), and
+    /// less as the workdir fills: see [`watch::Watch::file_room`].
     pub file_bytes: u64,
     /// Open files per process (`capabilities.limits.shell_open_files`).
     pub open_files: u64,
@@ -165,6 +168,8 @@ pub struct Jail {
     workdir_exec: bool,
     limits: Limits,
     armed: bool,
+    /// The workdir quota, watched while commands run.
+    watch: Arc<watch::Watch>,
 }
 
 /// What a confined command holds while it runs: its pids cgroup, removed after it.
@@ -201,6 +206,7 @@ impl Jail {
             workdir_exec: policy.workdir_exec,
             limits: policy.limits,
             armed: class == Class::Advisory,
+            watch: Arc::default(),
         })
     }
 
@@ -220,6 +226,7 @@ impl Jail {
             workdir_exec: true,
             limits: Limits::unlimited(),
             armed: true,
+            watch: Arc::default(),
         }
     }
 
@@ -276,6 +283,13 @@ impl Jail {
         &self.limits
     }
 
+    /// The session's workdir quota as its commands run; set with the quota once the
+    /// session has measured its workdir, watched for every class (`advisory` included,
+    /// since the quota is the session's, not the sandbox's).
+    pub fn watch(&self) -> &Arc<watch::Watch> {
+        &self.watch
+    }
+
     /// Whether a command may open Unix sockets (then only inside the workdir).
     pub fn unix_sockets(&self) -> bool {
         self.class == Class::Sealed || self.kernel.resolves_unix()
@@ -315,10 +329,23 @@ impl Jail {
             None => None,
         };
         let procs = cgroup.as_ref().map(|g| g.procs().to_owned());
+        let file_bytes = self
+            .watch
+            .file_room()
+            .await
+            .map_or(self.limits.file_bytes, |room| {
+                room.min(self.limits.file_bytes)
+            });
         let jail = self.clone();
         let enter: spawn::Enter = Box::new(move || {
             let ruleset = jail.ruleset.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
-            child::confine_self(&jail.steps, procs.as_deref(), ruleset, &jail.filters)
+            child::confine_self(
+                &jail.steps,
+                procs.as_deref(),
+                ruleset,
+                file_bytes,
+                &jail.filters,
+            )
         });
         let started = spawn::spawn(req, child::namespaces(&self.steps), enter)
             .await

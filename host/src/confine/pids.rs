@@ -72,7 +72,11 @@ fn sweep_stale(own: &Path) {
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let pid = name.to_str().and_then(|n| n.strip_prefix("mur-"));
+        // `mur-<pid>-<session>`, or `mur-<pid>` as older versions named it.
+        let pid = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("mur-"))
+            .map(|n| n.split_once('-').map_or(n, |(pid, _)| pid));
         if let Some(pid) = pid.filter(|p| p.bytes().all(|b| b.is_ascii_digit()))
             && !Path::new("/proc").join(pid).exists()
         {
@@ -108,7 +112,11 @@ impl Pids {
         let own =
             own_pids_cgroup().ok_or_else(|| refuse("no pids controller is mounted".into()))?;
         sweep_stale(&own);
-        let session = own.join(format!("mur-{}", std::process::id()));
+        // One folder per session, not per process: `mur serve` runs many sessions, and
+        // each numbers its commands' groups from zero and removes its folder at its end.
+        static SESSIONS: AtomicU64 = AtomicU64::new(0);
+        let n = SESSIONS.fetch_add(1, Ordering::Relaxed);
+        let session = own.join(format!("mur-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&session)
             .map_err(|e| refuse(format!("{} could not be made: {e}", session.display())))?;
         Ok(Some(Pids {

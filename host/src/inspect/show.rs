@@ -35,7 +35,10 @@ pub fn render(s: &Summary) -> String {
     reopens(s, &mut out);
     denied(s, &mut out);
     tasks(s, &mut out);
-    out.iter().map(|l| format!("{l}\n")).collect()
+    // A row quotes the trace (tool names, inputs, reasons): it stays one line.
+    out.iter()
+        .map(|l| format!("{}\n", crate::escape::line(l)))
+        .collect()
 }
 
 /// A `label:` padded to upstream's column, and its value.

@@ -68,13 +68,16 @@ pub fn render(session: &str, tasks: usize, turns: usize, steps: &[Step]) -> Stri
         n => format!("{n} tasks, "),
     };
     let plural = if turns == 1 { "" } else { "s" };
+    let session = crate::escape::line(session);
     let mut out = format!("Session {session}  ({task_note}{turns} turn{plural})\n");
     for step in steps {
         if step.event_type == "task_start" {
             out.push('\n');
         }
         let indent = step.depth.min(MAX_INDENT);
-        out.push_str(&format!("{}{}\n", "  ".repeat(indent), step.text));
+        // A row quotes the trace (tool inputs, answers): it stays one line.
+        let text = crate::escape::line(&step.text);
+        out.push_str(&format!("{}{text}\n", "  ".repeat(indent)));
     }
     out.push('\n');
     out

@@ -53,6 +53,12 @@ fn budget(cx: &Cx, limits: &Section) -> Result<Limits> {
         max_tool_calls_per_task: key("max_tool_calls_per_task", d.max_tool_calls_per_task)?,
         max_trace_bytes: key("max_trace_bytes", d.max_trace_bytes)?,
         workdir_bytes: key("workdir_bytes", d.workdir_bytes)?,
+        max_records_bytes: key("max_records_bytes", d.max_records_bytes)?,
+        max_answer_bytes: key("max_answer_bytes", d.max_answer_bytes)?,
+        max_conversation_bytes: key("max_conversation_bytes", d.max_conversation_bytes)?,
+        max_conversation_messages: key("max_conversation_messages", d.max_conversation_messages)?,
+        max_conversation_blocks: key("max_conversation_blocks", d.max_conversation_blocks)?,
+        max_hook_artifact_bytes: key("max_hook_artifact_bytes", d.max_hook_artifact_bytes)?,
         shell_cpu_seconds: key("shell_cpu_seconds", d.shell_cpu_seconds)?,
         shell_open_files: key("shell_open_files", d.shell_open_files)?,
         shell_processes: key("shell_processes", d.shell_processes)?,
@@ -215,6 +221,25 @@ mod tests {
             ],
             [10, 11, 12, 13, 14, 15, 16]
         );
+        let yaml = caps(
+            "  limits:\n    max_records_bytes: 20\n    max_answer_bytes: 21\n    \
+             max_conversation_bytes: 22\n    max_conversation_messages: 23\n    \
+             max_conversation_blocks: 24\n    max_hook_artifact_bytes: 25\n",
+        );
+        let l = s.ok(&yaml).manifest.capabilities.limits;
+        assert_eq!(
+            [
+                l.max_records_bytes,
+                l.max_answer_bytes,
+                l.max_conversation_bytes,
+                l.max_conversation_messages,
+                l.max_conversation_blocks,
+                l.max_hook_artifact_bytes
+            ],
+            [20, 21, 22, 23, 24, 25]
+        );
+        let e = s.err(&caps("  limits:\n    max_answer_bytes: 0\n"));
+        assert!(e.message.ends_with("must be at least 1, found 0"), "{e}");
         let e = s.err(&caps("  limits:\n    max_tool_calls_per_reply: 0\n"));
         assert!(e.message.ends_with("must be at least 1, found 0"), "{e}");
     }

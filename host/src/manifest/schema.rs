@@ -30,7 +30,10 @@ const SCHEMA: &[(&str, &[&str])] = &[
                               "max_tool_result_bytes", "max_driver_reply_bytes",
                               "max_tool_calls_per_reply", "max_tool_calls_per_task",
                               "max_trace_bytes", "workdir_bytes", "shell_cpu_seconds",
-                              "shell_open_files", "shell_processes", "shell_concurrency"]),
+                              "shell_open_files", "shell_processes", "shell_concurrency",
+                              "max_records_bytes", "max_answer_bytes",
+                              "max_conversation_bytes", "max_conversation_messages",
+                              "max_conversation_blocks", "max_hook_artifact_bytes"]),
     ("network", &["internal_port"]),
     ("trace", &["include_tool_output"]),
 ];

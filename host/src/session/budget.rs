@@ -1,8 +1,8 @@
 //! The call bounds and the workdir quota, counted by the host whatever the loop does:
 //! `max_tool_calls_per_reply` (since the last `infer` returned; later calls of the reply
 //! get an error result), `max_tool_calls_per_task` (every attempt; passing it ends the
-//! task `failed`), and `workdir_bytes` after each tool call that ran (a breach
-//! ends the task `failed`).
+//! task `failed`), and `workdir_bytes` after each tool call that ran (a breach, or a
+//! write the meter refused during the call, ends the task `failed`).
 
 use super::current::Current;
 use crate::bindings::message::ToolCall;
@@ -107,7 +107,8 @@ impl Current<'_> {
         });
     }
 
-    /// After a call that ran: over the quota, its result becomes the breach (what the
+    /// After a call that ran: over the quota, or refused a write during the call (the
+    /// tool may have swallowed the error), its result becomes the breach (what the
     /// model is told), a trace line records it, and the task is ended `failed` with it.
     pub(super) async fn workdir_quota(
         &mut self,
@@ -119,21 +120,28 @@ impl Current<'_> {
             return Ok(());
         }
         let quota = &self.session.quota;
-        let Some(measured) = quota.exceeded().await else {
+        let mut breach = Breach {
+            bytes: 0,
+            baseline: quota.baseline,
+            limit_bytes: quota.limit,
+        };
+        let (why, line) = if let Some(refused) = done.refused.take() {
+            breach.bytes = refused.bytes;
+            let line = line::quota_refused_during_call(turn, &call.name, breach);
+            (refused.text, line)
+        } else if let Some(measured) = quota.exceeded().await {
+            breach.bytes = measured.bytes;
+            let line = line::quota_breach_after_call(turn, &call.name, breach);
+            (quota.breach_text(&measured), line)
+        } else {
             // Under the quota, or the walk itself failed: nothing to report.
             return Ok(());
         };
-        let why = quota.breach_text(&measured);
         done.content = why.clone();
         done.fence_source = None;
         done.is_error = true;
         done.error = Some(why.clone());
-        let breach = Breach {
-            bytes: measured.bytes,
-            baseline: quota.baseline,
-            limit_bytes: quota.limit,
-        };
-        self.record(line::quota_breach_after_call(turn, &call.name, breach))?;
+        self.record(line)?;
         self.run.breach = Some(why);
         Ok(())
     }

@@ -32,6 +32,10 @@ pub(super) struct Running {
     pub attempt_start: u64,
     /// `artifact` verdicts of `on-inference` hooks: (hook, JSON object), in order.
     pub hook_artifacts: Vec<(String, String)>,
+    /// Their bytes (within `max_hook_artifact_bytes`), and what they are charged to the
+    /// capsule's memory budget until the task's end sends them.
+    pub artifact_bytes: u64,
+    pub artifact_charges: Vec<crate::memory::Charge>,
     /// The feedback of each reopen, for `task.md`: (hook, reason).
     pub feedback: Vec<(String, String)>,
     /// `call-tool` calls: in the task, and since the last `infer` returned.
@@ -54,6 +58,8 @@ impl Running {
             reopens: 0,
             attempt_start: 0,
             hook_artifacts: Vec::new(),
+            artifact_bytes: 0,
+            artifact_charges: Vec::new(),
             feedback: Vec::new(),
             calls: Calls::default(),
         }
@@ -134,7 +140,7 @@ impl LoopState {
         let session = &self.session;
         if task.source != Source::TaskMd {
             // The task's text is the capsule's own record of what it was asked.
-            let _ = session.workdir.write_view("task.md", &task.text);
+            let _ = session.write_counted("task.md", &task.text);
         }
         let event_id = session
             .trace
@@ -181,12 +187,22 @@ impl Session {
     /// A completed task's conversation, as the loop kept it, becomes its context's
     /// history. A failed one leaves the history as it was: it may end in a tool call
     /// nobody answered, which a provider would refuse in the next request.
-    pub(super) fn remember(&self, context_id: &str, kept: Option<Vec<Message>>) {
+    /// `Err` only when the records budget refused it (which ends the session); a
+    /// conversation that could not be written for another reason is logged.
+    pub(super) fn remember(
+        &self,
+        context_id: &str,
+        kept: Option<Vec<Message>>,
+    ) -> Result<(), String> {
         let (Some(threads), Some(messages)) = (&self.threads, kept) else {
-            return;
+            return Ok(());
         };
         if let Err(why) = threads.keep(context_id, conversation::all_to_json(&messages)) {
             self.workdir.log(&why);
+            if self.records.failure().is_some() {
+                return Err(why);
+            }
         }
+        Ok(())
     }
 }

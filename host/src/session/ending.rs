@@ -8,6 +8,8 @@ use crate::bindings::session_loop::murmur::session::types::{InferenceError, Task
 use crate::control::Finished;
 use crate::exit_status::ExitStatus;
 use crate::frames::{ArtifactFrame, State};
+use crate::handed;
+use crate::limits::Limits;
 use crate::trace::line::{self, Reopened};
 
 /// How a task ends on the wire, in the trace and in `out/result.txt`.
@@ -109,6 +111,17 @@ impl LoopState {
             Some(why) => TaskOutcome::Failed(why),
             None => outcome,
         };
+        let session = current.session;
+        let (outcome, kept) = handed_over(outcome, kept, &session.settings.limits);
+        // Held until the task's last frame is out: under `mur serve` what the loop
+        // handed over counts against the capsule's own memory budget.
+        let held = outcome_bytes(&outcome) + kept.as_deref().map_or(0, handed::text_bytes);
+        let memory = &session.settings.grants.memory;
+        let (outcome, kept, _held) = match memory.charge(held, "the task's answer and conversation")
+        {
+            Ok(charge) => (outcome, kept, charge),
+            Err(why) => (TaskOutcome::Failed(why), None, Default::default()),
+        };
         let canceled = current.session.running.is_canceled();
         let mut end = if canceled {
             Ending::canceled()
@@ -142,6 +155,18 @@ impl LoopState {
         })?;
         let session = &self.session;
         let completed = end.state == State::Completed;
+        let kept = if completed {
+            session.remember(&running.task.context_id, kept)
+        } else {
+            Ok(())
+        };
+        // The answer is not where the task says it is, or its conversation could not be
+        // kept within the records budget: the task fails, saying why.
+        let end = match kept.and_then(|()| session.write_results(&running.task.id, &end)) {
+            Ok(()) => end,
+            Err(why) => Ending::failed(why.clone(), why, ExitStatus::Failed).scrubbed(),
+        };
+        let completed = end.state == State::Completed;
         // Recorded before the running mark goes and the final status is sent, so a
         // client that cancels on seeing the status gets "cannot be canceled", never
         // "not found".
@@ -152,15 +177,6 @@ impl LoopState {
             result: end.result.clone(),
         });
         session.running.end();
-        if completed {
-            session.remember(&running.task.context_id, kept);
-        }
-        session.write_result(&end.result);
-        if session.threads.is_some() {
-            // Each task of a thread keeps its own answer beside the latest one.
-            let copy = format!("out/result_{}.txt", running.task.id);
-            let _ = session.workdir.write_view(&copy, &end.result);
-        }
         session.hook_artifact_frames(&running.hook_artifacts);
         if completed {
             session.wire.whole_reply(&end.result);
@@ -225,16 +241,63 @@ impl Current<'_> {
         let artifacts = std::mem::take(&mut self.run.hook_artifacts);
         let task = &self.run.task;
         let task_md = reopened_task_md(&task.text, &self.run.feedback);
-        session.write_result(&end.result);
+        if let Err(why) = session.write_counted("out/result.txt", &end.result) {
+            session.workdir.log(&why);
+        }
         session.hook_artifact_frames(&artifacts);
         session.wire.whole_reply(&end.result);
         session.wire.status(end.state, &end.message, end.response());
         session.wire.begin_task(&task.id, &task.context_id);
-        let _ = session.workdir.write_view("task.md", &task_md);
+        if let Err(why) = session.write_counted("task.md", &task_md) {
+            session.workdir.log(&why);
+        }
         Ok(format!(
             "Your previous answer was not accepted. Address this feedback and answer again:\n\n{}",
             reason.trim()
         ))
+    }
+}
+
+/// How long a failed task's result may be and still be written past the workdir
+/// quota: a reason, not an answer.
+const REASON_ROOM: usize = 64 * 1024;
+
+/// What the loop hands over at a task's end, checked against the capsule's limits
+/// before the host keeps or sends any of it: past one, the task fails naming the key
+/// and nothing of it is kept.
+fn handed_over(
+    outcome: TaskOutcome,
+    kept: Option<Vec<Message>>,
+    limits: &Limits,
+) -> (TaskOutcome, Option<Vec<Message>>) {
+    let refused = match &outcome {
+        TaskOutcome::Completed(text) | TaskOutcome::Failed(text) => handed::answer(text, limits),
+        TaskOutcome::InferenceFailed(e) => handed::answer(inference_error_text(e), limits),
+    }
+    .and_then(|()| match &kept {
+        Some(messages) => handed::messages("the conversation to keep", messages, limits),
+        None => Ok(()),
+    });
+    match refused {
+        Ok(()) => (outcome, kept),
+        Err(why) => (TaskOutcome::Failed(why), None),
+    }
+}
+
+fn inference_error_text(e: &InferenceError) -> &str {
+    match e {
+        InferenceError::Invocation(t)
+        | InferenceError::Failed(t)
+        | InferenceError::Malformed(t)
+        | InferenceError::Refused(t) => t,
+        InferenceError::TurnsExhausted(_) => "",
+    }
+}
+
+fn outcome_bytes(outcome: &TaskOutcome) -> u64 {
+    match outcome {
+        TaskOutcome::Completed(text) | TaskOutcome::Failed(text) => text.len() as u64,
+        TaskOutcome::InferenceFailed(e) => inference_error_text(e).len() as u64,
     }
 }
 
@@ -255,8 +318,61 @@ fn reopened_task_md(task: &str, feedback: &[(String, String)]) -> String {
 }
 
 impl Session {
+    /// `out/result.txt`, and under threaded conversations `out/result_<task>.txt` too
+    /// (each task of a thread keeps its own answer beside the latest one). `Err` when
+    /// one could not be written (a link where `out/` was, the workdir quota), saying
+    /// why; the failure is also in `bootstrap.log`.
+    fn write_results(&self, task_id: &str, end: &Ending) -> Result<(), String> {
+        let write = |rel: &str| match end.state {
+            State::Completed => self.write_counted(rel, &end.result),
+            _ => self.write_reason(rel, &end.result),
+        };
+        write("out/result.txt")?;
+        if self.threads.is_some() {
+            write(&format!("out/result_{task_id}.txt"))?;
+        }
+        Ok(())
+    }
+
+    /// `out/result.txt` after a task that never reached the loop; the failure is logged.
     pub(super) fn write_result(&self, result: &str) {
-        let _ = self.workdir.write_view("out/result.txt", result);
+        let _ = self.write_reason("out/result.txt", result);
+    }
+
+    /// Writes `rel` in the workdir when the quota has room for it, replacing what is
+    /// there; `Err` (also logged) says why not.
+    pub(super) fn write_counted(&self, rel: &str, text: &str) -> Result<(), String> {
+        self.write_view(rel, text, true)
+    }
+
+    /// A failed task's result: a short one is written even past the quota (the breach
+    /// that failed the task is often what filled the workdir), so the file always says
+    /// why; a long one counts like any other write.
+    fn write_reason(&self, rel: &str, text: &str) -> Result<(), String> {
+        self.write_view(rel, text, text.len() > REASON_ROOM)
+    }
+
+    fn write_view(&self, rel: &str, text: &str, counted: bool) -> Result<(), String> {
+        let written = self
+            .workdir
+            .view()
+            .map_err(|e| e.to_string())
+            .and_then(|view| {
+                if counted {
+                    self.quota
+                        .admit(rel, view.size_of(rel), text.len() as u64)?;
+                }
+                view.write(rel, text.as_bytes()).map_err(|e| e.to_string())
+            });
+        // The meter does not see the host's own writes: its next look measures them.
+        if let Some(meter) = &self.meter {
+            meter.recount();
+        }
+        written.map_err(|e| {
+            let why = format!("could not write {rel}: {e}");
+            self.workdir.log(&why);
+            why
+        })
     }
 
     /// One `artifact` frame per hook artifact, before the task's final status.

@@ -15,6 +15,7 @@ use crate::compaction;
 use crate::conversation;
 use crate::driver::reply;
 use crate::exit_status::ExitStatus;
+use crate::handed;
 use crate::hooks::{
     self, Answer, CallOutcome, Compaction, Event, Hooks, Inference, SessionEnd, SessionStart,
     Shell, ShellOutcome, TaskEnd, TaskStart, ToolCall as HookToolCall, Verdict,
@@ -239,7 +240,36 @@ impl Current<'_> {
         let Some((hook, messages)) = proposal else {
             return Ok(Vec::new());
         };
+        let limits = &session.settings.limits;
+        if let Err(why) = handed::messages("the proposed seed", &messages, limits) {
+            return self.refuse_seed(&hook, &messages, budget, &why);
+        }
         self.commit_seed(&hook, &messages, budget).await
+    }
+
+    /// A seed past the capsule's limits is not committed (the task runs without it, as
+    /// with any seed that cannot be): logged, and traced as rejected with the key.
+    fn refuse_seed(
+        &mut self,
+        hook: &str,
+        proposal: &[Message],
+        budget: Budget,
+        why: &str,
+    ) -> wasmtime::Result<Vec<Message>> {
+        self.session.workdir.log(&format!(
+            "context seed from hook '{hook}': rejected ({why})"
+        ));
+        self.record(line::context_seed(&Seeded {
+            task_id: &self.run.task.id,
+            hook,
+            tokens: 0,
+            proposed_tokens: handed::text_bytes(proposal) / 4,
+            budget_tokens: budget.tokens,
+            outcome: "rejected",
+            message_ids: &[],
+            reason: Some(why),
+        }))?;
+        Ok(Vec::new())
     }
 
     async fn commit_seed(
@@ -317,6 +347,9 @@ impl Current<'_> {
         let Some(summary) = summary else {
             return trimmed();
         };
+        if handed::messages("a seed summary", &summary, &session.settings.limits).is_err() {
+            return trimmed();
+        }
         let summary: Vec<Message> = summary.iter().map(seed::seed_message).collect();
         let summary_tokens = conversation::tokens_all(&summary);
         if summary_tokens > budget.tokens {
@@ -360,13 +393,44 @@ impl Current<'_> {
         hooks.unhonored(&answers, Binding::Inference, task);
         for answer in answers {
             if let Ok(Verdict::Artifact(json)) = answer.verdict {
-                match serde_json::from_str::<Value>(&json) {
-                    Ok(Value::Object(_)) => self.run.hook_artifacts.push((answer.hook, json)),
-                    _ => hooks.dispatch_error(&answer.hook, "on-inference", "artifact", task),
+                match self.admit_artifact(&answer.hook, &json) {
+                    Ok(charge) => {
+                        self.run.artifact_bytes += json.len() as u64;
+                        self.run.artifact_charges.push(charge);
+                        self.run.hook_artifacts.push((answer.hook, json));
+                    }
+                    Err(why) => {
+                        self.session.workdir.log(&why);
+                        hooks.dispatch_error(&answer.hook, "on-inference", "artifact", task);
+                    }
                 }
             }
         }
         Ok(())
+    }
+
+    /// An artifact is kept until the task's end only within the task's
+    /// `max_hook_artifact_bytes` and the capsule's memory budget; `Err` says why not.
+    fn admit_artifact(&self, hook: &str, json: &str) -> Result<crate::memory::Charge, String> {
+        let limit = self.session.settings.limits.max_hook_artifact_bytes;
+        let bytes = json.len() as u64;
+        if self.run.artifact_bytes.saturating_add(bytes) > limit {
+            return Err(format!(
+                "hook '{hook}': artifact of {bytes} bytes dropped: the task's artifacts would \
+                 pass capabilities.limits.max_hook_artifact_bytes ({limit}), {} bytes already \
+                 kept",
+                self.run.artifact_bytes
+            ));
+        }
+        if !matches!(serde_json::from_str::<Value>(json), Ok(Value::Object(_))) {
+            return Err(format!(
+                "hook '{hook}': artifact dropped: it is not a JSON object"
+            ));
+        }
+        let memory = &self.session.settings.grants.memory;
+        memory
+            .charge(bytes, "a hook artifact")
+            .map_err(|why| format!("hook '{hook}': artifact dropped: {why}"))
     }
 
     /// `compact`: the `on-compaction` hooks over the loop's conversation. `Ok(None)`:
@@ -389,6 +453,10 @@ impl Current<'_> {
         };
         let tokens = size.tokens;
         let session = self.session;
+        let limits = &session.settings.limits;
+        if let Err(why) = handed::messages("the conversation to compact", &messages, limits) {
+            return Ok(Err(why));
+        }
         let context = &session.settings.context;
         let hooks = &session.hooks;
         if !hooks.listens(Binding::Compaction) {
@@ -429,15 +497,18 @@ impl Current<'_> {
                 Ok(Verdict::ReplaceContext(messages))
                     if answer.policy == CommitPolicy::ReplaceContext && replacement.is_none() =>
                 {
-                    replacement = Some(messages);
+                    replacement = Some((answer.hook, messages));
                 }
                 Ok(_) => {}
             }
         }
-        let Some(replacement) = replacement else {
+        let Some((hook, replacement)) = replacement else {
             self.record(declined(turn, size, "no_hook_replacement"))?;
             return Ok(Ok(None));
         };
+        if let Err(why) = handed::messages("its replacement", &replacement, limits) {
+            return Ok(Err(format!("compaction hook '{hook}' failed: {why}")));
+        }
         match compaction::check(&messages, replacement) {
             Ok(compacted) => {
                 let after = conversation::tokens_all(&compacted);
@@ -604,10 +675,20 @@ impl Session {
         });
         let rel = "out/compaction-summaries.jsonl";
         let text = format!("{}\n", crate::secret::scrub(&line.to_string()));
+        // The dump is a host file in the workdir: it counts against the quota too.
         let written = self
             .workdir
             .view()
-            .and_then(|view| view.append(rel, text.as_bytes()));
+            .map_err(|e| e.to_string())
+            .and_then(|view| {
+                let old = view.size_of(rel);
+                self.quota
+                    .admit(rel, old, old.saturating_add(text.len() as u64))?;
+                view.append(rel, text.as_bytes()).map_err(|e| e.to_string())
+            });
+        if let Some(meter) = &self.meter {
+            meter.recount();
+        }
         if let Err(e) = written {
             self.workdir.log(&format!("could not write {rel}: {e}"));
         }

@@ -28,6 +28,10 @@ impl Current<'_> {
         if let Some(why) = &self.run.breach {
             return Ok(Err(InferenceError::Failed(why.clone())));
         }
+        if let Err(why) = crate::handed::messages("the request", &asked.messages, &settings.limits)
+        {
+            return Ok(Err(InferenceError::Refused(why)));
+        }
         let request = match settings.request.build(asked, session.tools.typed_specs()) {
             Ok(request) => request,
             Err(why) => return Ok(Err(InferenceError::Refused(why))),

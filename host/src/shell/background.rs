@@ -12,7 +12,7 @@ use super::capture::READ_CHUNK;
 use super::logs::create_log;
 use super::plan::Plan;
 use super::process::{KILL_DRAIN, KILL_REAP, exit_code, wait_failed};
-use super::runner::{Live, elapsed_ms};
+use super::runner::{Killed, Live, elapsed_ms};
 use super::texts::detached_text;
 use crate::confine::Jail;
 
@@ -138,13 +138,18 @@ async fn run_in_background(
 ) -> Ended {
     let left = timeout.saturating_sub(live.started.elapsed());
     let mut copied = Copied::default();
+    let (child, stdout, stderr) = (&mut live.child, &mut live.stdout, &mut live.stderr);
     let ran = async {
-        copy_streams(&mut live.stdout, &mut live.stderr, &mut log, &mut copied).await;
-        live.child.wait().await
+        copy_streams(stdout, stderr, &mut log, &mut copied).await;
+        child.wait().await
     };
-    let (status, timed_out) = match tokio::time::timeout(left, ran).await {
-        Ok(status) => (status.map_err(wait_failed), false),
-        Err(_) => {
+    let within = tokio::select! {
+        within = tokio::time::timeout(left, ran) => within.map_err(|_| Killed::Deadline),
+        () = live.watched.stopped() => Err(Killed::Quota),
+    };
+    let (status, killed) = match within {
+        Ok(status) => (status.map_err(wait_failed), Killed::Not),
+        Err(killed) => {
             live.group.kill();
             let drain = copy_streams(&mut live.stdout, &mut live.stderr, &mut log, &mut copied);
             let _ = tokio::time::timeout(KILL_DRAIN, drain).await;
@@ -152,7 +157,7 @@ async fn run_in_background(
             let status = reaped
                 .map_err(|_| "the killed command could not be reaped".to_string())
                 .and_then(|r| r.map_err(wait_failed));
-            (status, true)
+            (status, killed)
         }
     };
     if status.is_ok() {
@@ -180,10 +185,10 @@ async fn run_in_background(
         exit_code,
         duration_ms: elapsed_ms(live.started),
         output_bytes,
-        timed_out,
+        timed_out: killed == Killed::Deadline,
         error,
         tail,
-        resource_limit: jail.resource_limit(exit_code),
+        resource_limit: killed.resource_limit(&jail, exit_code),
     }
 }
 
@@ -265,7 +270,7 @@ async fn read_tail(log: &tokio::fs::File, n: u64) -> String {
 mod tests {
     use super::*;
     use crate::shell::runner::{Ran, run_with_grace};
-    use crate::shell::test_support::{read_pids, request, wait_gone};
+    use crate::shell::test_support::{FILLS_THE_DISK, read_pids, request, wait_gone, with_quota};
 
     async fn detached(req: &ShellRequest, grace: Duration) -> Background {
         match run_with_grace(req, Some(grace)).await.expect("starts") {
@@ -307,6 +312,22 @@ mod tests {
         assert_eq!(ended.exit_code, 137);
         let pids = read_pids(&req.workdir.join("pids"), 1).await;
         assert!(wait_gone(&pids).await, "processes survived: {pids:?}");
+    }
+
+    #[tokio::test]
+    async fn a_detached_command_past_the_workdir_quota_is_stopped() {
+        let (_scratch, req) = request("bash", FILLS_THE_DISK);
+        let allowed = with_quota(&req, 4 << 20);
+        let background = detached(&req, Duration::ZERO).await;
+        let ended = background.task.await.expect("task ends");
+        assert_eq!(ended.exit_code, 137);
+        assert!(!ended.timed_out);
+        assert_eq!(
+            ended.resource_limit,
+            Some("capabilities.limits.workdir_bytes")
+        );
+        let held = crate::quota::measure(&req.workdir, u64::MAX).bytes;
+        assert!(held <= allowed + (4 << 20), "{held} is far past {allowed}");
     }
 
     #[tokio::test]

@@ -13,7 +13,8 @@ use super::plan::Plan;
 use super::process::{GroupGuard, Proc, Stream, exit_code, spawn};
 use super::texts;
 use super::{ShellOutcome, ShellRequest};
-use crate::confine::Confined;
+use crate::confine::watch::{self, Watched};
+use crate::confine::{Confined, Jail};
 
 /// Runs `req` to completion (or until its timeout) and reports the result.
 ///
@@ -60,6 +61,7 @@ pub async fn run_with_grace(req: &ShellRequest, grace: Option<Duration>) -> Resu
     let started = Instant::now();
     let (mut child, mut stdout, mut stderr, confined) = spawn(req, &plan).await?;
     let mut group = GroupGuard::for_child(&child)?;
+    let watched = req.jail.watch().enter();
     let mut out = Capture::new(req, "stdout");
     let mut err = Capture::new(req, "stderr");
     let detach_after = grace.filter(|g| *g < req.timeout);
@@ -67,10 +69,16 @@ pub async fn run_with_grace(req: &ShellRequest, grace: Option<Duration>) -> Resu
     // `collect` only ever awaits cancel-safe reads and records each chunk before the next
     // await, so when the timeout drops it, `out`/`err` hold everything read so far.
     let collect = collect(&mut child, &mut stdout, &mut stderr, &mut out, &mut err);
-    let within = tokio::time::timeout(detach_after.unwrap_or(req.timeout), collect).await;
-    let (status, timed_out) = match within {
-        Ok(status) => (Some(status?), false),
-        Err(_) if detach_after.is_some() => {
+    let within = tokio::select! {
+        within = tokio::time::timeout(detach_after.unwrap_or(req.timeout), collect) => {
+            within.map_err(|_| Killed::Deadline)
+        }
+        () = watched.stopped() => Err(Killed::Quota),
+    };
+    let (status, killed) = match within {
+        Ok(status) => (Some(status?), Killed::Not),
+        // Not the deadline: the grace period ran out, and the command goes on.
+        Err(Killed::Deadline) if detach_after.is_some() => {
             let live = Live {
                 child,
                 stdout,
@@ -79,6 +87,7 @@ pub async fn run_with_grace(req: &ShellRequest, grace: Option<Duration>) -> Resu
                 out,
                 err,
                 started,
+                watched,
                 _slot: slot,
                 _confined: confined,
             };
@@ -86,11 +95,11 @@ pub async fn run_with_grace(req: &ShellRequest, grace: Option<Duration>) -> Resu
                 .await
                 .map(Ran::Detached);
         }
-        Err(_) => {
+        Err(killed) => {
             group.kill();
             let status =
                 drain_after_kill(&mut child, &mut stdout, &mut stderr, &mut out, &mut err).await;
-            (status, true)
+            (status, killed)
         }
     };
     if status.is_some() {
@@ -100,8 +109,27 @@ pub async fn run_with_grace(req: &ShellRequest, grace: Option<Duration>) -> Resu
     let exit_code = status.map_or(128 + libc::SIGKILL, exit_code);
     let duration_ms = elapsed_ms(started);
     Ok(Ran::Done(
-        finish(req, &plan, exit_code, duration_ms, timed_out, &out, &err).await,
+        finish(req, &plan, exit_code, duration_ms, killed, &out, &err).await,
     ))
+}
+
+/// What the host killed a command for, if anything.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Killed {
+    Not,
+    Deadline,
+    Quota,
+}
+
+impl Killed {
+    /// The sandbox limit the command was killed for: the quota when the watcher stopped
+    /// it (whatever the class: the quota is the session's), else what its exit proves.
+    pub(super) fn resource_limit(self, jail: &Jail, exit_code: i32) -> Option<&'static str> {
+        match self {
+            Killed::Quota => Some(watch::LIMIT),
+            Killed::Not | Killed::Deadline => jail.resource_limit(exit_code),
+        }
+    }
 }
 
 /// A running command and everything read from it so far.
@@ -113,6 +141,8 @@ pub(super) struct Live {
     pub(super) out: Capture,
     pub(super) err: Capture,
     pub(super) started: Instant,
+    /// Its place under the workdir quota's watch, in the background too.
+    pub(super) watched: Watched,
     /// Held until the command ends, in the background too.
     pub(super) _slot: OwnedSemaphorePermit,
     pub(super) _confined: Option<Confined>,
@@ -130,10 +160,11 @@ async fn finish(
     plan: &Plan,
     exit_code: i32,
     duration_ms: u64,
-    timed_out: bool,
+    killed: Killed,
     out: &Capture,
     err: &Capture,
 ) -> ShellOutcome {
+    let timed_out = killed == Killed::Deadline;
     let truncated = out.over_cap() || err.over_cap();
     let log_path = if truncated {
         write_log(req, &plan.display, exit_code, out, err).await
@@ -147,7 +178,7 @@ async fn finish(
     if timed_out {
         text.push_str(&texts::timeout_note(req.timeout));
     }
-    let resource_limit = req.jail.resource_limit(exit_code);
+    let resource_limit = killed.resource_limit(&req.jail, exit_code);
     if let Some(limit) = resource_limit {
         text.push_str(&texts::sandbox_note(limit));
     }
@@ -170,7 +201,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::shell::test_support::{request, run_ok};
+    use crate::shell::test_support::{FILLS_THE_DISK, request, run_ok, with_quota};
 
     #[tokio::test]
     async fn echo_hello_text_is_exact() {
@@ -222,6 +253,29 @@ mod tests {
             outcome.text
         );
         assert!(outcome.text.ends_with("stopped after 1.5 seconds."));
+    }
+
+    #[tokio::test]
+    async fn a_command_past_the_workdir_quota_is_stopped_while_it_runs() {
+        let (_scratch, req) = request("bash", FILLS_THE_DISK);
+        let allowed = with_quota(&req, 4 << 20);
+        let outcome = run_ok(&req).await;
+        assert_eq!(outcome.exit_code, 137, "{}", outcome.text);
+        assert!(!outcome.timed_out);
+        assert_eq!(
+            outcome.resource_limit,
+            Some("capabilities.limits.workdir_bytes")
+        );
+        assert!(
+            outcome
+                .text
+                .ends_with("(killed by the sandbox: it passed capabilities.limits.workdir_bytes)"),
+            "{}",
+            outcome.text
+        );
+        let held = crate::quota::measure(&req.workdir, u64::MAX).bytes;
+        assert!(held > allowed, "stopped only past the quota: {held}");
+        assert!(held <= allowed + (4 << 20), "{held} is far past {allowed}");
     }
 
     #[tokio::test]

@@ -57,6 +57,22 @@ pub(super) fn request(binary: &str, command: &str) -> (Scratch, ShellRequest) {
     (scratch, req)
 }
 
+/// Puts `req`'s workdir under a quota of `limit` bytes past what it holds now; returns
+/// the most the workdir may then hold.
+pub(super) fn with_quota(req: &ShellRequest, limit: u64) -> u64 {
+    let baseline = crate::quota::measure(&req.workdir, u64::MAX).bytes;
+    req.jail.watch().set_quota(crate::quota::Quota {
+        root: req.workdir.clone(),
+        baseline,
+        limit,
+    });
+    baseline + limit
+}
+
+/// A command that writes a 1 MiB file every 50 ms, 200 of them unless stopped.
+pub(super) const FILLS_THE_DISK: &str =
+    "for i in $(seq 200); do head -c 1048576 /dev/zero > f$i; sleep 0.05; done";
+
 pub(super) async fn run_ok(req: &ShellRequest) -> ShellOutcome {
     run(req).await.expect("command should start")
 }

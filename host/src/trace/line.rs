@@ -563,6 +563,23 @@ pub fn quota_breach_after_call(turn: u64, tool_name: &str, b: Breach) -> Line {
     )
 }
 
+/// `workdir_quota_breach` for a write refused during a tool call: the workdir stayed
+/// within its quota, `bytes_would_be` is what the refused write would have made it.
+pub fn quota_refused_during_call(turn: u64, tool_name: &str, b: Breach) -> Line {
+    Line::new(
+        "workdir_quota_breach",
+        json!({
+            "turn": turn,
+            "tool_name": tool_name,
+            "refused": true,
+            "bytes_would_be": b.bytes,
+            "bytes_at_start": b.baseline,
+            "limit": "capabilities.limits.workdir_bytes",
+            "limit_bytes": b.limit_bytes,
+        }),
+    )
+}
+
 /// `workdir_quota_breach` when a detached command ended.
 pub fn quota_breach_after_work(work_id: &str, b: Breach) -> Line {
     Line::new(
