@@ -96,33 +96,44 @@ impl Journal {
     /// Replaces the file with exactly `kept`.
     pub fn rewrite(&mut self, kept: &[Task]) {
         self.file = None;
-        let lines: Vec<String> = match kept.iter().map(line_of).collect() {
-            Ok(lines) => lines,
-            Err(e) => return self.warn(&e),
-        };
-        let total: u64 = lines.iter().map(|l| l.len() as u64).sum();
-        if self.records.resize(WHAT, self.size, total).is_err() {
-            return;
-        }
         let tmp = self.path.with_extension("jsonl.tmp");
+        // One line at a time: the kept tasks may hold hundreds of MiB of text.
         let written = (|| {
             if let Some(dir) = self.path.parent() {
                 fs::create_dir_all(dir)?;
             }
             let mut file = File::create(&tmp)?;
-            for line in &lines {
+            let mut total = 0u64;
+            for task in kept {
+                let line = line_of(task)?;
                 file.write_all(line.as_bytes())?;
+                total += line.len() as u64;
             }
             file.sync_all()?;
-            fs::rename(&tmp, &self.path)
+            Ok(total)
         })();
-        match written {
+        let total = match written {
+            Ok(total) => total,
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                return self.warn(&e);
+            }
+        };
+        if self.records.resize(WHAT, self.size, total).is_err() {
+            let _ = fs::remove_file(&tmp);
+            return;
+        }
+        match fs::rename(&tmp, &self.path) {
             Ok(()) => {
                 self.lines = kept.len();
                 self.appended = 0;
                 self.size = total;
             }
-            Err(e) => self.warn(&e),
+            Err(e) => {
+                // The budget counted the new file: give back what it did not replace.
+                let _ = self.records.resize(WHAT, total, self.size);
+                self.warn(&e);
+            }
         }
     }
 
