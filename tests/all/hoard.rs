@@ -536,3 +536,35 @@ fn hook_artifacts_are_capped_per_task() {
     );
     assert!(hwm < 300 * MIB, "VmHWM {hwm}");
 }
+
+#[test]
+fn an_answer_is_charged_to_the_tenant_s_memory_under_serve() {
+    // The loop's own memory holds the answer it built (about twice, while it was being
+    // built); handing it to the host charges it once more, past the tenant's 30 MiB.
+    let served = Served::start("hoard-charge");
+    let capsule = hoard(
+        "charged",
+        "",
+        "  task_acceptance: queue\n  after_task: sleep\n",
+        "",
+    );
+    let hosted = served
+        .create(&Create::path(&capsule.dir).limits(serde_json::json!({"memory_bytes": 31457280})));
+    let frames = hosted.message(&hoarding("answer", "12582912", "1"));
+    let last = frames.last().expect("frames");
+    assert_eq!(last.data["status"]["state"], "failed", "{}", last.data);
+    let message = last.data["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(
+            "the task's answer and conversation of 12582912 bytes does not fit in \
+                             the capsule's memory budget"
+        ),
+        "{message}"
+    );
+    let neighbour = served.create_scripted("neighbour", "turns:\n  - text: still here\n");
+    let frames = neighbour.message("are you there?");
+    assert_eq!(
+        frames.last().expect("frames").data["status"]["state"],
+        "completed"
+    );
+}
