@@ -353,18 +353,38 @@ impl Session {
     }
 
     fn write_view(&self, rel: &str, text: &str, counted: bool) -> Result<(), String> {
+        self.host_write(rel, |view| {
+            if counted {
+                self.quota
+                    .admit(rel, view.size_of(rel), text.len() as u64)?;
+            }
+            view.write(rel, text.as_bytes()).map_err(|e| e.to_string())
+        })
+    }
+
+    /// Adds `text` at the end of `rel` in the workdir when the quota has room for it;
+    /// `Err` (also logged) says why not.
+    pub(super) fn append_counted(&self, rel: &str, text: &str) -> Result<(), String> {
+        self.host_write(rel, |view| {
+            let old = view.size_of(rel);
+            self.quota
+                .admit(rel, old, old.saturating_add(text.len() as u64))?;
+            view.append(rel, text.as_bytes()).map_err(|e| e.to_string())
+        })
+    }
+
+    /// One host write in the workdir: `Err` is logged, and the meter of the guests'
+    /// writes, which does not see the host's own, measures again at its next look.
+    fn host_write(
+        &self,
+        rel: &str,
+        write: impl FnOnce(&crate::rooted::Rooted) -> Result<(), String>,
+    ) -> Result<(), String> {
         let written = self
             .workdir
             .view()
             .map_err(|e| e.to_string())
-            .and_then(|view| {
-                if counted {
-                    self.quota
-                        .admit(rel, view.size_of(rel), text.len() as u64)?;
-                }
-                view.write(rel, text.as_bytes()).map_err(|e| e.to_string())
-            });
-        // The meter does not see the host's own writes: its next look measures them.
+            .and_then(write);
         if let Some(meter) = &self.meter {
             meter.recount();
         }
