@@ -604,6 +604,70 @@ fn the_launch_says_which_sandbox_is_in_force_and_the_trace_records_it() {
     assert!(md.contains("No network"), "{md}");
 }
 
+/// One run of `c` with its own cache folder `cache`: what the model was told.
+fn told_with_cache(c: &Capsule, cache: &std::path::Path) -> Vec<String> {
+    let mut cmd = mur();
+    cmd.args(["run", "--json", "--port", "0", "--manifest"])
+        .arg(c.manifest())
+        .args(["--task", "read /etc"])
+        .env("MUR_CACHE_DIR", cache);
+    let run = finish(&mut cmd);
+    run.assert_ok();
+    outputs(&run.session())
+}
+
+#[test]
+fn what_the_shell_keeps_across_runs_however_corrupt_never_widens_it() {
+    if !confinable() {
+        return;
+    }
+    let c = capsule(
+        "confined-kept-walk",
+        "",
+        // A file of `/etc` first: the first command waits for the rules of `/etc`.
+        &[
+            "head -c 0 /etc/hostname && echo readable",
+            "cat /etc/shadow",
+        ],
+    );
+    let cache = scratch("confined-kept-cache");
+    let kept = cache.join("confine");
+    let check = |told: Vec<String>, when: &str| {
+        assert_eq!(told.len(), 2, "{when}: {told:?}");
+        assert!(told[0].contains("Stdout:\nreadable"), "{when}: {}", told[0]);
+        assert!(told[1].contains("Permission denied"), "{when}: {}", told[1]);
+    };
+    check(told_with_cache(&c, &cache), "first run");
+    let walk = std::fs::read_to_string(kept.join("etc-walk")).expect("the walk is kept");
+    assert!(
+        walk.starts_with("mur-etc-walk 1\n") && walk.contains("\nlink "),
+        "{walk}"
+    );
+    // Kept only where both namespace probes succeed (`sealed` needs the mount one).
+    if let Ok(probe) = std::fs::read_to_string(kept.join("kernel-probe")) {
+        assert!(probe.ends_with("\nnamespaces ok\n"), "{probe}");
+    }
+    check(told_with_cache(&c, &cache), "kept run");
+
+    // Rewritten by someone else: garbage, and links planted in their place.
+    std::fs::write(kept.join("etc-walk"), "mur-etc-walk 1\nkey x\nlink / -\n").unwrap();
+    std::fs::write(kept.join("kernel-probe"), [0xff; 32]).unwrap();
+    check(told_with_cache(&c, &cache), "corrupt run");
+    let elsewhere = scratch("confined-kept-elsewhere").join("planted");
+    std::fs::write(&elsewhere, "planted").unwrap();
+    for name in ["etc-walk", "kernel-probe"] {
+        std::fs::remove_file(kept.join(name)).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, kept.join(name)).unwrap();
+    }
+    check(told_with_cache(&c, &cache), "linked run");
+    assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "planted");
+    // Each was replaced by a file of its own again.
+    for name in ["etc-walk", "kernel-probe"] {
+        let meta = std::fs::symlink_metadata(kept.join(name)).unwrap();
+        assert!(meta.is_file(), "{name}");
+    }
+}
+
 #[test]
 fn advisory_is_the_explicit_opt_out_and_says_so_everywhere() {
     let c = capsule(

@@ -78,14 +78,15 @@ pub fn namespaces(steps: &Steps) -> libc::c_int {
 }
 
 /// Confines the freshly cloned child, process 1 of its new namespaces, before it execs.
-/// `file_bytes` is this command's file-size limit: what the workdir quota had left when
-/// it started, never more than the session's.
+/// `cgroup_join` is its pids cgroup's file to write `0` to (see `pids`); `file_bytes`
+/// is this command's file-size limit: what the workdir quota had left when it started,
+/// never more than the session's.
 ///
 /// Runs between clone and exec in memory shared with mur: no allocation, no locks,
 /// system calls only.
 pub fn confine_self(
     steps: &Steps,
-    cgroup_procs: Option<&std::ffi::CStr>,
+    cgroup_join: Option<&std::ffi::CStr>,
     ruleset: Option<RawFd>,
     file_bytes: libc::rlim_t,
     filters: &[BpfProgram],
@@ -97,10 +98,9 @@ pub fn confine_self(
     unsafe {
         // If mur dies, so does the command (and with it, its PID namespace).
         check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
-        if let Some(procs) = cgroup_procs {
+        if let Some(join) = cgroup_join {
             // Joined first, so every process the command starts counts in it.
-            let mut digits = [0u8; 20];
-            write_file(procs, decimal(libc::getpid(), &mut digits))?;
+            write_file(join, b"0")?;
         }
         write_file(SETGROUPS, b"deny")?;
         write_file(UID_MAP, &steps.uid_map)?;
@@ -202,38 +202,10 @@ unsafe fn write_file(path: &std::ffi::CStr, text: &[u8]) -> std::io::Result<()> 
     Ok(())
 }
 
-/// `n` in decimal, in `buf`: formatting without allocating.
-fn decimal(n: libc::pid_t, buf: &mut [u8; 20]) -> &[u8] {
-    let mut n = n.unsigned_abs();
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &buf[at..];
-        }
-    }
-}
-
 fn check(rc: libc::c_int) -> std::io::Result<()> {
     if rc < 0 {
         Err(std::io::Error::last_os_error())
     } else {
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn decimal_writes_every_digit() {
-        let mut buf = [0u8; 20];
-        assert_eq!(decimal(0, &mut buf), b"0");
-        assert_eq!(decimal(7, &mut buf), b"7");
-        assert_eq!(decimal(4_194_304, &mut buf), b"4194304");
-        assert_eq!(decimal(i32::MAX, &mut buf), b"2147483647");
     }
 }

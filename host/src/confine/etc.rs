@@ -7,18 +7,31 @@
 //! readable through them, and one to a secret is not. Only a link to a readable file
 //! outside every allowed place (`resolv.conf -> /run/...`) adds that file.
 //!
-//! The walk reads each directory once into memory and works from that copy; a
-//! desktop's `/etc` holds a thousand entries and more, hundreds of them links, so what
-//! it costs is part of every launch.
+//! The walk reads each directory once, and looks at each entry but the links, on every
+//! launch: a mode changed inside `/etc` shows in no folder's times, so only reading it
+//! again sees it. Where the links lead is most of the walk's cost (a desktop's `/etc`
+//! holds hundreds of them), and that is kept across runs (`memo`): a link whose answer
+//! added no rule is not resolved again while every folder the answer was read from is
+//! unchanged.
 
-use std::collections::{BTreeSet, HashMap};
+mod listing;
+mod memo;
+mod resolve;
+
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
 use std::fs::Metadata;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::filesystem::{CONFIG_DIR, SYSTEM_DIRS};
+use super::kept;
+use listing::Dir;
+use memo::Memo;
+use resolve::Resolver;
 
 /// Where a link in `/etc` may lead without its target being allowed: kernel views of
 /// the host (`/etc/mtab -> /proc/self/mounts`) and devices.
@@ -32,17 +45,27 @@ const MAX_RULES: usize = 4096;
 
 /// How long a walk of `/etc` stands for the sessions that start after it.
 const FRESH: Duration = Duration::from_secs(30);
+/// A folder changed this recently may change again within the same tick of its clock
+/// (a second on some filesystems) and keep its times: what was read from it is not kept.
+const UNSETTLED_SECS: i64 = 3;
 
-/// [`readable`] of `/etc`, walked at most once per [`FRESH`]: a server that starts a
+/// One rule: a path a command may read, a folder (and everything below) or a file.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Rule {
+    pub path: PathBuf,
+    pub dir: bool,
+}
+
+/// The rules for `/etc`, walked at most once per [`FRESH`]: a server that starts a
 /// hundred sessions a second walks it once, and a change to `/etc` reaches the
 /// sessions started after that long.
-pub fn config_rules() -> Vec<PathBuf> {
-    static WALKED: Mutex<Option<(Instant, Vec<PathBuf>)>> = Mutex::new(None);
+pub fn config_rules() -> Arc<[Rule]> {
+    static WALKED: Mutex<Option<(Instant, Arc<[Rule]>)>> = Mutex::new(None);
     let mut walked = WALKED.lock().unwrap_or_else(PoisonError::into_inner);
     match &*walked {
         Some((at, rules)) if at.elapsed() < FRESH => rules.clone(),
         _ => {
-            let rules = readable(Path::new(CONFIG_DIR));
+            let rules: Arc<[Rule]> = walk_kept(Path::new(CONFIG_DIR), kept::Folder::open()).into();
             *walked = Some((Instant::now(), rules.clone()));
             rules
         }
@@ -58,26 +81,172 @@ pub fn walk_ahead() {
         .spawn(|| drop(config_rules()));
 }
 
-/// The rules for what everyone may read under `dir`, then the readable files outside
-/// every allowed place that links there lead to.
-pub fn readable(dir: &Path) -> Vec<PathBuf> {
-    let Some(root) = Entry::scan_root(dir) else {
-        return Vec::new();
-    };
-    let mut found = Vec::new();
-    root.collect_readable(0, &mut found);
-    let mut outside = BTreeSet::new();
-    let mut resolver = Resolver::default();
-    root.outside_link_targets(0, &mut resolver, &mut outside);
-    found.extend(outside);
-    found
+/// The rules for `root`, with what the last walk kept in `folder`, which then keeps
+/// this walk's for the next. Without a folder (or a boot id to key it by), a plain walk.
+fn walk_kept(root: &Path, folder: Option<kept::Folder>) -> Vec<Rule> {
+    let folder = folder.zip(memo::key(root));
+    let read = folder
+        .as_ref()
+        .and_then(|(folder, _)| folder.read(memo::NAME, memo::MAX_BYTES));
+    let kept = read
+        .as_deref()
+        .zip(folder.as_ref())
+        .and_then(|(bytes, (_, key))| Memo::parse(bytes, key));
+    let walked = walk(root, kept.as_ref(), unsettled_since());
+    if let Some((folder, key)) = &folder
+        && kept.as_ref() != Some(&walked.memo)
+    {
+        let _ = folder.write(memo::NAME, &walked.memo.to_bytes(key));
+    }
+    walked.rules
 }
 
-/// One entry of the tree as read, a link as the link; a directory's entries are read
-/// when the walk may need them (everyone may enter it, and it is not too deep).
+/// Times at or after this are too recent to tell a later change by.
+fn unsettled_since() -> i64 {
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    now - UNSETTLED_SECS
+}
+
+/// What one walk found.
+struct Walked {
+    rules: Vec<Rule>,
+    /// What the next walk may take from this one.
+    memo: Memo,
+    /// How many links this walk resolved itself.
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "what the tests check the memo by")
+    )]
+    resolved: usize,
+}
+
+/// The rules for what everyone may read under `root`, then the readable files outside
+/// every allowed place that links there lead to; `kept` spares resolving the links
+/// whose answer it still vouches for. Folders changed at or after `since` are not
+/// vouched for in the memo handed on.
+fn walk(root: &Path, kept: Option<&Memo>, since: i64) -> Walked {
+    let Some(tree) = Entry::scan_root(root) else {
+        return Walked {
+            rules: Vec::new(),
+            memo: Memo::default(),
+            resolved: 0,
+        };
+    };
+    let mut rules = Vec::new();
+    tree.collect_readable(0, &mut rules);
+    let mut resolver = Resolver::new(Some(&tree));
+    let vouched = kept.map(|memo| memo.vouched(&mut resolver));
+    let mut links = Links {
+        resolver,
+        vouched,
+        outside: BTreeSet::new(),
+        kept: Vec::new(),
+        resolved: 0,
+    };
+    tree.link_targets(0, &mut links);
+    rules.extend(
+        links
+            .outside
+            .into_iter()
+            .map(|path| Rule { path, dir: false }),
+    );
+    let folders = links.resolver.into_folders();
+    Walked {
+        rules,
+        memo: Memo::new(&folders, links.kept, since),
+        resolved: links.resolved,
+    }
+}
+
+/// The readable paths under `dir`, as [`walk`] finds them with nothing kept.
+#[cfg(test)]
+fn readable(dir: &Path) -> Vec<PathBuf> {
+    walk(dir, None, i64::MAX)
+        .rules
+        .into_iter()
+        .map(|rule| rule.path)
+        .collect()
+}
+
+/// What an inode was when read: enough to tell it changed, whatever changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    mtime: i64,
+    mtime_ns: i64,
+    ctime: i64,
+    ctime_ns: i64,
+}
+
+impl Stamp {
+    fn from_stat(stat: &libc::stat) -> Stamp {
+        Stamp {
+            dev: stat.st_dev,
+            ino: stat.st_ino,
+            mode: stat.st_mode,
+            uid: stat.st_uid,
+            gid: stat.st_gid,
+            mtime: stat.st_mtime,
+            mtime_ns: stat.st_mtime_nsec,
+            ctime: stat.st_ctime,
+            ctime_ns: stat.st_ctime_nsec,
+        }
+    }
+
+    fn of(meta: &Metadata) -> Stamp {
+        Stamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            mode: meta.mode(),
+            uid: meta.uid(),
+            gid: meta.gid(),
+            mtime: meta.mtime(),
+            mtime_ns: meta.mtime_nsec(),
+            ctime: meta.ctime(),
+            ctime_ns: meta.ctime_nsec(),
+        }
+    }
+
+    fn kind(&self) -> u32 {
+        self.mode & libc::S_IFMT
+    }
+
+    fn is_dir(&self) -> bool {
+        self.kind() == libc::S_IFDIR
+    }
+
+    fn is_file(&self) -> bool {
+        self.kind() == libc::S_IFREG
+    }
+
+    fn recent(&self, since: i64) -> bool {
+        self.mtime >= since || self.ctime >= since
+    }
+
+    fn world_readable(&self) -> bool {
+        self.mode & 0o004 != 0
+    }
+
+    fn world_enterable(&self) -> bool {
+        self.mode & 0o005 == 0o005
+    }
+}
+
+/// One entry of the tree as read; a directory's entries are read when the walk may need
+/// them (everyone may enter it, and it is not too deep).
 struct Entry {
     path: PathBuf,
-    meta: Metadata,
+    /// `None` for a symbolic link: the walk never needs a link's own inode.
+    stamp: Option<Stamp>,
+    /// Whether `entries` is the directory's whole listing: one that could not be read
+    /// is never taken for wholly readable.
+    listed: bool,
     entries: Vec<Entry>,
 }
 
@@ -85,167 +254,178 @@ impl Entry {
     /// The root is read whatever its mode: it is the walk's own starting point.
     fn scan_root(dir: &Path) -> Option<Entry> {
         let meta = std::fs::symlink_metadata(dir).ok()?;
-        let entries = if meta.is_dir() {
-            read_sorted(dir, 0)
-        } else {
-            Vec::new()
-        };
+        let stamp = (!meta.file_type().is_symlink()).then(|| Stamp::of(&meta));
+        let entries = Dir::open(dir)
+            .filter(|_| meta.is_dir())
+            .and_then(|open| read_sorted(&open, dir, 0, &mut vec![0; listing::BUFFER]));
         Some(Entry {
             path: dir.to_path_buf(),
-            meta,
-            entries,
+            stamp,
+            listed: entries.is_some(),
+            entries: entries.unwrap_or_default(),
         })
+    }
+
+    fn is_link(&self) -> bool {
+        self.stamp.is_none()
+    }
+
+    fn is_dir(&self) -> bool {
+        self.stamp.is_some_and(|s| s.is_dir())
+    }
+
+    /// A directory the walk reads and goes into at `depth`.
+    fn entered(&self, depth: usize) -> bool {
+        self.stamp
+            .is_some_and(|s| s.is_dir() && s.world_enterable())
+            && depth < MAX_DEPTH
     }
 
     /// A directory whose whole tree everyone may read (links aside, as above).
     fn wholly_readable(&self, depth: usize) -> bool {
-        if !self.meta.is_dir() || !world_enterable(&self.meta) || depth > MAX_DEPTH {
+        let enterable = self.stamp.is_some_and(|s| s.world_enterable());
+        if !self.is_dir() || !enterable || !self.listed || depth > MAX_DEPTH {
             return false;
         }
-        self.entries.iter().all(|entry| {
-            if entry.meta.file_type().is_symlink() {
-                true
-            } else if entry.meta.is_dir() {
-                entry.wholly_readable(depth + 1)
-            } else {
-                world_readable(&entry.meta)
-            }
+        self.entries.iter().all(|entry| match entry.stamp {
+            None => true,
+            Some(stamp) if stamp.is_dir() => entry.wholly_readable(depth + 1),
+            Some(stamp) => stamp.world_readable(),
         })
     }
 
-    fn collect_readable(&self, depth: usize, found: &mut Vec<PathBuf>) {
+    fn collect_readable(&self, depth: usize, found: &mut Vec<Rule>) {
         if self.wholly_readable(depth) {
-            found.push(self.path.clone());
+            found.push(Rule {
+                path: self.path.clone(),
+                dir: true,
+            });
             return;
         }
         for entry in &self.entries {
             if found.len() >= MAX_RULES {
                 return;
             }
-            if entry.meta.is_dir() && world_enterable(&entry.meta) && depth < MAX_DEPTH {
+            if entry.entered(depth) {
                 entry.collect_readable(depth + 1, found);
-            } else if entry.meta.is_file() && world_readable(&entry.meta) {
-                found.push(entry.path.clone());
+            } else if entry
+                .stamp
+                .is_some_and(|s| s.is_file() && s.world_readable())
+            {
+                found.push(Rule {
+                    path: entry.path.clone(),
+                    dir: false,
+                });
             }
         }
+    }
+
+    /// The entry read at `path`, found through the sorted listings on the way.
+    fn find(&self, path: &Path) -> Option<&Entry> {
+        let mut at = self;
+        for name in path.strip_prefix(&self.path).ok()?.components() {
+            let Component::Normal(name) = name else {
+                return None;
+            };
+            let i = at
+                .entries
+                .binary_search_by(|e| e.path.file_name().unwrap_or_default().cmp(name))
+                .ok()?;
+            at = &at.entries[i];
+        }
+        Some(at)
     }
 
     /// Readable files outside the allowed places that links under this directory lead to.
-    fn outside_link_targets(
-        &self,
-        depth: usize,
-        resolver: &mut Resolver,
-        out: &mut BTreeSet<PathBuf>,
-    ) {
+    fn link_targets(&self, depth: usize, links: &mut Links<'_, '_>) {
         for entry in &self.entries {
-            if out.len() >= MAX_RULES {
+            if links.outside.len() >= MAX_RULES {
                 return;
             }
-            if entry.meta.file_type().is_symlink() {
-                if let Some(target) = resolver.resolve(&entry.path).and_then(outside_target) {
-                    out.insert(target);
-                }
-            } else if entry.meta.is_dir() && world_enterable(&entry.meta) && depth < MAX_DEPTH {
-                entry.outside_link_targets(depth + 1, resolver, out);
+            if entry.is_link() {
+                links.visit(&entry.path);
+            } else if entry.entered(depth) {
+                entry.link_targets(depth + 1, links);
             }
         }
     }
 }
 
-/// `dir`'s entries, sorted by path, each with its own metadata (a link as the link),
-/// and, for a directory the walk may enter, its entries in turn. `depth` is `dir`'s.
-fn read_sorted(dir: &Path, depth: usize) -> Vec<Entry> {
-    let Ok(listing) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    // `DirEntry::metadata` asks relative to the open directory: no path walk per entry.
-    let mut entries: Vec<(PathBuf, Metadata)> = listing
-        .filter_map(Result::ok)
-        .filter_map(|e| e.metadata().ok().map(|m| (e.path(), m)))
-        .collect();
-    entries.sort_by(|a, b| a.0.cmp(&b.0));
-    entries
+/// The links of one walk: what the last walk vouches for, what this one finds.
+struct Links<'t, 'm> {
+    resolver: Resolver<'t>,
+    /// What the kept memo still vouches for.
+    vouched: Option<memo::Vouched<'m>>,
+    outside: BTreeSet<PathBuf>,
+    /// Links that added nothing, for the next walk.
+    kept: Vec<(PathBuf, Vec<u32>)>,
+    resolved: usize,
+}
+
+impl Links<'_, '_> {
+    fn visit(&mut self, link: &Path) {
+        if let Some(deps) = self.vouched.as_mut().and_then(|v| v.deps(link)) {
+            self.kept.push((link.to_path_buf(), deps));
+            return;
+        }
+        self.resolved += 1;
+        let resolved = self.resolver.resolve(link);
+        match resolved.target {
+            Some(target) if !allowed(&target) => {
+                // Never kept: what it adds is decided afresh on every walk.
+                if let Some(target) = readable_by_all(target) {
+                    self.outside.insert(target);
+                }
+            }
+            _ => self.kept.push((link.to_path_buf(), resolved.deps)),
+        }
+    }
+}
+
+/// The entries of `dir` (open, at `path`), sorted by path, each with its stamp (none
+/// for a link) and, for a directory the walk may enter, its entries in turn. `depth` is
+/// `dir`'s. `None` when the listing could not be read.
+fn read_sorted(dir: &Dir, path: &Path, depth: usize, buffer: &mut [u8]) -> Option<Vec<Entry>> {
+    let mut listed = dir.entries(buffer)?;
+    // Names in byte order are paths in order, within one directory.
+    listed.sort_by(|a, b| a.name.cmp(&b.name));
+    let entries = listed
         .into_iter()
-        .map(|(path, meta)| {
-            let entries = if meta.is_dir() && world_enterable(&meta) && depth < MAX_DEPTH {
-                read_sorted(&path, depth + 1)
+        .map(|entry| {
+            let stamp = entry.stat.as_ref().map(Stamp::from_stat);
+            let path = path.join(OsStr::from_bytes(entry.name.to_bytes()));
+            let enter = stamp.is_some_and(|s| s.is_dir() && s.world_enterable());
+            let entries = if enter && depth < MAX_DEPTH {
+                dir.open_in(&entry.name)
+                    .and_then(|sub| read_sorted(&sub, &path, depth + 1, buffer))
             } else {
-                Vec::new()
+                None
             };
             Entry {
                 path,
-                meta,
-                entries,
+                stamp,
+                listed: entries.is_some(),
+                entries: entries.unwrap_or_default(),
             }
         })
-        .collect()
+        .collect();
+    Some(entries)
 }
 
-/// Where links lead, as `canonicalize` says, with each folder on the way and each link
-/// resolved once for all the links that go through them (`ssl/certs` holds hundreds of
-/// links to links).
-#[derive(Default)]
-struct Resolver {
-    dirs: HashMap<PathBuf, Option<PathBuf>>,
-    links: HashMap<PathBuf, Option<PathBuf>>,
-}
-
-/// As many links in a row as the kernel follows before it gives up (`ELOOP`).
-const MAX_CHAIN: usize = 40;
-
-impl Resolver {
-    fn resolve(&mut self, link: &Path) -> Option<PathBuf> {
-        self.resolve_chain(link, 0)
-    }
-
-    fn resolve_chain(&mut self, link: &Path, chain: usize) -> Option<PathBuf> {
-        if let Some(known) = self.links.get(link) {
-            return known.clone();
-        }
-        let resolved = self.follow(link, chain);
-        self.links.insert(link.to_path_buf(), resolved.clone());
-        resolved
-    }
-
-    fn follow(&mut self, link: &Path, chain: usize) -> Option<PathBuf> {
-        if chain >= MAX_CHAIN {
-            return None;
-        }
-        let joined = link.parent()?.join(std::fs::read_link(link).ok()?);
-        let (Some(parent), Some(name)) = (joined.parent(), joined.file_name()) else {
-            return joined.canonicalize().ok();
-        };
-        let real_parent = self.real_dir(parent)?;
-        let candidate = real_parent.join(name);
-        let meta = std::fs::symlink_metadata(&candidate).ok()?;
-        if meta.file_type().is_symlink() {
-            self.resolve_chain(&candidate, chain + 1)
-        } else {
-            Some(candidate)
-        }
-    }
-
-    fn real_dir(&mut self, dir: &Path) -> Option<PathBuf> {
-        self.dirs
-            .entry(dir.to_path_buf())
-            .or_insert_with(|| dir.canonicalize().ok())
-            .clone()
-    }
-}
-
-/// `target`, when it is a readable file outside every allowed place that anyone can
-/// reach.
-fn outside_target(target: PathBuf) -> Option<PathBuf> {
-    let allowed = SYSTEM_DIRS
+/// Inside a place commands may read anyway, or one no link may add.
+fn allowed(target: &Path) -> bool {
+    SYSTEM_DIRS
         .iter()
         .chain(&[CONFIG_DIR])
         .chain(NEVER_LINKED)
-        .any(|root| target.starts_with(root));
-    if allowed {
-        return None;
-    }
+        .any(|root| target.starts_with(root))
+}
+
+/// `target`, when it is a readable file that anyone can reach.
+fn readable_by_all(target: PathBuf) -> Option<PathBuf> {
     let meta = std::fs::metadata(&target).ok()?;
-    (meta.is_file() && world_readable(&meta) && reachable_by_all(&target)).then_some(target)
+    let stamp = Stamp::of(&meta);
+    (stamp.is_file() && stamp.world_readable() && reachable_by_all(&target)).then_some(target)
 }
 
 /// Every folder on the way lets anyone through.
@@ -255,159 +435,5 @@ fn reachable_by_all(path: &Path) -> bool {
         .all(|dir| std::fs::metadata(dir).is_ok_and(|m| m.mode() & 0o001 != 0))
 }
 
-fn world_readable(meta: &Metadata) -> bool {
-    meta.permissions().mode() & 0o004 != 0
-}
-
-fn world_enterable(meta: &Metadata) -> bool {
-    meta.mode() & 0o005 == 0o005
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::fs::symlink;
-
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("mur-etc-rules-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
-    fn mode(path: &Path, mode: u32) {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-    }
-
-    #[test]
-    fn a_wholly_readable_tree_is_one_rule() {
-        let dir = scratch("whole");
-        std::fs::create_dir(dir.join("sub")).unwrap();
-        std::fs::write(dir.join("sub/a"), "a").unwrap();
-        mode(&dir.join("sub/a"), 0o644);
-        mode(&dir, 0o755);
-        assert_eq!(readable(&dir), vec![dir.clone()]);
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn a_secret_file_is_left_out_and_its_neighbours_kept() {
-        let dir = scratch("secret");
-        std::fs::write(dir.join("passwd"), "p").unwrap();
-        std::fs::write(dir.join("shadow"), "s").unwrap();
-        std::fs::create_dir(dir.join("ssh")).unwrap();
-        std::fs::write(dir.join("ssh/host_key"), "k").unwrap();
-        std::fs::write(dir.join("ssh/host_key.pub"), "k").unwrap();
-        std::fs::create_dir(dir.join("private")).unwrap();
-        mode(&dir, 0o755);
-        mode(&dir.join("passwd"), 0o644);
-        mode(&dir.join("shadow"), 0o640);
-        mode(&dir.join("ssh"), 0o755);
-        mode(&dir.join("ssh/host_key"), 0o600);
-        mode(&dir.join("ssh/host_key.pub"), 0o644);
-        mode(&dir.join("private"), 0o700);
-        assert_eq!(
-            readable(&dir),
-            vec![dir.join("passwd"), dir.join("ssh/host_key.pub")]
-        );
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn a_link_to_a_secret_or_the_host_s_proc_adds_nothing() {
-        let dir = scratch("links");
-        std::fs::write(dir.join("hidden"), "h").unwrap();
-        mode(&dir.join("hidden"), 0o600);
-        symlink("/proc/self/mounts", dir.join("mtab")).unwrap();
-        symlink(dir.join("nowhere"), dir.join("dangling")).unwrap();
-        mode(&dir, 0o755);
-        // Neither link leads to a readable file anywhere a rule could add.
-        assert_eq!(readable(&dir), Vec::<PathBuf>::new());
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn links_keep_a_tree_whole_and_only_outside_targets_are_added() {
-        let dir = scratch("whole-links");
-        let outside = scratch("outside-target");
-        std::fs::write(outside.join("resolv.conf"), "nameserver 127.0.0.1\n").unwrap();
-        mode(&outside.join("resolv.conf"), 0o644);
-        mode(&outside, 0o755);
-        symlink("/usr/bin/env", dir.join("env")).unwrap();
-        symlink(outside.join("resolv.conf"), dir.join("resolv.conf")).unwrap();
-        mode(&dir, 0o755);
-        let target = outside.join("resolv.conf").canonicalize().unwrap();
-        assert_eq!(readable(&dir), vec![dir.clone(), target]);
-        std::fs::remove_dir_all(&dir).unwrap();
-        std::fs::remove_dir_all(&outside).unwrap();
-    }
-
-    #[test]
-    fn links_through_shared_and_linked_folders_resolve_as_the_kernel_resolves_them() {
-        let dir = scratch("resolver");
-        let outside = scratch("resolver-outside");
-        std::fs::create_dir(outside.join("real")).unwrap();
-        std::fs::write(outside.join("real/a.pem"), "a").unwrap();
-        std::fs::write(outside.join("real/b.pem"), "b").unwrap();
-        std::fs::write(outside.join("real/secret"), "s").unwrap();
-        mode(&outside.join("real/a.pem"), 0o644);
-        mode(&outside.join("real/b.pem"), 0o644);
-        mode(&outside.join("real/secret"), 0o600);
-        mode(&outside.join("real"), 0o755);
-        mode(&outside, 0o755);
-        // A folder reached through a link, a relative link, a chain, and a `..`.
-        symlink(outside.join("real"), outside.join("via")).unwrap();
-        symlink(outside.join("via/a.pem"), dir.join("a")).unwrap();
-        symlink("b-link", dir.join("b")).unwrap();
-        symlink(outside.join("via/b.pem"), dir.join("b-link")).unwrap();
-        symlink(outside.join("via/../real/secret"), dir.join("s")).unwrap();
-        symlink("loop-b", dir.join("loop-a")).unwrap();
-        symlink("loop-a", dir.join("loop-b")).unwrap();
-        mode(&dir, 0o755);
-        let real = outside.join("real").canonicalize().unwrap();
-        let mut rules = readable(&dir);
-        rules.sort();
-        assert_eq!(
-            rules,
-            vec![dir.clone(), real.join("a.pem"), real.join("b.pem")]
-        );
-        for link in ["a", "b", "b-link", "s", "loop-a"] {
-            let mut resolver = Resolver::default();
-            assert_eq!(
-                resolver.resolve(&dir.join(link)),
-                dir.join(link).canonicalize().ok(),
-                "{link}"
-            );
-        }
-        std::fs::remove_dir_all(&dir).unwrap();
-        std::fs::remove_dir_all(&outside).unwrap();
-    }
-
-    #[test]
-    fn the_machine_s_etc_gives_the_rules_a_plain_walk_gives() {
-        // The walk as it was first written: each question answered from the disk, each
-        // link canonicalized on its own.
-        fn plain(dir: &Path) -> Vec<PathBuf> {
-            let mut found = Vec::new();
-            let mut outside = BTreeSet::new();
-            let root = Entry::scan_root(dir).unwrap();
-            root.collect_readable(0, &mut found);
-            fn links(entry: &Entry, depth: usize, out: &mut BTreeSet<PathBuf>) {
-                for e in &entry.entries {
-                    if e.meta.file_type().is_symlink() {
-                        if let Some(t) = e.path.canonicalize().ok().and_then(outside_target) {
-                            out.insert(t);
-                        }
-                    } else if e.meta.is_dir() && world_enterable(&e.meta) && depth < MAX_DEPTH {
-                        links(e, depth + 1, out);
-                    }
-                }
-            }
-            links(&root, 0, &mut outside);
-            found.extend(outside);
-            found
-        }
-        let etc = Path::new(CONFIG_DIR);
-        assert_eq!(readable(etc), plain(etc));
-    }
-}
+mod tests;

@@ -4,7 +4,8 @@
 //! other sessions. Landlock denies by default, so the rules list only what is allowed.
 
 use std::os::fd::OwnedFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
@@ -34,23 +35,78 @@ pub struct Rules<'a> {
     pub proxy_port: Option<u16>,
 }
 
-/// Builds the ruleset once; each command's child restricts itself with it.
-pub fn ruleset(kernel: &Kernel, rules: &Rules<'_>) -> Result<OwnedFd, Error> {
+/// Builds the ruleset once; each command's child restricts itself with it. The fixed
+/// part (the workdir, the system directories, the devices, the proxy's port) is built
+/// now, so a ruleset the kernel refuses stops the launch. The readable parts of `/etc`
+/// wait for the walk, and no command needs them before the first one starts: they are
+/// added on a thread of their own while the session opens, and [`Pending`] says when
+/// they are in.
+pub fn ruleset(kernel: &Kernel, rules: &Rules<'_>) -> Result<(OwnedFd, Pending), Error> {
     let abi = ABI::from(kernel.landlock_abi);
-    let created = build(abi, rules).map_err(|e| {
+    let refused = |e: String| {
         Error::new(
             "E-CAP-014",
             format!("the Landlock ruleset for shell commands could not be built: {e}"),
         )
         .hint("check that the workdir and /usr exist and are readable")
-    })?;
-    Option::<OwnedFd>::from(created).ok_or_else(|| {
+    };
+    let created = build(abi, rules).map_err(refused)?;
+    // The same ruleset, through a second descriptor: the thread adds to it.
+    let rest = created.try_clone().map_err(|e| refused(e.to_string()))?;
+    let fd = Option::<OwnedFd>::from(created).ok_or_else(|| {
         Error::new(
             "E-CAP-010",
             "Landlock refused the ruleset for shell commands (no ruleset was created)",
         )
         .hint("declare 'capabilities.containment: advisory' to run shell commands unconfined")
-    })
+    })?;
+    let (done, pending) = tokio::sync::watch::channel(None);
+    std::thread::Builder::new()
+        .name("mur-etc-rules".into())
+        .spawn(move || {
+            let _ = done.send(Some(add_config(rest)));
+        })
+        .map_err(|e| refused(format!("its thread could not be started: {e}")))?;
+    Ok((fd, Pending(pending)))
+}
+
+/// Whether the readable parts of `/etc` are in the ruleset yet.
+#[derive(Clone)]
+pub struct Pending(tokio::sync::watch::Receiver<Option<Result<(), String>>>);
+
+impl Pending {
+    /// Waits until they are in.
+    ///
+    /// # Errors
+    ///
+    /// They could not be added: no command may start on a ruleset left half built.
+    pub async fn ready(&self) -> Result<(), String> {
+        let mut added = self.0.clone();
+        match added.wait_for(Option::is_some).await {
+            Ok(state) => state.clone().unwrap_or(Ok(())),
+            Err(_) => Err("the thread adding them ended without a word".into()),
+        }
+    }
+}
+
+/// Adds what everyone may read in `/etc`. A path that cannot be opened any more (gone
+/// since the walk) is left out: leaving a rule out only narrows.
+fn add_config(mut ruleset: RulesetCreated) -> Result<(), String> {
+    let read = AccessFs::ReadFile | AccessFs::ReadDir;
+    for rule in super::etc::config_rules().iter() {
+        let access = if rule.dir {
+            read
+        } else {
+            BitFlags::from(AccessFs::ReadFile)
+        };
+        let Ok(fd) = PathFd::new(&rule.path) else {
+            continue;
+        };
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 fn build(abi: ABI, rules: &Rules<'_>) -> Result<RulesetCreated, String> {
@@ -91,16 +147,6 @@ fn build(abi: ABI, rules: &Rules<'_>) -> Result<RulesetCreated, String> {
             )?)
             .map_err(|e| e.to_string())?;
     }
-    for path in super::etc::config_rules() {
-        let access = if path.is_dir() {
-            read
-        } else {
-            BitFlags::from(AccessFs::ReadFile)
-        };
-        ruleset = ruleset
-            .add_rule(beneath(&path, access)?)
-            .map_err(|e| e.to_string())?;
-    }
     if let Some(port) = rules.proxy_port {
         ruleset = ruleset
             .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
@@ -125,19 +171,50 @@ fn beneath(path: &Path, access: BitFlags<AccessFs>) -> Result<PathBeneath<PathFd
 
 /// Whether a command can execute programs found in `dir` (a PATH entry).
 pub fn executable_dir(dir: &Path) -> bool {
-    let Ok(dir) = dir.canonicalize() else {
-        return false;
-    };
-    SYSTEM_DIRS.iter().any(|root| {
-        Path::new(root)
-            .canonicalize()
-            .is_ok_and(|root| dir.starts_with(root))
-    })
+    // Asked for each PATH entry of every command: the system directories are resolved
+    // once per process.
+    static ROOTS: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    let roots = ROOTS.get_or_init(|| {
+        SYSTEM_DIRS
+            .iter()
+            .filter_map(|root| Path::new(root).canonicalize().ok())
+            .collect()
+    });
+    dir.canonicalize()
+        .is_ok_and(|dir| roots.iter().any(|root| dir.starts_with(root)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_command_waits_for_the_rules_of_etc_and_is_refused_without_them() {
+        let (done, added) = tokio::sync::watch::channel(None);
+        let pending = Pending(added);
+        let waiting = tokio::spawn({
+            let pending = pending.clone();
+            async move { pending.ready().await }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(
+            !waiting.is_finished(),
+            "it waits while they are being added"
+        );
+        done.send(Some(Ok(()))).unwrap();
+        assert_eq!(waiting.await.unwrap(), Ok(()));
+        assert_eq!(pending.ready().await, Ok(()), "and again without waiting");
+
+        let (done, added) = tokio::sync::watch::channel(None);
+        done.send(Some(Err("EINVAL".into()))).unwrap();
+        assert_eq!(Pending(added).ready().await, Err("EINVAL".into()));
+        let (done, added) = tokio::sync::watch::channel(None);
+        drop(done);
+        assert!(
+            Pending(added).ready().await.is_err(),
+            "a thread gone without a word"
+        );
+    }
 
     #[test]
     fn only_system_directories_are_executable_path_entries() {

@@ -1,9 +1,45 @@
 //! What this kernel can back. Each class needs named mechanisms; a missing one is an
 //! error naming it, never a quietly weaker sandbox.
+//!
+//! Landlock, seccomp and x32 are asked on every launch (a system call each). The two
+//! namespace probes fork a throwaway process each, so their success is kept across
+//! runs (`kept`), keyed by this boot and by everything that decides it: the user and
+//! capabilities, the namespaces and root this process is in, its seccomp and LSM
+//! confinement, and the sysctls that gate unprivileged namespaces. A changed key
+//! probes again. Keeping it cannot weaken a sandbox: every command is still cloned into
+//! its namespaces, and where they cannot be made it fails to start instead of running
+//! unconfined (and the kept answer is dropped, so the next launch probes and refuses
+//! with the reason). A failed probe is never kept: a refusal is always decided afresh.
+
+use std::ffi::CStr;
 
 use crate::error::Error;
 
 use super::Class;
+use super::kept;
+
+/// The kept success of the namespace probes, in the confined shell's cache folder.
+const KEPT: &CStr = c"kernel-probe";
+const KEPT_HEAD: &str = "mur-kernel-probe 1";
+/// The gates of unprivileged namespaces a distribution may add (Debian and Ubuntu's
+/// `unprivileged_userns_clone`, Ubuntu's AppArmor restriction) and the counts.
+const GATES: &[&str] = &[
+    "/proc/sys/user/max_user_namespaces",
+    "/proc/sys/user/max_pid_namespaces",
+    "/proc/sys/user/max_mnt_namespaces",
+    "/proc/sys/kernel/unprivileged_userns_clone",
+    "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+];
+/// The lines of `/proc/self/status` that decide what this process may unshare.
+const STATUS: &[&str] = &[
+    "Uid:",
+    "Gid:",
+    "CapEff:",
+    "CapBnd:",
+    "NoNewPrivs:",
+    "Seccomp:",
+    "Seccomp_filters:",
+];
 
 /// Landlock's signal and abstract-socket scoping arrived in ABI 6: below it a command
 /// could signal mur itself, so `scoped` needs at least this.
@@ -12,7 +48,8 @@ pub const MIN_LANDLOCK_ABI: i32 = 6;
 /// refused outright, since a command could reach any socket on the machine by name.
 const RESOLVE_UNIX_ABI: i32 = 9;
 
-/// The mechanisms found, probed once per process.
+/// The mechanisms found, probed once per process (the namespaces once per boot, where
+/// they could be made).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Kernel {
     /// 0 when Landlock is not enabled; otherwise its ABI version.
@@ -39,30 +76,22 @@ impl Kernel {
         }
     }
 
-    /// What this kernel offers. Probing forks throwaway processes, so it is done once
-    /// per process: `mur serve` starts every capsule's shell on the same answer.
+    /// What this kernel offers, once per process (`mur serve` starts every capsule's
+    /// shell on the same answer), the namespaces once per boot where that was a success.
     pub fn probe() -> Kernel {
         static PROBED: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
-        *PROBED.get_or_init(Kernel::probe_now)
-    }
-
-    fn probe_now() -> Kernel {
-        // Each namespace probe forks and waits for its child: side by side, the launch
-        // waits for one of them, not both.
-        let (user_namespaces, mount_namespaces) = std::thread::scope(|scope| {
-            let mount = scope.spawn(|| {
-                try_unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNS)
-            });
-            let user = try_unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID);
-            (user, mount.join().unwrap_or(Err(0)))
-        });
-        Kernel {
-            landlock_abi: landlock_abi(),
-            seccomp: seccomp_available(),
-            user_namespaces,
-            mount_namespaces,
-            x32: x32_enabled(),
-        }
+        *PROBED.get_or_init(|| {
+            let folder = kept::Folder::open();
+            let (user_namespaces, mount_namespaces) =
+                namespaces(folder.as_ref(), probe_key(), probe_namespaces);
+            Kernel {
+                landlock_abi: landlock_abi(),
+                seccomp: seccomp_available(),
+                user_namespaces,
+                mount_namespaces,
+                x32: x32_enabled(),
+            }
+        })
     }
 
     /// Whether Landlock can restrict connecting to Unix sockets by path.
@@ -143,6 +172,92 @@ impl Kernel {
         }
         Ok(())
     }
+}
+
+/// Both namespace probes' answers.
+type Namespaces = (Result<(), i32>, Result<(), i32>);
+
+/// The namespaces' answer: kept in `folder` under `key`, or `probe`d (and kept there
+/// when both succeed).
+fn namespaces(
+    folder: Option<&kept::Folder>,
+    key: Option<String>,
+    probe: impl FnOnce() -> Namespaces,
+) -> Namespaces {
+    let folder = folder.zip(key);
+    if let Some((folder, key)) = &folder
+        && folder.read(KEPT, 4096).as_deref() == Some(kept_bytes(key).as_slice())
+    {
+        return (Ok(()), Ok(()));
+    }
+    let probed = probe();
+    if let Some((folder, key)) = &folder
+        && probed == (Ok(()), Ok(()))
+    {
+        let _ = folder.write(KEPT, &kept_bytes(key));
+    }
+    probed
+}
+
+/// The kept file's whole text: the only thing ever kept is a success under `key`.
+fn kept_bytes(key: &str) -> Vec<u8> {
+    format!(
+        "{KEPT_HEAD}\nkey {}\nnamespaces ok\n",
+        kept::escape(key.as_bytes())
+    )
+    .into_bytes()
+}
+
+/// Drops the kept namespace probe: a command could not be started in its namespaces,
+/// so the next launch probes again (and refuses, naming why, if they are gone).
+pub fn forget_probe() {
+    if let Some(folder) = kept::Folder::open() {
+        folder.forget(KEPT);
+    }
+}
+
+/// Everything the namespace probes' success depends on; `None` without a boot id.
+fn probe_key() -> Option<String> {
+    let boot = kept::boot_id()?;
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let status: Vec<&str> = status
+        .lines()
+        .filter(|line| STATUS.iter().any(|s| line.starts_with(s)))
+        .collect();
+    let read = |path: &str| {
+        std::fs::read_to_string(path).map_or_else(|_| "-".to_string(), |v| v.trim().to_string())
+    };
+    let gates: Vec<String> = GATES.iter().map(|path| read(path)).collect();
+    let namespaces: Vec<String> = ["user", "mnt", "pid", "pid_for_children"]
+        .iter()
+        .map(|kind| kept::namespace(kind))
+        .collect();
+    // A chroot (which refuses user namespaces) shows as another root.
+    let root = std::fs::metadata("/").map_or_else(
+        |_| "-".to_string(),
+        |m| {
+            use std::os::unix::fs::MetadataExt;
+            format!("{}:{}", m.dev(), m.ino())
+        },
+    );
+    Some(format!(
+        "boot={boot} status={} ns={} root={root} gates={} lsm={}",
+        status.join(","),
+        namespaces.join(","),
+        gates.join(","),
+        read("/proc/self/attr/current"),
+    ))
+}
+
+/// Each namespace probe forks and waits for its child: side by side, the launch waits
+/// for one of them, not both.
+fn probe_namespaces() -> Namespaces {
+    std::thread::scope(|scope| {
+        let mount = scope
+            .spawn(|| try_unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNS));
+        let user = try_unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID);
+        (user, mount.join().unwrap_or(Err(0)))
+    })
 }
 
 fn landlock_abi() -> i32 {
@@ -290,5 +405,94 @@ mod tests {
         };
         assert!(no_mountns.backs(Class::Scoped).is_ok());
         assert!(refusal(no_mountns, Class::Sealed).starts_with("error[E-CAP-013]"));
+    }
+
+    /// `namespaces` with a probe that counts its calls and answers `answer`.
+    fn probed(folder: &kept::Folder, key: &str, answer: Namespaces) -> (Namespaces, usize) {
+        let mut calls = 0;
+        let got = namespaces(Some(folder), Some(key.to_string()), || {
+            calls += 1;
+            answer
+        });
+        (got, calls)
+    }
+
+    fn folder(name: &str) -> (std::path::PathBuf, kept::Folder) {
+        let root = std::env::temp_dir().join(format!("mur-kernel-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let folder = kept::Folder::open_in(&root).unwrap();
+        (root, folder)
+    }
+
+    const OK: Namespaces = (Ok(()), Ok(()));
+
+    #[test]
+    fn a_success_is_kept_for_its_key_and_a_changed_key_probes_again() {
+        let (root, folder) = folder("kept");
+        let key = "boot=a status=Uid:1000 gates=65536,-,1";
+        assert_eq!(probed(&folder, key, OK), (OK, 1));
+        assert_eq!(probed(&folder, key, OK), (OK, 0), "kept: no probe");
+        // Another boot, or a gate turned: probed again, and the answer is the probe's.
+        let refused = (Err(libc::EPERM), Err(libc::EPERM));
+        let other_boot = key.replace("boot=a", "boot=b");
+        assert_eq!(probed(&folder, &other_boot, refused), (refused, 1));
+        let gate_closed = key.replace(",1", ",0");
+        assert_eq!(probed(&folder, &gate_closed, refused), (refused, 1));
+        // A refusal was not kept over the success: the first key still stands.
+        assert_eq!(probed(&folder, key, refused), (OK, 0));
+        folder.forget(KEPT);
+        assert_eq!(probed(&folder, key, refused), (refused, 1), "forgotten");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_failure_is_never_kept_and_a_hostile_file_is_probed_past() {
+        let (root, folder) = folder("hostile");
+        let key = "boot=a";
+        let half = (Ok(()), Err(libc::EPERM));
+        assert_eq!(probed(&folder, key, half), (half, 1));
+        assert_eq!(probed(&folder, key, half), (half, 1), "not kept");
+        let file = root.join("confine").join("kernel-probe");
+        let good = kept_bytes(key);
+        let hostile = [
+            good[..good.len() - 1].to_vec(),
+            [good.as_slice(), b"namespaces ok\n"].concat(),
+            String::from_utf8(good.clone())
+                .unwrap()
+                .replace("boot=a", "boot=b")
+                .into_bytes(),
+            b"mur-kernel-probe 1\nkey boot%3da\nnamespaces ok\n".to_vec(),
+            vec![0xff; 100],
+        ];
+        for bytes in hostile {
+            std::fs::write(&file, &bytes).unwrap();
+            assert_eq!(probed(&folder, key, half), (half, 1), "{bytes:?}");
+        }
+        std::fs::write(&file, &good).unwrap();
+        assert_eq!(
+            probed(&folder, key, half),
+            (OK, 0),
+            "the file as written is taken"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn the_key_names_this_boot_and_what_gates_namespaces() {
+        let key = probe_key().expect("a boot id");
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+        assert!(key.starts_with(&format!("boot={} ", boot.trim())), "{key}");
+        for part in [
+            "Uid:",
+            "CapEff:",
+            "Seccomp:",
+            "ns=user:[",
+            "gates=",
+            "root=",
+        ] {
+            assert!(key.contains(part), "{key} lacks {part}");
+        }
+        let max = std::fs::read_to_string("/proc/sys/user/max_user_namespaces").unwrap();
+        assert!(key.contains(&format!("gates={},", max.trim())), "{key}");
     }
 }

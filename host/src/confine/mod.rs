@@ -6,6 +6,8 @@
 //! of the session is spawned into. The parts:
 //! - `kernel`: what this kernel can back (Landlock ABI, seccomp, user namespaces);
 //! - `filesystem`: the Landlock ruleset (what a command may read, write and execute);
+//! - `etc`: the parts of `/etc` everyone may read, walked on a thread of its own;
+//! - `kept`: what the walk and the namespace probes keep across runs;
 //! - `syscalls`: the seccomp program (no sockets but the allowed ones, no namespaces,
 //!   no tracing, no io_uring);
 //! - `spawn`: the clone that starts a command in its namespaces;
@@ -18,6 +20,7 @@ mod child;
 mod etc;
 pub mod explain;
 mod filesystem;
+mod kept;
 mod kernel;
 mod pids;
 pub mod proxy;
@@ -157,6 +160,8 @@ pub struct Jail {
     kernel: Kernel,
     /// The Landlock ruleset, handed to each child's `landlock_restrict_self`.
     ruleset: Option<OwnedFd>,
+    /// Its readable parts of `/etc`, added while the session opens.
+    config: Option<filesystem::Pending>,
     /// The seccomp programs, installed in order in each child.
     filters: Vec<seccompiler::BpfProgram>,
     steps: child::Steps,
@@ -198,6 +203,7 @@ impl Jail {
             network: policy.network,
             kernel,
             ruleset: None,
+            config: None,
             filters: Vec::new(),
             steps: child::Steps::none(),
             proxy: None,
@@ -218,6 +224,7 @@ impl Jail {
             network: Network::None,
             kernel: Kernel::unprobed(),
             ruleset: None,
+            config: None,
             filters: Vec::new(),
             steps: child::Steps::none(),
             proxy: None,
@@ -247,7 +254,9 @@ impl Jail {
             workdir_exec: self.workdir_exec,
             proxy_port: self.proxy_port(),
         };
-        self.ruleset = Some(filesystem::ruleset(&self.kernel, &rules)?);
+        let (ruleset, config) = filesystem::ruleset(&self.kernel, &rules)?;
+        self.ruleset = Some(ruleset);
+        self.config = Some(config);
         self.filters = syscalls::programs(&syscalls::Allowed {
             inet_stream: self.proxy.is_some(),
             unix_sockets: self.unix_sockets(),
@@ -321,6 +330,14 @@ impl Jail {
         if !self.armed || self.class == Class::Advisory {
             return Err("the shell sandbox was not set up; the command was not run".into());
         }
+        if let Some(config) = &self.config {
+            config.ready().await.map_err(|e| {
+                format!(
+                    "the shell sandbox's rules for /etc could not be added ({e}); the command \
+                     was not run"
+                )
+            })?;
+        }
         let cgroup = match &self.pids {
             Some(pids) => Some(
                 pids.group()
@@ -328,7 +345,7 @@ impl Jail {
             ),
             None => None,
         };
-        let procs = cgroup.as_ref().map(|g| g.procs().to_owned());
+        let join = cgroup.as_ref().map(|g| g.join().to_owned());
         let file_bytes = self
             .watch
             .file_room()
@@ -341,7 +358,7 @@ impl Jail {
             let ruleset = jail.ruleset.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
             child::confine_self(
                 &jail.steps,
-                procs.as_deref(),
+                join.as_deref(),
                 ruleset,
                 file_bytes,
                 &jail.filters,

@@ -246,7 +246,10 @@ fn clone_child(mut plan: Plan, flags: libc::c_int) -> io::Result<i32> {
     // so `plan`) waiting until then.
     let pid = unsafe { libc::clone(child_main, top, flags, (&raw const plan).cast_mut().cast()) };
     if pid < 0 {
-        return Err(io::Error::last_os_error());
+        let e = io::Error::last_os_error();
+        // The launch was told these namespaces could be made: the next one asks again.
+        super::kernel::forget_probe();
+        return Err(e);
     }
     Ok(pid)
 }
