@@ -77,6 +77,8 @@ pub struct Staged {
     resumed: Option<Resumed>,
     journal_note: Option<String>,
     tasks_file: Option<PathBuf>,
+    /// The capsule has the process to itself (`mur run`).
+    alone: bool,
 }
 
 /// What a shell command of the capsule could reach (`mur run --explain-scope`),
@@ -99,6 +101,9 @@ pub async fn stage(engine: &Engine, m: Arc<Manifest>, opts: Options<'_>) -> Resu
     };
     let session_id = ids::session();
     let workdir = Workdir::plan(&opts.records, &session_id)?;
+    if let Some(cache) = engine.cache_dir().and_then(Path::parent) {
+        workdir.refuse_holding_cache(cache)?;
+    }
     // A class the kernel cannot back stops the launch before anything is created.
     let jail = launch::plan_shell(&m, opts.containment, &workdir)?;
     let (bus, journal_note) = match &opts.journal {
@@ -122,6 +127,7 @@ pub async fn stage(engine: &Engine, m: Arc<Manifest>, opts: Options<'_>) -> Resu
         &session_id,
     )
     .await?;
+    let alone = matches!(opts.launch, Launch::FromRun(_));
     let launch = match opts.launch {
         Launch::FromRun(task) => launch_task(task, &workdir)?,
         Launch::None if m.lifecycle.task_acceptance == Acceptance::None => {
@@ -149,6 +155,7 @@ pub async fn stage(engine: &Engine, m: Arc<Manifest>, opts: Options<'_>) -> Resu
         resumed,
         journal_note,
         tasks_file: opts.tasks,
+        alone,
     })
 }
 
@@ -167,11 +174,12 @@ impl Staged {
             resumed,
             journal_note,
             tasks_file,
+            alone,
         } = self;
         let session_loop = staged.session_loop.clone();
         let driver_label = staged.driver_label.clone();
         let resumed_id = resumed.as_ref().map(|r| r.session_id.as_str());
-        let (session, launched) = launch::open_session(
+        let (mut session, launched) = launch::open_session(
             &m,
             session_id,
             workdir,
@@ -180,6 +188,7 @@ impl Staged {
             (launch.as_deref(), resumed_id),
         )
         .await?;
+        session.settings.idle_shed = alone;
         let about = murmur_md::About {
             session_id: &launched.session_id,
             url,
@@ -356,7 +365,7 @@ fn keep_tasks(m: &Manifest, launched: &Launched, file: Option<PathBuf>, resumed:
 pub fn component_sources(
     m: &Manifest,
     loop_path: Option<&Path>,
-) -> Result<Vec<(Vec<u8>, String)>, Error> {
+) -> Result<Vec<(crate::engine::Wasm, String)>, Error> {
     stage::sources(m, loop_path).map(|s| s.list)
 }
 

@@ -8,13 +8,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
 use crate::error::Error;
 
 mod config;
 mod precompiled;
+mod wasm;
+
+pub use wasm::Wasm;
 
 /// Epoch ticks per second: the granularity of component deadlines.
 pub const TICKS_PER_SECOND: u64 = 20;
@@ -109,18 +111,23 @@ impl Engine {
     /// Compiles `bytes`, or loads the compiled form cached by an earlier run. A cache
     /// that cannot be read or written only costs a compile.
     pub fn load(&self, bytes: &[u8], label: &str) -> Result<Component, Error> {
-        self.load_from(bytes, label).map(|(component, _)| component)
+        self.load_wasm(&Wasm::read(bytes.to_vec()), label)
     }
 
-    /// [`Engine::load`], saying where the compiled form came from.
-    fn load_from(&self, bytes: &[u8], label: &str) -> Result<(Component, Origin), Error> {
-        // Hashed once: the digest names the component in memory, in the binary and on disk.
-        let digest = hex(&Sha256::digest(bytes));
+    /// [`Engine::load`] of a component handed over as [`Wasm`] (a built-in one is
+    /// neither copied nor hashed).
+    pub fn load_wasm(&self, wasm: &Wasm, label: &str) -> Result<Component, Error> {
+        self.load_from(wasm, label).map(|(component, _)| component)
+    }
+
+    /// [`Engine::load_wasm`], saying where the compiled form came from.
+    fn load_from(&self, wasm: &Wasm, label: &str) -> Result<(Component, Origin), Error> {
+        let digest = wasm.digest();
         let key = self.cache_key(&digest);
         if let Some(component) = self.in_memory().get(&key) {
             return Ok((component.clone(), Origin::Memory));
         }
-        let (component, origin) = self.load_uncached(bytes, &digest, label, &key)?;
+        let (component, origin) = self.load_uncached(wasm.bytes(), &digest, label, &key)?;
         self.in_memory().insert(key, component.clone());
         Ok((component, origin))
     }
@@ -167,15 +174,31 @@ impl Engine {
         label: &str,
         key: &str,
     ) -> Result<(Component, Origin), Error> {
-        if let Some(component) = precompiled::load(&self.engine, digest) {
-            return Ok((component, Origin::Binary));
-        }
         let cached = self.cache_dir.as_ref().map(|dir| dir.join(key));
-        if let Some(path) = cached.as_deref().filter(|p| p.exists()) {
-            // SAFETY: the file was written by `Component::serialize` of an engine with the
-            // same compatibility hash (it is in the name), in the user's own cache dir.
-            if let Ok(component) = unsafe { Component::deserialize_file(&self.engine, path) } {
-                return Ok((component, Origin::Cache));
+        let built_in = precompiled::find(digest);
+        if let Some(component) = cached
+            .as_deref()
+            .filter(|p| p.exists())
+            .and_then(|path| mapped(&self.engine, path))
+        {
+            let origin = match built_in {
+                Some(_) => Origin::Binary,
+                None => Origin::Cache,
+            };
+            return Ok((component, origin));
+        }
+        if let Some(compiled) = built_in {
+            // Copied once into the cache, then mapped from there by every run: a mapped
+            // file costs only the pages a run touches, shared with every other capsule,
+            // where a copy out of the binary costs all of them, in each process.
+            if let Some(component) = cached
+                .as_deref()
+                .and_then(|path| keep_mapped(&self.engine, compiled, path))
+            {
+                return Ok((component, Origin::Binary));
+            }
+            if let Some(component) = precompiled::load(&self.engine, compiled) {
+                return Ok((component, Origin::Binary));
             }
         }
         let component = Component::new(&self.engine, bytes).map_err(|e| {
@@ -193,16 +216,16 @@ impl Engine {
 
     /// Loads several components at once: at a cold start their compiles overlap.
     /// Results come back in the order given.
-    pub fn load_all(&self, sources: &[(Vec<u8>, String)]) -> Vec<Result<Component, Error>> {
-        self.each(sources, |bytes, label| self.load(bytes, label))
+    pub fn load_all(&self, sources: &[(Wasm, String)]) -> Vec<Result<Component, Error>> {
+        self.each(sources, |wasm, label| self.load_wasm(wasm, label))
     }
 
     /// [`Engine::load_all`] for `mur warm`: where each compiled form came from and how
     /// long it took.
-    pub fn warm(&self, sources: &[(Vec<u8>, String)]) -> Vec<Result<(Origin, Duration), Error>> {
-        self.each(sources, |bytes, label| {
+    pub fn warm(&self, sources: &[(Wasm, String)]) -> Vec<Result<(Origin, Duration), Error>> {
+        self.each(sources, |wasm, label| {
             let started = std::time::Instant::now();
-            self.load_from(bytes, label)
+            self.load_from(wasm, label)
                 .map(|(_, origin)| (origin, started.elapsed()))
         })
     }
@@ -210,14 +233,14 @@ impl Engine {
     /// `load` applied to every source on a thread of its own, results in order.
     fn each<T: Send>(
         &self,
-        sources: &[(Vec<u8>, String)],
-        load: impl Fn(&[u8], &str) -> Result<T, Error> + Sync,
+        sources: &[(Wasm, String)],
+        load: impl Fn(&Wasm, &str) -> Result<T, Error> + Sync,
     ) -> Vec<Result<T, Error>> {
         let load = &load;
         std::thread::scope(|scope| {
             let handles: Vec<_> = sources
                 .iter()
-                .map(|(bytes, label)| scope.spawn(move || load(bytes, label)))
+                .map(|(wasm, label)| scope.spawn(move || load(wasm, label)))
                 .collect();
             handles
                 .into_iter()
@@ -278,10 +301,6 @@ impl Pool {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// `MUR_CACHE_DIR`, else the XDG cache dir, else none (every run compiles).
 fn cache_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("MUR_CACHE_DIR")
@@ -297,13 +316,41 @@ fn cache_dir() -> Option<PathBuf> {
 
 /// Written to a temporary name and renamed, so a concurrent run never reads half a file.
 fn store_in_cache(component: &Component, path: &Path) {
-    let Ok(bytes) = component.serialize() else {
-        return;
-    };
+    if let Ok(bytes) = component.serialize() {
+        store(&bytes, path);
+    }
+}
+
+fn store(bytes: &[u8], path: &Path) -> bool {
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    if std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, path).is_err() {
+    let stored = std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, path).is_ok();
+    if !stored {
         let _ = std::fs::remove_file(&tmp);
     }
+    stored
+}
+
+/// The compiled component in the cache file at `path`, mapped rather than read.
+fn mapped(engine: &wasmtime::Engine, path: &Path) -> Option<Component> {
+    // SAFETY: the file was written by this host (a compile's `Component::serialize`, or
+    // a built-in's compiled form copied out of the binary) for an engine with the same
+    // compatibility hash (it is in the name), in the user's own cache dir; wasmtime
+    // checks its version and settings again before using it.
+    unsafe { Component::deserialize_file(engine, path) }.ok()
+}
+
+/// A built-in's `compiled` form written to the cache at `path`, then mapped from there.
+/// An engine that cannot use it (other settings, another CPU) leaves no file behind, so
+/// the compile that follows stores its own.
+fn keep_mapped(engine: &wasmtime::Engine, compiled: &[u8], path: &Path) -> Option<Component> {
+    if !store(compiled, path) {
+        return None;
+    }
+    let component = mapped(engine, path);
+    if component.is_none() {
+        let _ = std::fs::remove_file(path);
+    }
+    component
 }
 
 /// A world this host serves: what a component of it must export, and which `murmur:`

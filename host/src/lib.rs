@@ -29,6 +29,7 @@ mod guest_log;
 mod handed;
 mod hooks;
 mod host_log;
+mod idle;
 mod ids;
 mod input;
 pub mod inspect;

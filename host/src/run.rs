@@ -56,9 +56,10 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         ));
     }
     let caught = catch_signals();
-    // Listed from the launch line on; the guard removes the entry however run() returns.
-    let registration = register(&m, launched, &url);
     announce(&args, &m, launched, &url, opened.session_loop());
+    // Listed right after the launch line, out of its path (the entry is a file written
+    // and renamed); the guard removes it however run() returns.
+    let registration = register(&m, launched, &url);
     let control = launched.control.clone();
     let server = tokio::spawn(server::serve(
         listener,
@@ -227,9 +228,9 @@ fn driver_name(m: &Manifest) -> &str {
     }
 }
 
-/// SIGTERM and SIGINT, caught from here on. Taken before the session is listed and
-/// announced: a signal sent the moment the launch line is read must reach the clean
-/// path, which removes the entry, and not the default action, which leaves it behind.
+/// SIGTERM and SIGINT, caught from here on. Taken before the session is announced and
+/// listed: a signal sent the moment the launch line is read must reach the clean path,
+/// which removes the entry, and not the default action, which leaves it behind.
 fn catch_signals() -> Option<(Signal, Signal)> {
     match (
         signal(SignalKind::terminate()),

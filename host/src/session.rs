@@ -103,6 +103,10 @@ pub struct Settings {
     pub grants: LoopGrants,
     /// `capabilities.limits`: the call bounds, counted here.
     pub limits: Limits,
+    /// Whether the loop, parked between tasks, gives back the process's launch-only
+    /// pages (see `idle`): only when the capsule has the process to itself (`mur
+    /// run`); under `mur serve` another capsule may be running that code.
+    pub idle_shed: bool,
 }
 
 /// How big a conversation may grow, and what a seed may take of it.
@@ -257,7 +261,13 @@ impl Host for LoopState {
         }
         // Parked between tasks the loop has no deadline; each task gets the full one.
         self.deadline.clock.pause();
-        let next = self.session.queue.next().await;
+        let next = if self.session.settings.idle_shed {
+            let workdir = &self.session.workdir;
+            let shed_done = |shed: crate::idle::Shed| workdir.log(&shed.to_string());
+            crate::idle::shedding(self.session.queue.next(), shed_done).await
+        } else {
+            self.session.queue.next().await
+        };
         self.restart_deadline();
         match next {
             Some(task) => self.begin(task).await.map(Some),

@@ -93,6 +93,24 @@ impl Workdir {
         })
     }
 
+    /// `E-RUN-025` when the capsule's view would hold `cache`, the folder of compiled
+    /// components the host maps and runs as native code: a command or a component that
+    /// rewrote a file there would run outside every sandbox at the next launch.
+    pub fn refuse_holding_cache(&self, cache: &Path) -> Result<(), Error> {
+        if !resolved(cache).starts_with(resolved(&self.root)) {
+            return Ok(());
+        }
+        Err(Error::new(
+            "E-RUN-025",
+            format!(
+                "the component cache ({}) would sit inside the capsule's workdir ({}), where its tools could rewrite the native code mur runs",
+                cache.display(),
+                self.root.display()
+            ),
+        )
+        .hint("pass --workdir DIR outside the cache, or set MUR_CACHE_DIR to a folder outside the workdir"))
+    }
+
     /// Creates the directories, once staging has succeeded.
     pub fn create(&self) -> Result<(), Error> {
         for dir in [&self.root, &self.logs_dir()] {
@@ -297,6 +315,25 @@ mod tests {
         assert!(
             name.starts_with("proj-") && name.len() == "proj-".len() + 16,
             "{name}"
+        );
+    }
+
+    #[test]
+    fn a_workdir_holding_the_component_cache_is_refused() {
+        let choice = choice(
+            Path::new("/caps/a"),
+            Some(Path::new("/home/u")),
+            Some(Path::new("/records")),
+        );
+        let w = Workdir::plan(&choice, "ses_1").unwrap();
+        let e = w
+            .refuse_holding_cache(Path::new("/home/u/.cache/mur"))
+            .unwrap_err();
+        assert_eq!(e.code, "E-RUN-025");
+        assert!(e.message.contains("/home/u/.cache/mur"), "{}", e.message);
+        assert!(
+            w.refuse_holding_cache(Path::new("/home/v/.cache/mur"))
+                .is_ok()
         );
     }
 

@@ -54,9 +54,63 @@ fn a_first_run_with_an_empty_cache_compiles_nothing_and_answers_the_same() {
         "{}",
         first.stdout
     );
-    // A compile stores what it compiled; the loop and the scripted driver came from
-    // the binary, so nothing was stored.
-    assert_eq!(compiled_in(&cache), Vec::<PathBuf>::new());
+    // The loop and the scripted driver came out of the binary, copied into the cache
+    // to be mapped from there by later runs: exactly those two, named by their digests,
+    // each byte for byte a form the binary carries.
+    let stored = compiled_in(&cache);
+    let mut names: Vec<String> = stored.iter().map(|p| digest_named(p)).collect();
+    names.sort();
+    assert_eq!(names, built_ins(), "{stored:?}");
+    let binary = std::fs::read(MUR).unwrap();
+    for path in &stored {
+        let compiled = std::fs::read(path).unwrap();
+        assert!(
+            carries(&binary, &compiled),
+            "{} is not in mur",
+            path.display()
+        );
+    }
+}
+
+/// The digests (their first 32 hex digits) that name the hello capsule's built-ins in
+/// the cache, sorted.
+fn built_ins() -> Vec<String> {
+    let mut names: Vec<String> = [MUR_SESSION_LOOP, MUR_DRIVER_SCRIPTED]
+        .iter()
+        .map(|name| digest_prefix(&guest(name)))
+        .collect();
+    names.sort();
+    names
+}
+
+/// The digest part of a cache file's name.
+fn digest_named(path: &Path) -> String {
+    path.file_name().unwrap().to_string_lossy()[..32].to_string()
+}
+
+/// The compiled components in a cache dir besides the built-ins copied there.
+fn own_compiled_in(cache: &Path) -> Vec<PathBuf> {
+    let built_ins = built_ins();
+    compiled_in(cache)
+        .into_iter()
+        .filter(|p| !built_ins.contains(&digest_named(p)))
+        .collect()
+}
+
+/// The first 32 hex digits of the sha-256 of the file at `path`.
+fn digest_prefix(path: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(std::fs::read(path).unwrap());
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether `whole` holds `part`, starting at one of its ELF headers (a compiled
+/// component is an ELF image).
+fn carries(whole: &[u8], part: &[u8]) -> bool {
+    let magic = &part[..4];
+    (0..whole.len().saturating_sub(part.len()))
+        .filter(|&at| &whole[at..at + 4] == magic)
+        .any(|at| &whole[at..at + part.len()] == part)
 }
 
 const WORDCOUNT_SCRIPT: &str = r#"turns:
@@ -102,7 +156,7 @@ fn mur_warm_compiles_a_capsules_own_components_once_and_its_run_uses_them() {
         .unwrap_or_else(|| panic!("{}", first.stdout));
     assert!(took.parse::<u64>().is_ok(), "{took}");
     assert_eq!(kept, components.display().to_string());
-    let stored = compiled_in(&cache);
+    let stored = own_compiled_in(&cache);
     assert_eq!(stored.len(), 1, "{stored:?}");
     let written: SystemTime = std::fs::metadata(&stored[0]).unwrap().modified().unwrap();
 
@@ -129,7 +183,7 @@ fn mur_warm_compiles_a_capsules_own_components_once_and_its_run_uses_them() {
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0]["status"], "ok");
     // The run loaded what warm compiled: the one file is still the one warm wrote.
-    assert_eq!(compiled_in(&cache), stored);
+    assert_eq!(own_compiled_in(&cache), stored);
     let now: SystemTime = std::fs::metadata(&stored[0]).unwrap().modified().unwrap();
     assert_eq!(now, written);
 }
@@ -152,7 +206,7 @@ fn mur_warm_names_a_component_that_does_not_compile_and_fails() {
     run.assert_error(
         "error[E-RUN-001]: tool artifact 'wordcount' is not a valid WebAssembly component",
     );
-    assert_eq!(compiled_in(&cache), Vec::<PathBuf>::new());
+    assert_eq!(own_compiled_in(&cache), Vec::<PathBuf>::new());
 }
 
 #[test]
@@ -165,4 +219,29 @@ fn mur_warm_without_a_manifest_says_where_it_looked() {
     );
     assert_eq!(run.status, 1);
     run.assert_error("error[E-IO-001]: murmur.yaml not found at");
+}
+
+#[test]
+fn a_workdir_that_holds_the_component_cache_is_refused_before_anything_runs() {
+    let workdir = scratch("cache-inside-workdir");
+    let cache = workdir.join(".cache");
+    let run = finish(
+        mur()
+            .env("MUR_CACHE_DIR", &cache)
+            .current_dir(repo())
+            .args(["run", "--manifest", "examples/hello/murmur.yaml"])
+            .arg("--workdir")
+            .arg(&workdir)
+            .args(["--task", "What is in your workdir?"]),
+    );
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    run.assert_error("error[E-RUN-025]: the component cache (");
+    assert!(
+        run.stderr
+            .contains("hint: pass --workdir DIR outside the cache"),
+        "{}",
+        run.stderr
+    );
+    // Nothing ran: no task was written where the capsule would have worked.
+    assert!(!workdir.join("task.md").exists());
 }

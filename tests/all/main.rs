@@ -27,6 +27,7 @@ mod first_run;
 mod hoard;
 mod hooks;
 mod hygiene;
+mod idle;
 mod input;
 mod kit;
 mod limits;

@@ -63,6 +63,11 @@ impl Journal {
         self
     }
 
+    /// Whether the file holds nothing (or does not exist yet).
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+
     /// Keeps `task` as it stands; `kept` lists every task the store holds, asked only
     /// when the file is due to be rewritten.
     pub fn append(&mut self, task: &Task, kept: impl FnOnce() -> Vec<Task>) {

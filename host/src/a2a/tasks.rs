@@ -167,7 +167,11 @@ impl Tasks {
         book.journal = Some(journal);
         let kept = book.kept();
         if let Some(journal) = &mut book.journal {
-            journal.rewrite(&kept);
+            // A new session with nothing to carry over has nothing to write: its file
+            // is made by its first task, not in the launch's path.
+            if !(kept.is_empty() && journal.is_empty()) {
+                journal.rewrite(&kept);
+            }
         }
     }
 
@@ -1346,6 +1350,21 @@ mod tests {
             ) && why.ends_with("over capabilities.limits.max_records_bytes (4096)"),
             "{why}"
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_new_session_writes_its_journal_with_its_first_task_not_at_launch() {
+        let dir = std::env::temp_dir().join(format!("mur-a2a-lazy-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join(super::super::journal::FILE);
+        let tasks = Tasks::new(10);
+        let (journal, earlier) = Journal::open(&path, 10);
+        tasks.keep_in(journal, earlier);
+        assert!(!dir.exists(), "nothing is written before a task");
+        tasks.submitted("tsk_1", "ctx_1", Some(user("one")));
+        let text = std::fs::read_to_string(&path).expect("the first task made the file");
+        assert!(text.contains("\"tsk_1\""), "{text}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

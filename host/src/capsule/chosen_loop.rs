@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::stage::read_component;
 use crate::builtin;
+use crate::engine::Wasm;
 use crate::error::Error;
 use crate::manifest::Manifest;
 
@@ -83,17 +84,18 @@ impl LoopIdentity {
 pub(super) fn choose(
     m: &Manifest,
     loop_path: Option<&Path>,
-) -> Result<(Vec<u8>, LoopIdentity), Error> {
+) -> Result<(Wasm, LoopIdentity), Error> {
     if let Some(path) = loop_path {
         let identity = LoopIdentity::path(path);
-        return Ok((read_component(path, &identity.label)?, identity));
+        return Ok((Wasm::read(read_component(path, &identity.label)?), identity));
     }
     match m.loop_artifact() {
         Some(artifact) => {
             let identity = LoopIdentity::artifact(&artifact.name, artifact.version.as_deref());
-            Ok((read_component(&artifact.source, &identity.label)?, identity))
+            let bytes = read_component(&artifact.source, &identity.label)?;
+            Ok((Wasm::read(bytes), identity))
         }
-        None => Ok((builtin::SESSION_LOOP.to_vec(), LoopIdentity::builtin())),
+        None => Ok((builtin::session_loop(), LoopIdentity::builtin())),
     }
 }
 

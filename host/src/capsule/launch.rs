@@ -252,6 +252,7 @@ fn settings(m: &Manifest, workdir: &Workdir, memory: crate::memory::Cap) -> Sett
             deadline: Duration::from_secs(m.capabilities.deadline_seconds),
         },
         limits: m.capabilities.limits,
+        idle_shed: false,
     }
 }
 

@@ -12,7 +12,7 @@ use super::chosen_loop::{self, LoopIdentity};
 use crate::bindings::driver::exports::murmur::driver::inference::Settings;
 use crate::builtin;
 use crate::driver::{DriverComponent, DriverLimits};
-use crate::engine::Engine;
+use crate::engine::{Engine, Wasm};
 use crate::error::Error;
 use crate::hooks::{self, Hooks};
 use crate::manifest::{self, DriverRef, Manifest, Runtime};
@@ -58,33 +58,54 @@ pub(super) async fn stage(
     } = sources(m, loop_path)?;
     let tool_artifacts = artifacts(m, Runtime::Tool);
     let hook_artifacts = artifacts(m, Runtime::Hook);
-    let mut compiled = engine.load_all(&list).into_iter();
+    let driver_limits = DriverLimits {
+        env: granted_env(m),
+        memory: memory.clone(),
+        deadline: Duration::from_secs(m.capabilities.deadline_seconds),
+        max_reply_bytes: m.capabilities.limits.max_driver_reply_bytes,
+        network: outbound::NetPolicy {
+            allow: m.capabilities.network_allow.clone(),
+            retry: m.inference.retry,
+            timeouts: m.inference.timeouts,
+        },
+        logs_dir: workdir.logs_dir(),
+        identity: crate::upstream::driver::identity(&m.name, &m.version, session_id),
+    };
+    let [(loop_wasm, _), (driver_wasm, _), others @ ..] = list.as_slice() else {
+        return Err(Error::new("E-RUN-001", "a capsule has a loop and a driver"));
+    };
+    // The loop and the driver are each loaded and linked on a thread of their own; the
+    // other components compile meanwhile.
+    let (loop_component, driver, mut compiled) = std::thread::scope(|scope| {
+        let driver = scope.spawn(|| {
+            let component = engine.load_wasm(driver_wasm, &driver_label)?;
+            let settings = driver_settings(m, &driver_config);
+            DriverComponent::new(
+                engine,
+                &component,
+                driver_label.clone(),
+                settings,
+                driver_limits,
+            )
+        });
+        let others = (!others.is_empty()).then(|| scope.spawn(|| engine.load_all(others)));
+        let loop_component = engine
+            .load_wasm(loop_wasm, &session_loop.label)
+            .and_then(|c| LoopComponent::new(engine, &c, session_loop.label.clone()));
+        (
+            loop_component,
+            joined(driver.join()),
+            others
+                .map_or_else(Vec::new, |o| o.join().unwrap_or_default())
+                .into_iter(),
+        )
+    });
+    let (loop_component, driver) = (loop_component?, driver?);
     let mut next = || {
         compiled
             .next()
             .unwrap_or_else(|| Err(Error::new("E-RUN-001", "a component was not compiled")))
     };
-
-    let loop_component = LoopComponent::new(engine, &next()?, session_loop.label.clone())?;
-    let driver = DriverComponent::new(
-        engine,
-        &next()?,
-        driver_label.clone(),
-        driver_settings(m, &driver_config),
-        DriverLimits {
-            env: granted_env(m),
-            memory: memory.clone(),
-            deadline: Duration::from_secs(m.capabilities.deadline_seconds),
-            max_reply_bytes: m.capabilities.limits.max_driver_reply_bytes,
-            network: outbound::NetPolicy {
-                allow: m.capabilities.network_allow.clone(),
-                retry: m.inference.retry,
-                timeouts: m.inference.timeouts,
-            },
-            logs_dir: workdir.logs_dir(),
-            identity: crate::upstream::driver::identity(&m.name, &m.version, session_id),
-        },
-    )?;
     let mut tools = Tools::new(ToolGrants {
         workdir: workdir.root.clone(),
         home: workdir.capsule_home(),
@@ -150,12 +171,16 @@ pub(super) async fn stage(
     Ok((loop_component, staged))
 }
 
-/// The driver component's bytes, label and configuration.
+/// What a loading thread returned; a panic there is an error here.
+fn joined<T>(joined: std::thread::Result<Result<T, Error>>) -> Result<T, Error> {
+    joined.unwrap_or_else(|_| Err(Error::new("E-RUN-001", "the component loader panicked")))
+}
+
 /// Every component a capsule compiles, in the order staging takes them: its loop, its
 /// driver, its tool artifacts, then its hook artifacts.
 pub(super) struct Sources {
     /// Each component's bytes, with how errors name it.
-    pub list: Vec<(Vec<u8>, String)>,
+    pub list: Vec<(Wasm, String)>,
     pub session_loop: LoopIdentity,
     pub driver_label: String,
     pub driver_config: serde_json::Value,
@@ -171,7 +196,7 @@ pub(super) fn sources(m: &Manifest, loop_path: Option<&Path>) -> Result<Sources,
     for (runtime, kind) in [(Runtime::Tool, "tool"), (Runtime::Hook, "hook")] {
         for artifact in artifacts(m, runtime) {
             let label = format!("{kind} artifact '{}'", artifact.name);
-            list.push((read_component(&artifact.source, &label)?, label));
+            list.push((Wasm::read(read_component(&artifact.source, &label)?), label));
         }
     }
     Ok(Sources {
@@ -189,7 +214,7 @@ fn artifacts(m: &Manifest, runtime: Runtime) -> Vec<&manifest::Artifact> {
         .collect()
 }
 
-fn driver_source(m: &Manifest) -> Result<(Vec<u8>, String, serde_json::Value), Error> {
+fn driver_source(m: &Manifest) -> Result<(Wasm, String, serde_json::Value), Error> {
     match &m.inference.driver {
         DriverRef::Builtin { name, script } if name == "scripted" => {
             let script = script.as_deref().ok_or_else(|| {
@@ -198,28 +223,20 @@ fn driver_source(m: &Manifest) -> Result<(Vec<u8>, String, serde_json::Value), E
             })?;
             let config = read_script(script)?;
             Ok((
-                builtin::SCRIPTED_DRIVER.to_vec(),
+                builtin::scripted_driver(),
                 "built-in scripted driver".to_string(),
                 config,
             ))
         }
         DriverRef::Builtin { name, .. } => {
-            let bytes = match name.as_str() {
-                "openai" => builtin::OPENAI_DRIVER,
-                "anthropic" => builtin::ANTHROPIC_DRIVER,
-                _ => {
-                    return Err(Error::new(
-                        "E-RUN-006",
-                        format!("driver '{name}' is not built into this mur"),
-                    )
-                    .hint("use inference.driver: openai, anthropic or scripted, or name a driver component: {artifact: NAME}"));
-                }
-            };
-            Ok((
-                bytes.to_vec(),
-                format!("built-in {name} driver"),
-                builtin_config(m),
-            ))
+            let wasm = builtin::driver(name).ok_or_else(|| {
+                Error::new(
+                    "E-RUN-006",
+                    format!("driver '{name}' is not built into this mur"),
+                )
+                .hint("use inference.driver: openai, anthropic or scripted, or name a driver component: {artifact: NAME}")
+            })?;
+            Ok((wasm, format!("built-in {name} driver"), builtin_config(m)))
         }
         DriverRef::Artifact { name, config } => {
             let artifact = m.artifacts.iter().find(|a| &a.name == name).ok_or_else(|| {
@@ -230,7 +247,7 @@ fn driver_source(m: &Manifest) -> Result<(Vec<u8>, String, serde_json::Value), E
             })?;
             let label = format!("driver artifact '{name}'");
             Ok((
-                read_component(&artifact.source, &label)?,
+                Wasm::read(read_component(&artifact.source, &label)?),
                 label,
                 config.clone(),
             ))

@@ -12,17 +12,18 @@ use wasmtime::component::Component;
 // its compiled form.
 include!(concat!(env!("OUT_DIR"), "/precompiled.rs"));
 
-/// The component whose `.wasm` has the sha-256 `digest` (hex), compiled at build time,
-/// when it is a built-in one and this engine can load what the build compiled.
-pub fn load(engine: &wasmtime::Engine, digest: &str) -> Option<Component> {
-    let compiled = find(digest)?;
+/// A built-in's `compiled` form (from [`find`]), copied out of the binary, when this
+/// engine can load what the build compiled.
+pub fn load(engine: &wasmtime::Engine, compiled: &[u8]) -> Option<Component> {
     // SAFETY: the bytes were written by `Engine::precompile_component` of this very
     // build and travel inside the binary; wasmtime checks that they match this engine's
     // version, target and settings before using them.
     unsafe { Component::deserialize(engine, compiled) }.ok()
 }
 
-fn find(digest: &str) -> Option<&'static [u8]> {
+/// The compiled form of the component whose `.wasm` has the sha-256 `digest` (hex),
+/// when it is a built-in one.
+pub fn find(digest: &str) -> Option<&'static [u8]> {
     PRECOMPILED
         .iter()
         .find(|(sha, _)| *sha == digest)
@@ -36,7 +37,7 @@ mod tests {
     use sha2::{Digest, Sha256};
 
     fn digest(bytes: &[u8]) -> String {
-        super::super::hex(&Sha256::digest(bytes))
+        super::super::wasm::hex(&Sha256::digest(bytes))
     }
 
     fn engine() -> wasmtime::Engine {
@@ -55,10 +56,8 @@ mod tests {
             ("gatekeeper hook", builtin::GATEKEEPER_HOOK),
         ] {
             assert!(find(&digest(bytes)).is_some(), "{name} was not precompiled");
-            assert!(
-                load(&engine, &digest(bytes)).is_some(),
-                "{name} did not load"
-            );
+            let compiled = find(&digest(bytes)).expect("found");
+            assert!(load(&engine, compiled).is_some(), "{name} did not load");
         }
     }
 
@@ -73,6 +72,7 @@ mod tests {
         let mut config = super::super::config::base();
         config.epoch_interruption(false);
         let other = wasmtime::Engine::new(&config).expect("an engine");
-        assert!(load(&other, &digest(builtin::SESSION_LOOP)).is_none());
+        let compiled = find(&digest(builtin::SESSION_LOOP)).expect("found");
+        assert!(load(&other, compiled).is_none());
     }
 }
