@@ -520,7 +520,10 @@ fn the_entry_goes_on_a_failed_session_and_on_the_first_and_second_signal() {
     );
     let running = failing.spawn_env(&["--task", "nap"], &home.env());
     let id = session_of(&running);
-    assert!(home.entry(&id).exists(), "listed while it runs");
+    // Written right after the launch line, out of its path.
+    eventually(Duration::from_secs(5), "listed while it runs", || {
+        home.entry(&id).exists()
+    });
     let run = running.wait(WAIT);
     assert_eq!(run.status, 1, "{}", run.stderr);
     assert!(run.stderr.contains("error[E-RUN-040]"), "{}", run.stderr);
