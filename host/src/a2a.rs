@@ -8,7 +8,9 @@
 //! wire; the v1 door keeps them per task in [`Tasks`], numbered, so a client that lost
 //! its stream resumes it exactly (beyond the specification, which has no cursor).
 
+mod artifacts;
 mod card;
+mod events;
 mod journal;
 mod methods;
 mod rpc;

@@ -11,9 +11,10 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::net::TcpStream;
 
+use super::events::{numbered, with_seq};
 use super::rpc::{self, Fault};
 use super::stream::{self, reply};
-use super::tasks::{Event, Missed, Tasks, numbered, with_seq};
+use super::tasks::{Event, Missed, Tasks};
 use crate::control::CancelError;
 use crate::queue::{Acceptance, Refusal};
 use crate::server::{Arrived, Request, Served};

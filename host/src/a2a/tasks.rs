@@ -13,14 +13,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ::a2a::{
-    Artifact, Message, Part, PartContent, Role, StreamResponse, Task, TaskArtifactUpdateEvent,
-    TaskState, TaskStatus, TaskStatusUpdateEvent,
+    Artifact, Message, Part, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState,
+    TaskStatus, TaskStatusUpdateEvent,
 };
 use bytes::Bytes;
 use chrono::Utc;
-use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use super::artifacts::{
+    RESPONSE, cut_to, keep_piece, reply_artifact, response_artifact, task_size, text_size,
+    tool_artifact,
+};
+use super::events::{encode_event, ends_stream, numbered, saved_seq, with_seq};
 use super::journal::Journal;
 use crate::frames::{ArtifactFrame, State};
 
@@ -775,22 +779,6 @@ impl Book {
     }
 }
 
-/// The task with the sequence number of its last event in its metadata, as the
-/// journal keeps it and `GetTask` answers it.
-pub fn with_seq(mut task: Task, seq: u64) -> Task {
-    task.metadata = Some(HashMap::from([(META.to_string(), json!({"seq": seq}))]));
-    task
-}
-
-fn saved_seq(task: &Task) -> u64 {
-    task.metadata
-        .as_ref()
-        .and_then(|m| m.get(META))
-        .and_then(|m| m.get("seq"))
-        .and_then(Value::as_u64)
-        .unwrap_or(0)
-}
-
 /// A message stamped with the task and context it belongs to.
 fn joined(mut message: Message, id: &str, context: &str) -> Message {
     message.task_id = Some(id.to_string());
@@ -813,195 +801,11 @@ fn status_now(state: TaskState, message: Option<Message>) -> TaskStatus {
     }
 }
 
-/// An event as the wire carries it, secrets redacted. Sized up front: a streamed piece
-/// may be a megabyte, and growing its buffer by doubling, then copying it to redact,
-/// churns the allocator for every piece.
-fn encode_event(event: StreamResponse) -> Bytes {
-    let mut json = Vec::with_capacity(encoded_hint(&event));
-    if serde_json::to_writer(&mut json, &event).is_err() {
-        return Bytes::new();
-    }
-    let Ok(json) = String::from_utf8(json) else {
-        return Bytes::new();
-    };
-    match crate::secret::scrub(&json) {
-        std::borrow::Cow::Borrowed(_) => Bytes::from(json),
-        std::borrow::Cow::Owned(redacted) => Bytes::from(redacted),
-    }
-}
-
-/// About the size of `event` encoded: its text, and room for the rest.
-fn encoded_hint(event: &StreamResponse) -> usize {
-    let text = match event {
-        StreamResponse::ArtifactUpdate(update) => update
-            .artifact
-            .parts
-            .iter()
-            .filter_map(|p| p.as_text())
-            .map(str::len)
-            .sum(),
-        _ => 0,
-    };
-    text + text / 8 + 1024
-}
-
-/// Where a stream of the task ends: a terminal state, or one that waits on the client.
-fn ends_stream(event: &StreamResponse) -> bool {
-    let state = match event {
-        StreamResponse::StatusUpdate(update) => &update.status.state,
-        StreamResponse::Task(task) => &task.status.state,
-        _ => return false,
-    };
-    state.is_terminal() || *state == TaskState::InputRequired
-}
-
-/// `event` carrying its sequence number in its metadata.
-pub fn numbered(event: StreamResponse, seq: u64) -> StreamResponse {
-    let meta = Some(seq_meta(seq));
-    match event {
-        StreamResponse::Task(mut task) => {
-            task.metadata = meta;
-            StreamResponse::Task(task)
-        }
-        StreamResponse::StatusUpdate(mut update) => {
-            update.metadata = meta;
-            StreamResponse::StatusUpdate(update)
-        }
-        StreamResponse::ArtifactUpdate(mut update) => {
-            update.metadata = meta;
-            StreamResponse::ArtifactUpdate(update)
-        }
-        other => other,
-    }
-}
-
-/// `{"murmur": {"seq": n}}`.
-fn seq_meta(seq: u64) -> HashMap<String, Value> {
-    let mut inner = serde_json::Map::with_capacity(1);
-    inner.insert("seq".into(), Value::from(seq));
-    HashMap::from([(META.to_string(), Value::Object(inner))])
-}
-
-/// A tool call's result as a v1 artifact: the exact content the model received, and
-/// the facts of the seed's `artifact` frame under `metadata.murmur`.
-fn tool_artifact(n: u64, frame: &ArtifactFrame<'_>) -> Artifact {
-    let facts: Value = json!({
-        "toolName": frame.tool_name,
-        "toolCallId": frame.tool_call_id,
-        "isError": frame.is_error,
-        "durationMs": frame.duration_ms,
-        "exitCode": frame.exit_code,
-        "truncated": frame.truncated,
-        "fenceSource": frame.fence_source,
-    });
-    Artifact {
-        artifact_id: format!("tool-{n}"),
-        name: Some(frame.tool_name.to_string()),
-        description: None,
-        parts: vec![Part::text(frame.content)],
-        metadata: Some(HashMap::from([(META.to_string(), facts)])),
-        extensions: None,
-    }
-}
-
-/// How much of one streamed reply the task keeps (a tool may stream without end; the
-/// stream carries every piece, and the answer is kept whole in `response`).
-const REPLY_KEEP: usize = 1024 * 1024;
-
-/// Appends `piece` to a kept reply, up to [`REPLY_KEEP`]; past it, the artifact says it
-/// was cut (`metadata.murmur.truncated`).
-fn keep_piece(artifact: &mut Artifact, piece: &str) -> usize {
-    let Some(PartContent::Text(kept)) = artifact.parts.first_mut().map(|p| &mut p.content) else {
-        return 0;
-    };
-    if kept.len() + piece.len() <= REPLY_KEEP {
-        kept.push_str(piece);
-        return piece.len();
-    }
-    if artifact.metadata.is_some() {
-        return 0;
-    }
-    let cut = boundary(piece, REPLY_KEEP - kept.len());
-    kept.push_str(&piece[..cut]);
-    artifact.metadata = Some(HashMap::from([(
-        META.to_string(),
-        json!({"truncated": true}),
-    )]));
-    cut
-}
-
-/// The longest prefix of `text` of at most `room` bytes that ends between characters.
-fn boundary(text: &str, room: usize) -> usize {
-    (0..=room.min(text.len()))
-        .rev()
-        .find(|&n| text.is_char_boundary(n))
-        .unwrap_or(0)
-}
-
-/// A tool result as the task keeps it: whole if `room` holds it, else its first `room`
-/// bytes and `metadata.murmur.keptTruncated` (its stream event had it whole).
-fn cut_to(artifact: &mut Artifact, room: usize) {
-    if text_size(&artifact.parts) <= room {
-        return;
-    }
-    let mut left = room;
-    for part in &mut artifact.parts {
-        if let PartContent::Text(text) = &mut part.content {
-            let keep = boundary(text, left);
-            text.truncate(keep);
-            left -= keep;
-        }
-    }
-    let facts = artifact
-        .metadata
-        .get_or_insert_with(HashMap::new)
-        .entry(META.to_string())
-        .or_insert_with(|| json!({}));
-    if let Value::Object(facts) = facts {
-        facts.insert("keptTruncated".into(), Value::Bool(true));
-    }
-}
-
-fn text_size(parts: &[Part]) -> usize {
-    parts.iter().filter_map(Part::as_text).map(str::len).sum()
-}
-
-fn task_size(task: &Task) -> usize {
-    let artifacts = task.artifacts.iter().flatten().map(|a| text_size(&a.parts));
-    let history = task.history.iter().flatten().map(|m| text_size(&m.parts));
-    artifacts.chain(history).sum()
-}
-
-/// A turn's streamed reply, or one piece of it.
-fn reply_artifact(id: &str, text: &str) -> Artifact {
-    Artifact {
-        artifact_id: id.to_string(),
-        name: Some("reply".to_string()),
-        description: None,
-        parts: vec![Part::text(text)],
-        metadata: None,
-        extensions: None,
-    }
-}
-
-/// The id and name of the task's answer.
-const RESPONSE: &str = "response";
-
-/// The task's answer, as upstream Murmur hands it to v1 clients.
-fn response_artifact(text: &str) -> Artifact {
-    Artifact {
-        artifact_id: RESPONSE.to_string(),
-        name: Some(RESPONSE.to_string()),
-        description: None,
-        parts: vec![Part::text(text)],
-        metadata: None,
-        extensions: None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::a2a::artifacts::REPLY_KEEP;
+    use serde_json::{Value, json};
 
     fn user(text: &str) -> Message {
         Message::new(Role::User, vec![Part::text(text)])
