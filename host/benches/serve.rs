@@ -20,16 +20,22 @@
 //!    the task's final status. Alone on its server; on a server with `NEIGHBOURS` parked
 //!    capsules beside it; there while a capsule's driver spins
 //!    (`components/driver-probe` in `spin` mode, a task burning CPU until its deadline);
+//!    there while another capsule's confined shell runs `while :; do :; done`;
 //!    and there while the same spinning capsule runs in a `mur run` of its own (the CPU
 //!    taken from outside the server). One run of each per round, so that the shared
-//!    machine's drift falls on all four alike.
+//!    machine's drift falls on all five alike. The spinning capsules' CPU figures from
+//!    the admin API follow.
+//! 4. The yields' cost: a capsule whose tool computes for about a second (fixed
+//!    arithmetic in `components/tool-probe`, `compute`), the task timed from
+//!    submission to its final status, on a server whose guests yield every 10 ms and
+//!    on one where they yield once an hour (`MUR_TICK_MS`), alternately.
 //!
 //! Every read has a deadline, and each `mur` process is killed when its guard drops,
 //! also on a panic. Results are plain lines on stdout.
 //!
 //! `MUR_BENCH_SERVE_N` lowers the largest checkpoint (default 5,000) and the number of
 //! neighbours for a quick run;
-//! `MUR_BENCH_SERVE_PARTS` picks parts (`density,baseline,noisy`, the default all);
+//! `MUR_BENCH_SERVE_PARTS` picks parts (`density,baseline,noisy,yield`, the default all);
 //! `MUR_BENCH_SERVE_ARGS` adds flags to every `mur serve` (say `--pool-slots 12000`).
 
 mod client;
@@ -150,6 +156,93 @@ fn spin_capsule() -> Res<PathBuf> {
     Ok(dir)
 }
 
+/// A capsule whose task runs one confined `bash` call spinning in shell code until its
+/// CPU limit (`shell_cpu_seconds`) ends it.
+fn shell_spin_capsule() -> PathBuf {
+    let dir = scratch("shell-spin-capsule");
+    let manifest = format!(
+        "name: serve-shell-spin\nversion: \"0.1.0\"\ninference:\n  driver: scripted\n  \
+         script: ./script.yaml\n  model: scripted-bench\ncapabilities:\n  shell:\n    \
+         allow: [bash]\n  limits:\n    shell_cpu_seconds: {SPIN_SECONDS}\nlifecycle:\n  \
+         task_acceptance: queue\n  after_task: sleep\n  shell_grace_secs: 60\n"
+    );
+    std::fs::write(dir.join("murmur.yaml"), manifest).unwrap();
+    let script = "turns:\n  - tool_calls:\n      - id: t1\n        name: bash\n        \
+                  input: {command: \"while :; do :; done\"}\n  - text: spun\n";
+    std::fs::write(dir.join("script.yaml"), script).unwrap();
+    dir
+}
+
+/// Rounds of the compute for about a second of a guest's arithmetic here.
+const COMPUTE_ROUNDS: u64 = 400_000_000;
+/// Timed tasks of each kind of server in the yields' cost.
+const YIELD_RUNS: usize = 9;
+
+/// A capsule whose every task calls `tool-probe`'s `compute` once, then answers.
+fn compute_capsule() -> Res<PathBuf> {
+    let tool = Path::new(env!("MUR_GUEST_DIR")).join("mur_tool_probe.wasm");
+    if !tool.is_file() {
+        return Err(format!("the probe tool is missing: {}", tool.display()));
+    }
+    let dir = scratch("compute-capsule");
+    let manifest = format!(
+        "name: serve-compute\nversion: \"0.1.0\"\nartifacts:\n  - name: probe\n    \
+         runtime: tool\n    source: {}\ninference:\n  driver: scripted\n  \
+         script: ./script.yaml\n  model: scripted-bench\nlifecycle:\n  \
+         task_acceptance: queue\n  after_task: sleep\n",
+        tool.display()
+    );
+    std::fs::write(dir.join("murmur.yaml"), manifest).unwrap();
+    let script = format!(
+        "turns:\n  - tool_calls:\n      - id: t1\n        name: probe\n        \
+         input: {{probe: compute, rounds: {COMPUTE_ROUNDS}}}\n  - text: computed\n"
+    );
+    std::fs::write(dir.join("script.yaml"), script).unwrap();
+    Ok(dir)
+}
+
+/// The compute task on a server yielding every 10 ms and on one yielding hourly.
+async fn yields() -> Res<()> {
+    let dir = compute_capsule()?;
+    println!(
+        "yields' cost: a tool computing {COMPUTE_ROUNDS} rounds of xorshift in one task, \
+         submission to final status, {YIELD_RUNS} tasks on each server, alternately"
+    );
+    // A share of the whole machine: what is measured is the yields, never a pause.
+    let whole = ["--cpu-share", "1024"];
+    let ticking = Mur::serve_with("yield-10ms", None, &[], &whole)?;
+    let hourly = Mur::serve_with("yield-hourly", None, &[("MUR_TICK_MS", "3600000")], &whole)?;
+    let a = create(&ticking, &dir).await?;
+    let b = create(&hourly, &dir).await?;
+    for (mur, c) in [(&ticking, &a), (&hourly, &b)] {
+        run_task(mur.addr, c)
+            .await
+            .map_err(|e| format!("warm-up: {e}"))?;
+    }
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    for _ in 0..YIELD_RUNS {
+        let (_, t) = run_task(ticking.addr, &a)
+            .await
+            .map_err(|e| e.to_string())?;
+        with.push(ms(t));
+        let (_, t) = run_task(hourly.addr, &b).await.map_err(|e| e.to_string())?;
+        without.push(ms(t));
+    }
+    let (w, wo) = (median(&with), median(&without));
+    println!(
+        "  yielding every 10 ms: median {w:.1} ms (min {:.1}, max {:.1}); hourly: median \
+         {wo:.1} ms (min {:.1}, max {:.1}); ratio {:.3} (target <= 1.03)",
+        with.iter().cloned().fold(f64::MAX, f64::min),
+        with.iter().cloned().fold(0.0, f64::max),
+        without.iter().cloned().fold(f64::MAX, f64::min),
+        without.iter().cloned().fold(0.0, f64::max),
+        w / wo
+    );
+    let figures = admin_get(&ticking, &format!("/admin/capsules/{}", a.id)).await?;
+    println!("  the ticking capsule's CPU figures: {}", figures["cpu"]);
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------
 // `mur` processes.
 
@@ -166,15 +259,27 @@ impl Mur {
     /// `heartbeat`: how often idle event streams get a heartbeat, which is when the
     /// server finds a connection its client has closed.
     fn serve(name: &str, heartbeat: Option<Duration>) -> Res<Mur> {
+        Mur::serve_with(name, heartbeat, &[], &[])
+    }
+
+    /// [`Mur::serve`] with more environment and flags.
+    fn serve_with(
+        name: &str,
+        heartbeat: Option<Duration>,
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> Res<Mur> {
         let dir = scratch(name);
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_mur"));
         if let Some(every) = heartbeat {
             cmd.env("MUR_HEARTBEAT_MS", every.as_millis().to_string());
         }
+        cmd.envs(env.iter().copied());
         cmd.args(["serve", "--json", "--bind", "127.0.0.1", "--port", "0"])
             .arg("--data")
             .arg(dir.join("data"))
             .args(["--max-capsules", &MAX_CAPSULES.to_string()])
+            .args(args)
             .args(extra_serve_args());
         let mut mur = Mur::launch(cmd, &dir)?;
         mur.admin = std::fs::read_to_string(dir.join("data").join("admin-token"))
@@ -1218,7 +1323,13 @@ async fn noisy(spin_dir: &Path, neighbours: usize) -> Res<()> {
         ("server", busy.pid()),
         ("spinning mur run", outside_run.pid()),
     ];
-    let mut runs: [Runs; 4] = Default::default();
+    let shell_spin = create(&busy, &shell_spin_capsule()).await?;
+    let shell = Spinner {
+        addr: busy.addr,
+        capsule: shell_spin.clone(),
+        fleet: Some(&busy),
+    };
+    let mut runs: [Runs; 5] = Default::default();
     for _ in 0..FAN_RUNS {
         let run = fan_out(alone.addr, &alone_fan, &alone_cpu).await;
         runs[0].add(run, &alone_cpu);
@@ -1228,6 +1339,8 @@ async fn noisy(spin_dir: &Path, neighbours: usize) -> Res<()> {
         runs[2].add(run, &busy_cpu);
         let run = fan_out_spinning(busy.addr, &fan, &outside, &outside_cpu).await;
         runs[3].add(run, &outside_cpu);
+        let run = fan_out_spinning(busy.addr, &fan, &shell, &busy_cpu).await;
+        runs[4].add(run, &busy_cpu);
     }
     runs[0].report("alone on its server");
     runs[1].report(&format!("beside {neighbours} parked capsules"));
@@ -1237,17 +1350,28 @@ async fn noisy(spin_dir: &Path, neighbours: usize) -> Res<()> {
     runs[3].report(&format!(
         "beside {neighbours} parked capsules, the spinning capsule in a `mur run` of its own"
     ));
+    runs[4].report(&format!(
+        "beside {neighbours} parked capsules and one capsule whose shell spins"
+    ));
     let ratio = |i: usize| match (runs[i].median(), runs[0].median()) {
         (Some(x), Some(a)) => format!("{:.2}", x / a),
         _ => "n/a".into(),
     };
     println!(
         "  ratios to alone: parked {}; spinning in the server {} (target <= 1.10); spinning in \
-         another process {}",
+         another process {}; a shell spinning in the server {} (target <= 1.10)",
         ratio(1),
         ratio(2),
-        ratio(3)
+        ratio(3),
+        ratio(4)
     );
+    for (label, id) in [("driver", &inside.capsule.id), ("shell", &shell_spin.id)] {
+        let figures = admin_get(&busy, &format!("/admin/capsules/{id}")).await?;
+        println!(
+            "  the spinning {label}'s capsule, CPU figures: {}",
+            figures["cpu"]
+        );
+    }
     Ok(())
 }
 
@@ -1258,8 +1382,8 @@ fn main() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(CHECKPOINTS[CHECKPOINTS.len() - 1]);
-    let parts =
-        std::env::var("MUR_BENCH_SERVE_PARTS").unwrap_or_else(|_| "density,baseline,noisy".into());
+    let parts = std::env::var("MUR_BENCH_SERVE_PARTS")
+        .unwrap_or_else(|_| "density,baseline,noisy,yield".into());
     let client = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -1316,6 +1440,12 @@ fn main() {
             ),
             Err(e) => println!("  failed: {e}"),
         }
+    }
+
+    if parts.contains("yield")
+        && let Err(e) = client.block_on(yields())
+    {
+        println!("  failed: {e}");
     }
 
     if parts.contains("noisy") {

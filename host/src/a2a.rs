@@ -23,7 +23,7 @@ use tokio::net::TcpStream;
 use crate::server::{Request, Served};
 pub use card::{Guard, PATH as CARD_PATH, encode as card};
 pub use journal::{FILE as JOURNAL_FILE, Journal, read as read_journal};
-pub use tasks::Tasks;
+pub use tasks::{STOPPED_BEFORE_END, Tasks};
 
 /// The v1.0 methods, every one answered here: the six the door serves, and the ones
 /// it refuses with the specification's own error.

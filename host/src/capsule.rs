@@ -5,6 +5,7 @@
 
 mod chosen_loop;
 mod launch;
+mod requeue;
 mod stage;
 
 use std::path::{Path, PathBuf};
@@ -34,6 +35,7 @@ use crate::wire::Wire;
 use crate::workdir::{RecordsChoice, Workdir};
 pub use chosen_loop::LoopIdentity;
 pub(crate) use launch::Launched;
+pub use requeue::fail_waiting;
 
 /// What the host decides about a capsule besides its manifest.
 pub struct Options<'a> {
@@ -52,6 +54,11 @@ pub struct Options<'a> {
     pub tasks: Option<PathBuf>,
     /// The memory every instance of the capsule shares; `None` bounds each alone.
     pub memory: Option<Arc<Budget>>,
+    /// What the capsule's guests' CPU time is charged to, and held to; `None` under
+    /// `mur run`, where no neighbour waits.
+    pub cpu: Option<crate::cpu::Account>,
+    /// Its own daily token count and ceiling (`mur serve`); `None` under `mur run`.
+    pub spend: Option<crate::spend::Capsule>,
 }
 
 /// Where the launch task comes from.
@@ -79,13 +86,14 @@ pub struct Staged {
     tasks_file: Option<PathBuf>,
     /// The capsule has the process to itself (`mur run`).
     alone: bool,
+    spend: crate::spend::Spend,
 }
 
 /// What a shell command of the capsule could reach (`mur run --explain-scope`),
 /// without staging anything.
 pub fn explain_scope(m: &Manifest, opts: &Options<'_>) -> Result<String, Error> {
     let workdir = Workdir::plan(&opts.records, &ids::session())?;
-    let jail = launch::plan_shell(m, opts.containment, &workdir)?;
+    let jail = launch::plan_shell(m, opts.containment, &workdir, 0)?;
     Ok(launch::explain_scope(m, jail.as_ref(), &workdir))
 }
 
@@ -105,7 +113,8 @@ pub async fn stage(engine: &Engine, m: Arc<Manifest>, opts: Options<'_>) -> Resu
         workdir.refuse_holding_cache(cache)?;
     }
     // A class the kernel cannot back stops the launch before anything is created.
-    let jail = launch::plan_shell(&m, opts.containment, &workdir)?;
+    let nice = opts.cpu.as_ref().map_or(0, crate::cpu::Account::nice);
+    let jail = launch::plan_shell(&m, opts.containment, &workdir, nice)?;
     let (bus, journal_note) = match &opts.journal {
         // Without its journal the capsule still serves; its replay just starts empty
         // and lasts only as long as this process.
@@ -123,11 +132,13 @@ pub async fn stage(engine: &Engine, m: Arc<Manifest>, opts: Options<'_>) -> Resu
         opts.loop_path,
         &workdir,
         &wire,
-        memory,
+        (memory, opts.cpu.clone()),
         &session_id,
     )
     .await?;
     let alone = matches!(opts.launch, Launch::FromRun(_));
+    // Before anything is made: a config or ledger in the way stops the launch here.
+    let spend = crate::spend::Spend::for_capsule(m.inference.max_session_tokens, opts.spend)?;
     let launch = match opts.launch {
         Launch::FromRun(task) => launch_task(task, &workdir)?,
         Launch::None if m.lifecycle.task_acceptance == Acceptance::None => {
@@ -156,6 +167,7 @@ pub async fn stage(engine: &Engine, m: Arc<Manifest>, opts: Options<'_>) -> Resu
         journal_note,
         tasks_file: opts.tasks,
         alone,
+        spend,
     })
 }
 
@@ -175,6 +187,7 @@ impl Staged {
             journal_note,
             tasks_file,
             alone,
+            spend,
         } = self;
         let session_loop = staged.session_loop.clone();
         let driver_label = staged.driver_label.clone();
@@ -189,6 +202,7 @@ impl Staged {
         )
         .await?;
         session.settings.idle_shed = alone;
+        session.spend = spend;
         let about = murmur_md::About {
             session_id: &launched.session_id,
             url,
@@ -338,6 +352,12 @@ impl Opened {
 /// else the session's records, starting from the tasks of the session it resumes.
 fn keep_tasks(m: &Manifest, launched: &Launched, file: Option<PathBuf>, resumed: Option<&Resumed>) {
     let keep = m.lifecycle.task_history;
+    // A store that outlives sessions (`mur serve`) keeps the queue beside it too; only
+    // the backlog's benchmark (`host/benches/backlog.rs`) times acceptance without it.
+    let backlog = file
+        .as_deref()
+        .filter(|_| std::env::var_os("MUR_BENCH_NO_BACKLOG").is_none())
+        .map(requeue::backlog_path);
     let (path, mut earlier) = match file {
         Some(path) => (path, Vec::new()),
         None => {
@@ -351,7 +371,17 @@ fn keep_tasks(m: &Manifest, launched: &Launched, file: Option<PathBuf>, resumed:
     let (journal, kept) = a2a::Journal::open(&path, keep);
     let journal = journal.within(launched.records.clone());
     earlier.extend(kept);
-    launched.wire.tasks().keep_in(journal, earlier);
+    let tasks = launched.wire.tasks();
+    match backlog {
+        Some(backlog) => requeue::restore(
+            &backlog,
+            &launched.queue,
+            tasks,
+            (journal, earlier),
+            &|line| launched.workdir.log(line),
+        ),
+        None => tasks.keep_in(journal, earlier),
+    }
 }
 
 /// A model server the allow list does not reach is refused at every request; say so

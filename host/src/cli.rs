@@ -1,5 +1,6 @@
-//! The command line: `mur run`, `mur serve`, `mur ps`, `mur watch`, `mur stop`, `mur warm`,
-//! `mur trace`, and the component kit's `mur wit`, `mur new` and `mur component check`.
+//! The command line: `mur run`, `mur serve`, `mur ps`, `mur watch`, `mur stop`, `mur token`,
+//! `mur warm`, `mur trace`, and the component kit's `mur wit`, `mur new` and `mur component
+//! check`.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -36,6 +37,9 @@ pub enum Command {
     /// List the capsules mur run is running on this machine, newest first.
     #[command(long_about = PS_ABOUT)]
     Ps(PsArgs),
+    /// Print the door token of a running capsule (one that declares network.authentication).
+    #[command(long_about = TOKEN_ABOUT)]
+    Token(TokenArgs),
     /// Compile a capsule's components into the component cache before its first run.
     #[command(long_about = WARM_ABOUT)]
     Warm(WarmArgs),
@@ -128,6 +132,23 @@ defaults to ~/.murmur). An entry whose process has exited, or whose pid now runs
 process, is removed as it is found. Capsules mur serve hosts are not listed: its admin \
 API lists them.";
 
+const TOKEN_ABOUT: &str = "Print the door token of a running capsule: the operator token \
+mur run minted at launch for a capsule whose manifest declares network.authentication, read \
+from its entry in $MURMUR_HOME/running (mode 0600). Standard output is the token and a newline, \
+nothing else, so MURMUR_DOOR_TOKEN=$(mur token SESSION) holds exactly the token.
+
+Callers present it as Authorization: Bearer <token>; mur watch and mur stop read it themselves \
+when they name a session, and from MURMUR_DOOR_TOKEN (or --token) when they name an address. \
+The web view asks for it. A capsule with a public door minted none.";
+
+#[derive(clap::Args, Debug)]
+pub struct TokenArgs {
+    /// The session, as mur ps lists it: @N with @1 the newest, a ses_ id, or a suffix of 4 or
+    /// more characters.
+    #[arg(value_name = "SESSION", default_value = "@1")]
+    pub session: String,
+}
+
 const SERVE_ABOUT: &str = "Host many capsules in one process, behind one address.
 
 Each capsule is served at /c/<id>/ exactly as mur run serves one at /. The admin API under \
@@ -160,8 +181,9 @@ localhost:PORT or http://HOST:PORT) or as mur serve's admin API returns it \
 (http://HOST:PORT/c/<id>/)";
 
 /// The token help both client commands share.
-const TOKEN_HELP: &str =
-    "The capsule's token, sent as Authorization: Bearer (mur serve returns it at creation)";
+const TOKEN_HELP: &str = "The capsule's token, sent as Authorization: Bearer (default: a named \
+session's own, from its registry entry; for an address, MURMUR_DOOR_TOKEN). mur token SESSION \
+prints a mur run capsule's; mur serve returns a hosted capsule's at creation";
 
 #[derive(clap::Args, Debug)]
 pub struct WatchArgs {
@@ -242,6 +264,15 @@ pub struct ServeArgs {
     /// its creation set no `limits.memory_bytes`.
     #[arg(long, value_name = "MIB", default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..))]
     pub capsule_memory_mib: u64,
+    /// The CPU share, in cores, of a capsule whose creation set no `limits.cpu`: what
+    /// its guests are sure of when others wait for a processor, and its weight among
+    /// guests. A capsule alone on idle processors may use them all.
+    #[arg(long, value_name = "CORES", default_value_t = 0.1, value_parser = cpu_share)]
+    pub cpu_share: f64,
+    /// The tokens a capsule's inference may use per UTC day when its creation set no
+    /// `limits.tokens_per_day`; without it such a capsule has no daily ceiling.
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub capsule_tokens_per_day: Option<u64>,
     /// On SIGTERM, seconds running tasks get to finish before they are canceled.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub drain_secs: u64,
@@ -289,9 +320,14 @@ pub struct RunArgs {
     /// $MURMUR_HOME/records/<name>-<hash> (MURMUR_HOME defaults to ~/.murmur).
     #[arg(long, value_name = "DIR")]
     pub records: Option<PathBuf>,
-    /// The address to listen on.
+    /// The address to listen on. One other than loopback needs network.authentication in
+    /// the manifest, or --open-door.
     #[arg(long, default_value = "127.0.0.1")]
     pub bind: IpAddr,
+    /// Open a door without authentication on a --bind address other than loopback: anyone
+    /// who can reach it may send tasks, watch and stop the session.
+    #[arg(long)]
+    pub open_door: bool,
     /// The port to listen on; 0 takes any free port (default: network.internal_port, else any).
     #[arg(long)]
     pub port: Option<u16>,
@@ -428,6 +464,18 @@ pub enum KindArg {
     Driver,
     Hook,
     Loop,
+}
+
+/// `--cpu-share`: a number of cores from a thousandth to 1024.
+fn cpu_share(text: &str) -> Result<f64, String> {
+    let cores: f64 = text
+        .parse()
+        .map_err(|_| format!("'{text}' is not a number of cores, such as 0.25"))?;
+    if (0.001..=1024.0).contains(&cores) {
+        Ok(cores)
+    } else {
+        Err(format!("{cores} is not a share: give 0.001 to 1024 cores"))
+    }
 }
 
 #[cfg(test)]

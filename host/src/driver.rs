@@ -74,6 +74,7 @@ pub struct DriverComponent {
     settings: Settings,
     env: Vec<(String, String)>,
     memory: crate::memory::Cap,
+    cpu: Option<crate::cpu::Account>,
     deadline: Duration,
     /// `capabilities.limits.max_driver_reply_bytes`.
     max_reply_bytes: u64,
@@ -89,6 +90,8 @@ pub struct DriverComponent {
 pub struct DriverLimits {
     pub env: Vec<(String, String)>,
     pub memory: crate::memory::Cap,
+    /// The capsule's CPU account, under `mur serve`.
+    pub cpu: Option<crate::cpu::Account>,
     pub deadline: Duration,
     pub max_reply_bytes: u64,
     pub network: NetPolicy,
@@ -123,6 +126,7 @@ impl DriverComponent {
             settings,
             env,
             memory: limits.memory.clone(),
+            cpu: limits.cpu.clone(),
             deadline: limits.deadline,
             max_reply_bytes: limits.max_reply_bytes,
             network: Arc::new(limits.network),
@@ -140,6 +144,7 @@ impl DriverComponent {
             workdir: None,
             env: self.env.clone(),
             memory: self.memory.clone(),
+            cpu: self.cpu.clone(),
             deadline: self.deadline,
             output: self.output.clone(),
         })

@@ -18,9 +18,6 @@ mod wasm;
 
 pub use wasm::Wasm;
 
-/// Epoch ticks per second: the granularity of component deadlines.
-pub const TICKS_PER_SECOND: u64 = 20;
-
 pub struct Engine {
     engine: wasmtime::Engine,
     /// The largest linear memory an instance may have, when instances come from a pool.
@@ -63,9 +60,12 @@ impl Engine {
         std::thread::Builder::new()
             .name("mur-epoch".into())
             .spawn(move || {
-                let period = Duration::from_millis(1000 / TICKS_PER_SECOND);
+                // The granularity of component deadlines, and how often a guest
+                // yields its thread.
+                let period = crate::cpu::tick();
                 while let Some(engine) = ticker.upgrade() {
                     engine.increment_epoch();
+                    crate::cpu::ticked();
                     drop(engine);
                     std::thread::sleep(period);
                 }

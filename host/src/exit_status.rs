@@ -12,6 +12,8 @@ pub enum ExitStatus {
     Canceled,
     /// The session loop ran past its deadline (a session's status, never a task's).
     DeadlineReached,
+    /// A spend ceiling refused an inference call (`crate::spend`).
+    SpendCeilingReached,
 }
 
 impl ExitStatus {
@@ -23,6 +25,7 @@ impl ExitStatus {
             ExitStatus::ReopenBudgetExhausted => "reopen_budget_exhausted",
             ExitStatus::Canceled => "canceled",
             ExitStatus::DeadlineReached => "deadline_reached",
+            ExitStatus::SpendCeilingReached => "spend_ceiling_reached",
         }
     }
 

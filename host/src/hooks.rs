@@ -84,6 +84,7 @@ pub struct Places {
     pub hooks_dir: PathBuf,
     pub logs_dir: PathBuf,
     pub memory: crate::memory::Cap,
+    pub cpu: Option<crate::cpu::Account>,
 }
 
 /// A hook linked against its world: ours, or upstream's through `crate::upstream::hook`.
@@ -107,6 +108,7 @@ struct Loaded {
     scope: Option<String>,
     hooks_dir: PathBuf,
     memory: crate::memory::Cap,
+    cpu: Option<crate::cpu::Account>,
     /// `logs/hook-<name>.log`: one per hook, so its cap holds across its instances.
     log: Mutex<host_log::Log>,
     output: guest_log::Target,
@@ -229,6 +231,7 @@ impl Hooks {
                 )),
                 output: guest_log::Target::hook(&places.logs_dir, &hook.name),
                 memory: places.memory.clone(),
+                cpu: places.cpu.clone(),
                 name: hook.name.clone(),
                 contract: hook.contract.clone(),
                 pre,
@@ -378,6 +381,7 @@ impl Loaded {
             workdir: scope.as_ref().map(Rooted::fd_path).as_deref(),
             env: Vec::new(),
             memory: self.memory.clone(),
+            cpu: self.cpu.clone(),
             deadline: self.deadline(),
             output: self.output.clone(),
         })

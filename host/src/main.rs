@@ -40,6 +40,7 @@ fn main() -> ExitCode {
             cli::Command::Watch(args) => client::watch(args).await,
             cli::Command::Stop(args) => client::stop(args).await,
             cli::Command::Ps(args) => client::ps(&args),
+            cli::Command::Token(args) => client::token(&args),
             cli::Command::Warm(args) => warm::run(&args),
             cli::Command::Wit(args) => kit::wit::run(args),
             cli::Command::New(args) => kit::new::run(args),

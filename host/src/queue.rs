@@ -1,11 +1,16 @@
 //! The task queue: three lanes (`user` > `peer` > `bg`), arrival order within a lane,
-//! and the lifecycle rules that decide when a capsule takes no more tasks.
+//! and the lifecycle rules that decide when a capsule takes no more tasks. Under
+//! `mur serve` it also writes down what waits ([`backlog`]), so a crash loses none of it.
+
+pub mod backlog;
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::Notify;
+
+use backlog::{Backlog, Note};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Acceptance {
@@ -158,6 +163,8 @@ struct State {
     /// Tasks handed to the loop so far.
     taken: usize,
     closed: bool,
+    /// Where what waits is written down, when the host keeps it across a crash.
+    backlog: Option<Backlog>,
 }
 
 impl State {
@@ -167,6 +174,22 @@ impl State {
 
     fn pop(&mut self) -> Option<Pending> {
         self.lanes.iter_mut().find_map(VecDeque::pop_front)
+    }
+
+    /// Queues `task` in its lane, written down first when a backlog keeps the queue:
+    /// the caller acknowledges the task only once this returns.
+    fn push(&mut self, task: Pending) {
+        let lane = task.origin.lane() as usize;
+        self.lanes[lane].push_back(task);
+        if let (Some(backlog), Some(task)) = (&mut self.backlog, self.lanes[lane].back()) {
+            backlog.note(Note::Queued(task), &self.lanes);
+        }
+    }
+
+    fn note(&mut self, note: Note<'_>) {
+        if let Some(backlog) = &mut self.backlog {
+            backlog.note(note, &self.lanes);
+        }
     }
 }
 
@@ -188,6 +211,12 @@ impl Queue {
         &self.policy
     }
 
+    /// Writes down every later change to what waits in `backlog` (opened with what
+    /// waits now: see [`backlog::Backlog::open`]).
+    pub fn keep_in(&self, backlog: Backlog) {
+        self.state().backlog = Some(backlog);
+    }
+
     /// Tasks the capsule gives itself (the launch task, reports) are never refused.
     pub fn push_own(&self, task: Pending) {
         let lane = task.origin.lane();
@@ -205,8 +234,7 @@ impl Queue {
         if state.waiting() >= self.policy.depth {
             return Err(Refusal::Busy);
         }
-        let lane = task.origin.lane();
-        state.lanes[lane as usize].push_back(task);
+        state.push(task);
         drop(state);
         self.notify.notify_one();
         Ok(())
@@ -226,8 +254,7 @@ impl Queue {
         if state.closed {
             return Err(Refusal::Closed);
         }
-        let lane = task.origin.lane();
-        state.lanes[lane as usize].push_back(task);
+        state.push(task);
         drop(state);
         self.notify.notify_one();
         Ok(())
@@ -263,6 +290,7 @@ impl Queue {
         }
         if let Some(task) = state.pop() {
             state.taken += 1;
+            state.note(Note::Started(&task.id));
             return Some(Some(task));
         }
         let over = match self.policy.acceptance {
@@ -276,10 +304,12 @@ impl Queue {
     /// Takes a waiting task out of its lane (a queued task canceled before it started).
     pub fn remove(&self, task_id: &str) -> Option<Pending> {
         let mut state = self.state();
-        state.lanes.iter_mut().find_map(|lane| {
+        let removed = state.lanes.iter_mut().find_map(|lane| {
             let at = lane.iter().position(|t| t.id == task_id)?;
             lane.remove(at)
-        })
+        })?;
+        state.note(Note::Removed(&removed.id));
+        Some(removed)
     }
 
     /// The tasks still waiting, taken out (the session is ending without them).
@@ -290,11 +320,16 @@ impl Queue {
 
     pub fn drain(&self) -> Vec<Pending> {
         let mut state = self.state();
-        state
+        let drained: Vec<Pending> = state
             .lanes
             .iter_mut()
             .flat_map(|lane| lane.drain(..))
-            .collect()
+            .collect();
+        // Each one ends (canceled or failed) as it is drained: none waits any more.
+        for task in &drained {
+            state.note(Note::Removed(&task.id));
+        }
+        drained
     }
 
     /// Completes once the queue is closed (the session was stopped).

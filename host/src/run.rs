@@ -15,6 +15,7 @@ use crate::capsule::{self, Launch, Launched, LoopIdentity, Options};
 use crate::cli::RunArgs;
 use crate::confine::Class;
 use crate::control::Control;
+use crate::door::{self, DoorToken};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::manifest::{self, DriverRef, Manifest};
@@ -37,11 +38,19 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         journal: None,
         tasks: None,
         memory: None,
+        cpu: None,
+        spend: None,
     };
     if args.explain_scope {
         print!("{}", capsule::explain_scope(&m, &options)?);
         return Ok(ExitCode::SUCCESS);
     }
+    // Before staging: a door that may not open stops the launch before anything exists.
+    let door = door::plan(
+        m.network.authentication.is_some(),
+        args.bind,
+        args.open_door,
+    )?;
     let staged = capsule::stage(&engine, m.clone(), options).await?;
     let listener = bind(&args, &m).await?;
     let url = listener
@@ -56,14 +65,25 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         ));
     }
     let caught = catch_signals();
-    announce(&args, &m, launched, &url, opened.session_loop());
+    announce(
+        &args,
+        &m,
+        launched,
+        &url,
+        opened.session_loop(),
+        door.posture,
+    );
     // Listed right after the launch line, out of its path (the entry is a file written
     // and renamed); the guard removes it however run() returns.
-    let registration = register(&m, launched, &url);
+    let registration = register(&m, launched, &url, door.token);
     let control = launched.control.clone();
+    let guard = match door.posture {
+        door::Posture::Bearer => a2a::Guard::Bearer,
+        door::Posture::Local | door::Posture::Open => a2a::Guard::Open,
+    };
     let server = tokio::spawn(server::serve(
         listener,
-        Mount::One(opened.served(a2a::Guard::Open)),
+        Mount::One(opened.served(guard), Arc::new(door.door)),
     ));
     let listed = registration.as_ref().map(|r| r.path().to_path_buf());
     let signals = tokio::spawn(stop_on_signals(caught, control, listed));
@@ -125,9 +145,16 @@ fn load_manifest(args: &RunArgs) -> Result<Manifest, Error> {
     Ok(m)
 }
 
-/// Lists this session in the running-session registry. A registry that cannot be
-/// written costs `mur ps` and `mur stop SESSION` this session, not the run.
-fn register(m: &Manifest, launched: &Launched, url: &str) -> Option<running::Registration> {
+/// Lists this session in the running-session registry, with its door's token when it
+/// has one. A registry that cannot be written costs `mur ps` and `mur stop SESSION` this
+/// session (and `mur token` its token: the door still asks for it), not the run.
+fn register(
+    m: &Manifest,
+    launched: &Launched,
+    url: &str,
+    door_token: Option<DoorToken>,
+) -> Option<running::Registration> {
+    let guarded = door_token.is_some();
     let registered = running::Entry::for_this_process(&launched.session_id, url)
         .map_err(|why| Error::new("E-REG-001", why))
         .and_then(|entry| {
@@ -136,14 +163,21 @@ fn register(m: &Manifest, launched: &Launched, url: &str) -> Option<running::Reg
                 records_dir: launched.workdir.records.clone(),
                 capsule_name: m.name.clone(),
                 capsule_version: m.version.clone(),
+                door_token,
                 ..entry
             })
         });
     match registered {
         Ok(registration) => Some(registration),
         Err(e) => {
+            // The entry was the token's one home: the door stays shut to every caller.
+            let lost = if guarded {
+                ", and mur token cannot read its door's token: no caller can reach the capsule"
+            } else {
+                ""
+            };
             eprintln!(
-                "[capsule-runtime] warning[W-REG-002]: this session is not listed for mur ps and mur stop: {}",
+                "[capsule-runtime] warning[W-REG-002]: this session is not listed for mur ps and mur stop{lost}: {}",
                 e.message
             );
             None
@@ -180,6 +214,7 @@ fn announce(
     launched: &Launched,
     url: &str,
     session_loop: &LoopIdentity,
+    posture: door::Posture,
 ) {
     let port = url.rsplit(':').next().unwrap_or_default();
     let workdir = &launched.workdir;
@@ -195,12 +230,16 @@ fn announce(
             "records_dir": workdir.records,
             "loop": session_loop.name,
             "loop_version": session_loop.version,
+            "door": posture.word(),
         });
         println!("{line}");
     } else {
         // Upstream's line: the port on localhost whatever --bind is, no scheme.
         println!("murmur: url localhost:{port}");
         println!("session: {}", launched.session_id);
+        if let Some(line) = posture.line(args.bind, port, &launched.session_id) {
+            println!("{line}");
+        }
         if args.verbose {
             println!("workdir: {}", workdir.root.display());
             println!("manifest: {} v{}", m.name, m.version);

@@ -19,6 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use crate::door::DoorToken;
 use crate::error::Error;
 use crate::workdir::murmur_home;
 
@@ -42,6 +43,11 @@ pub struct Entry {
     pub records_dir: PathBuf,
     pub capsule_name: String,
     pub capsule_version: String,
+    /// The operator token of a capsule that declares `network.authentication`: the one
+    /// place it is kept, read by `mur token`, `mur watch` and `mur stop` (this is why
+    /// the file is 0600). Absent for a public door.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub door_token: Option<DoorToken>,
 }
 
 impl Entry {
@@ -62,6 +68,7 @@ impl Entry {
             records_dir: PathBuf::new(),
             capsule_name: String::new(),
             capsule_version: String::new(),
+            door_token: None,
         })
     }
 
@@ -454,6 +461,7 @@ mod tests {
             records_dir: "/r".into(),
             capsule_name: "c".into(),
             capsule_version: "1.0.0".into(),
+            door_token: None,
         }
     }
 
@@ -493,6 +501,31 @@ mod tests {
         assert!(!path.exists());
         drop(older);
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_door_token_is_kept_in_the_private_entry_and_in_no_debug_output() {
+        let scratch = scratch("token");
+        let dir = scratch.0.join("running");
+        let token = DoorToken::mint();
+        let with_token = Entry {
+            door_token: Some(token.clone()),
+            ..me("ses_tokn", 1)
+        };
+        let registration = register_in(&dir, &with_token).unwrap();
+        let path = registration.path();
+        assert_eq!(
+            fs::metadata(path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let text = fs::read_to_string(path).unwrap();
+        assert!(text.contains(&format!("\"door_token\": \"{}\"", token.expose())));
+        assert_eq!(read_entry(path).unwrap(), with_token);
+        assert!(!format!("{with_token:?}").contains(token.expose()));
+        // A public door's entry says nothing of a token.
+        let public = register_in(&dir, &me("ses_publ", 2)).unwrap();
+        let text = fs::read_to_string(public.path()).unwrap();
+        assert!(!text.contains("door_token"), "{text}");
     }
 
     #[test]

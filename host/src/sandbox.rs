@@ -27,6 +27,8 @@ pub struct Sandbox {
     _output: Output,
     /// What the guest's writes to the workdir are counted against (`Sandbox::metered`).
     meter: Option<Account>,
+    /// What the guest's CPU time is charged to, under `mur serve`.
+    cpu: Option<crate::cpu::Meter>,
 }
 
 /// What a component is granted.
@@ -38,6 +40,8 @@ pub struct Grants<'a> {
     pub deadline: Duration,
     /// Where the component's stdout and stderr go (`logs/<component>.log`).
     pub output: guest_log::Target,
+    /// The capsule's CPU account, when it has one to be held to.
+    pub cpu: Option<crate::cpu::Account>,
 }
 
 impl Sandbox {
@@ -75,6 +79,7 @@ impl Sandbox {
             deadline: grants.deadline,
             _output: output,
             meter: None,
+            cpu: grants.cpu.clone().map(crate::cpu::Meter::new),
         })
     }
 
@@ -131,7 +136,8 @@ pub(crate) use wasi_view;
 /// `running_since` (a call's start; a loop's task start), and fires only while guest
 /// code runs: it stops a spinning guest, while `crate::deadline::Clock` bounds the
 /// same call in wall-clock time around host waits. Every tick the guest yields so it
-/// never holds a runtime thread.
+/// never holds a runtime thread; a guest whose capsule has a CPU account charges it,
+/// and pauses there while its capsule is past its allotment.
 pub fn limit<T: Sandboxed>(store: &mut Store<T>) {
     store.limiter(|s| &mut s.sandbox().limits);
     // What one call may make the host allocate, from the capsule's own limits rather
@@ -147,6 +153,9 @@ pub fn limit<T: Sandboxed>(store: &mut Store<T>) {
                 sandbox.deadline,
             )));
         }
-        Ok(UpdateDeadline::Yield(1))
+        Ok(match &sandbox.cpu {
+            Some(meter) => UpdateDeadline::YieldCustom(1, meter.tick()),
+            None => UpdateDeadline::Yield(1),
+        })
     });
 }

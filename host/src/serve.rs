@@ -7,7 +7,7 @@ mod admin;
 mod fleet;
 mod metrics;
 mod registry;
-mod token;
+pub(crate) mod token;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,6 +26,8 @@ use fleet::{Ceilings, Fleet};
 use registry::Registry;
 
 pub async fn serve(args: ServeArgs) -> Result<ExitCode, Error> {
+    // Each capsule reads it as it starts; a broken one stops the server now instead.
+    crate::spend::machine_ceiling()?;
     let data = data_dir(&args)?;
     let admin_file = data.join("admin-token");
     let admin = token::admin(&admin_file)?;
@@ -66,14 +68,18 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Error> {
         connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
         capsule_connections: usize::try_from(args.capsule_connections).unwrap_or(usize::MAX),
         capsule_memory_bytes: args.capsule_memory_mib.saturating_mul(1 << 20),
+        // Validated by the flag's parser to 0.001..=1024 cores.
+        capsule_cpu: (args.cpu_share * 1000.0).round() as u32,
+        capsule_tokens_per_day: args.capsule_tokens_per_day,
         open_files,
     };
+    let shares = crate::cpu::Scheduler::start()?;
     let fleet = Arc::new(Fleet::new(
         engine,
         registry,
         base_url.clone(),
         admin,
-        ceilings,
+        (ceilings, shares),
     ));
     let server = tokio::spawn(server::serve(listener, Mount::Many(fleet.clone())));
     let problems = fleet.restore().await;
@@ -82,7 +88,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Error> {
         &format!("http://{address}"),
         &data,
         &admin_file,
-        fleet.all().len(),
+        (fleet.all().len(), &cpu_line(&fleet)),
     );
     for problem in problems {
         eprintln!("warning[W-SERVE-001]: a capsule was not brought back: {problem}");
@@ -214,7 +220,7 @@ fn announce(
     url: &str,
     data: &std::path::Path,
     admin: &std::path::Path,
-    n: usize,
+    (n, cpu): (usize, &str),
 ) {
     if args.json {
         let line = json!({
@@ -223,6 +229,7 @@ fn announce(
             "data": data,
             "admin_token_file": admin,
             "capsules": n,
+            "cpu": cpu,
             "pid": std::process::id(),
         });
         println!("{line}");
@@ -235,6 +242,22 @@ fn announce(
     println!("data:        {}", data.display());
     println!("admin token: {}", admin.display());
     println!("capsules:    {n}");
+    println!("cpu:         {cpu}");
+}
+
+/// How capsules share the processors here, said once at start.
+fn cpu_line(fleet: &Fleet) -> String {
+    let share = fleet.ceilings.capsule_cpu;
+    let threads = fleet.shares.threads();
+    format!(
+        "a share of {} core(s) per capsule unless its limits.cpu says otherwise; guest code \
+         on {threads} thread(s) of its own, held to its share when others wait ({}); \
+         shell commands weighted by {} (nice {} for that share)",
+        f64::from(share) / 1000.0,
+        fleet.shares.source(),
+        crate::confine::cpu_in_force(),
+        crate::cpu::nice_for(share, threads)
+    )
 }
 
 async fn wait_for_signal() {

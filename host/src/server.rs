@@ -108,8 +108,8 @@ impl Served {
 /// What one listener serves.
 #[derive(Clone)]
 pub enum Mount {
-    /// One capsule, at `/`.
-    One(Arc<Served>),
+    /// One capsule, at `/`, behind its door (`mur run`).
+    One(Arc<Served>, Arc<crate::door::Door>),
     /// Whatever the router finds for each path.
     Many(Arc<dyn Router>),
 }
@@ -241,7 +241,7 @@ pub async fn serve(listener: TcpListener, mount: Mount) {
 /// Reads the request, then hands it to the capsule it is for (or the router).
 async fn dispatch(mut socket: TcpStream, mount: Mount) {
     let slot = match &mount {
-        Mount::One(_) => Slot::free(),
+        Mount::One(..) => Slot::free(),
         Mount::Many(router) => match router.admit() {
             Ok(slot) => slot,
             Err(reply) => return reply.write(&mut socket).await,
@@ -255,10 +255,13 @@ async fn dispatch(mut socket: TcpStream, mount: Mount) {
         Err(_) => return reply_status(&mut socket, "408 Request Timeout").await,
     };
     match mount {
-        Mount::One(served) if request.path == "/" || is_card(&request) => {
+        Mount::One(served, door) if request.path == "/" || is_card(&request) => {
+            if !door.admits(&request) {
+                return crate::serve::unauthorized().write(&mut socket).await;
+            }
             handle(socket, request, &served).await
         }
-        Mount::One(_) => reply_status(&mut socket, "404 Not Found").await,
+        Mount::One(..) => reply_status(&mut socket, "404 Not Found").await,
         Mount::Many(router) => match router.route(&request) {
             Route::Capsule(served, capsule_slot, mut over) => {
                 let _held = (slot, capsule_slot);

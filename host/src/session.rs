@@ -86,6 +86,8 @@ pub struct Session {
     pub hooks: Arc<SessionHooks>,
     pub tools: Arc<Tools>,
     pub driver: DriverComponent,
+    /// The spend ceilings every inference call is checked against (`crate::spend`).
+    pub spend: crate::spend::Spend,
 }
 
 /// What the manifest fixes for the loop's host.
@@ -123,6 +125,7 @@ pub struct ContextPolicy {
 pub struct LoopGrants {
     pub env: Vec<(String, String)>,
     pub memory: crate::memory::Cap,
+    pub cpu: Option<crate::cpu::Account>,
     pub deadline: Duration,
 }
 
@@ -437,6 +440,7 @@ impl LoopComponent {
             workdir: Some(&session.workdir.root),
             env: grants.env.clone(),
             memory: grants.memory.clone(),
+            cpu: grants.cpu.clone(),
             deadline: grants.deadline,
             output: guest_log::Target::session_loop(&session.workdir.logs_dir()),
         }) {

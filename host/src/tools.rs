@@ -122,6 +122,8 @@ pub struct ToolGrants {
     /// What shell commands see: those, and a PATH to find programs.
     pub shell_env: Vec<(String, String)>,
     pub memory: crate::memory::Cap,
+    /// The capsule's CPU account, under `mur serve`.
+    pub cpu: Option<crate::cpu::Account>,
     pub deadline: Duration,
     /// `lifecycle.shell_grace_secs`: how long a shell command holds the turn.
     pub shell_grace: Duration,
@@ -353,6 +355,7 @@ impl Tools {
             workdir,
             env: self.grants.env.clone(),
             memory: self.grants.memory.clone(),
+            cpu: self.grants.cpu.clone(),
             deadline: self.grants.deadline,
             output: guest_log::Target::tool(&self.grants.logs_dir, name),
         })

@@ -18,9 +18,11 @@ mod check_driver_hook;
 mod components;
 mod confined_shell;
 mod containment;
+mod cpu_shares;
 mod deadlines;
 mod deploy;
 mod detached;
+mod door;
 mod drivers;
 mod escapes;
 mod first_run;
@@ -33,12 +35,14 @@ mod kit;
 mod limits;
 mod loop_artifact;
 mod loops;
+mod queue_crash;
 mod quota_during_call;
 mod quota_shell;
 mod registry;
 mod run;
 mod scripted;
 mod serve;
+mod spend;
 mod stream;
 // The seed's stream tests again, against a capsule hosted by `mur serve` (the module
 // name picks the host, see `common::host`).

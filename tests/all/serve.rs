@@ -212,6 +212,7 @@ fn an_operator_creates_talks_to_lists_stops_and_deletes_capsules() {
                 "state",
                 "tasks_run",
                 "memory_bytes",
+                "cpu",
                 "address",
                 "created_at"
             ])
@@ -234,7 +235,13 @@ fn an_operator_creates_talks_to_lists_stops_and_deletes_capsules() {
     assert_eq!(one["workdir"], json!(alpha.workdir));
     assert_eq!(
         one["limits"],
-        json!({"memory_bytes": null, "connections": null, "queued_tasks": null})
+        json!({
+            "memory_bytes": null,
+            "connections": null,
+            "queued_tasks": null,
+            "cpu": null,
+            "tokens_per_day": null
+        })
     );
     assert_eq!(one["open"], false);
 
@@ -800,7 +807,7 @@ fn admin_errors_name_what_was_wrong() {
         "E-SERVE-010",
         "limits.connections is 0, which would refuse everything",
     );
-    let reply = create(json!({"manifest": yaml, "limits": {"cpu": 1}}));
+    let reply = create(json!({"manifest": yaml, "limits": {"gpu": 1}}));
     assert_eq!(
         (reply.status, &reply.json()["error"]["code"]),
         (400, &json!("E-SERVE-010"))

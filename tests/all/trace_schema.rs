@@ -72,6 +72,9 @@ const SESSION_EXIT: &[&str] = &[
     "max_turns_reached",
     "canceled",
     "deadline_reached",
+    // Not in the reference's session table: a session whose last task a spend ceiling
+    // stopped ends with the task's status, as `mur run`'s `status:` line says.
+    "spend_ceiling_reached",
 ];
 const FAILED_CAUSES: &[&str] = &[
     "driver_error",
@@ -410,6 +413,7 @@ const OURS: &[&str] = &[
     "input_requested",
     "input_received",
     "input_timeout",
+    "spend_ceiling_reached",
 ];
 
 const ENVELOPE: &[&str] = &[
@@ -843,6 +847,17 @@ fn input_and_cancel() -> Vec<String> {
     assert_schema(&trace_of(&session))
 }
 
+/// A session ceiling of one token: the first call is refused before the driver runs.
+fn spent() -> Vec<String> {
+    let manifest = "name: spent\nversion: \"0.1.0\"\ninference:\n  driver: scripted\n  \
+                    script: ./script.yaml\n  model: scripted-test\n  max_session_tokens: 1\n\
+                    lifecycle:\n  task_acceptance: none\n";
+    let cap = Capsule::new("schema-spent", manifest, "turns:\n  - text: never\n");
+    let run = cap.run(&["--task", "go"]);
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    assert_schema(&trace_of(&run.session()))
+}
+
 #[test]
 fn every_line_we_write_fits_the_reference_schema() {
     let mut kinds: Vec<String> = Vec::new();
@@ -852,6 +867,7 @@ fn every_line_we_write_fits_the_reference_schema() {
     kinds.extend(failed());
     kinds.extend(hooked());
     kinds.extend(input_and_cancel());
+    kinds.extend(spent());
     let seen: HashSet<&str> = kinds.iter().map(String::as_str).collect();
     // What these capsules must have produced, so the check above covered them.
     for kind in [
@@ -873,6 +889,7 @@ fn every_line_we_write_fits_the_reference_schema() {
         "compaction",
         "task_canceled",
         "input_requested",
+        "spend_ceiling_reached",
     ] {
         assert!(seen.contains(kind), "no {kind} line was produced: {seen:?}");
     }

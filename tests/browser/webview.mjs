@@ -7,6 +7,8 @@
 //   node webview.mjs busy URL                 a capsule that takes one task at a time
 //   node webview.mjs fleet URL [SCREENSHOT]   mur serve's root; MUR_ADMIN_TOKEN and
 //                                             MUR_CAPSULE_TOKEN in the environment
+//   node webview.mjs door URL                 a mur run capsule behind its token;
+//                                             MUR_CAPSULE_TOKEN in the environment
 //
 // Every wait is bounded; a failure prints {"error": ..., "stack": ..., "seen": ...}.
 import { chromium } from 'playwright-core';
@@ -249,6 +251,43 @@ async function fleet() {
   }
 }
 
+// A mur run capsule declaring network.authentication: its page asks for the token mur
+// token prints, refuses a wrong one, goes live with the right one and sends with it.
+async function door() {
+  const { context, profile } = await launch();
+  try {
+    const page = context.pages()[0] || (await context.newPage());
+    watchConsole(page);
+    await page.goto(url);
+    await page.waitForSelector('#token-box:not([hidden])');
+    seen.askedFor = await page.textContent('#token-label');
+    seen.hint = await page.textContent('#token-hint');
+    seen.connBeforeToken = await page.getAttribute('#conn', 'data-state');
+
+    await page.fill('#token-input', 'not-the-token');
+    await page.click('#token-form button');
+    await page.waitForFunction(() => document.querySelector('#token-hint').textContent.startsWith('That token was refused'));
+    await page.waitForSelector('#token-box:not([hidden])');
+
+    await page.fill('#token-input', process.env.MUR_CAPSULE_TOKEN);
+    await page.click('#token-form button');
+    await live(page);
+    seen.title = await page.textContent('#title');
+    await page.fill('#send-input', 'Hello through the door');
+    await page.click('#send-button');
+    await task(page, 0).locator('.badge', { hasText: 'completed' }).waitFor();
+    seen.tasks = await tasks(page);
+
+    // The token is kept for the tab: a reload goes live without asking.
+    await page.reload();
+    await live(page);
+    seen.askedAfterReload = await page.isVisible('#token-box');
+  } finally {
+    await context.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+}
+
 const timer = setTimeout(() => {
   print({ error: 'the scenario did not end within 90 s', seen });
   process.exit(1);
@@ -259,6 +298,7 @@ try {
   else if (scenario === 'fleet') await fleet();
   else if (scenario === 'gap') await gap();
   else if (scenario === 'busy') await busy();
+  else if (scenario === 'door') await door();
   else throw new Error('unknown scenario ' + scenario);
   print(seen);
   clearTimeout(timer);

@@ -20,7 +20,7 @@ impl Guest for Component {
     fn describe() -> Spec {
         Spec {
             description: "Reports what the sandbox lets a tool see.".into(),
-            input_schema: r#"{"type":"object","properties":{"probe":{"type":"string"},"path":{"type":"string"},"name":{"type":"string"},"seconds":{"type":"number"}},"required":["probe"]}"#.into(),
+            input_schema: r#"{"type":"object","properties":{"probe":{"type":"string"},"rounds":{"type":"number"},"path":{"type":"string"},"name":{"type":"string"},"seconds":{"type":"number"}},"required":["probe"]}"#.into(),
         }
     }
 
@@ -43,8 +43,9 @@ impl Guest for Component {
             "spin" => spin(),
             "balloon" => balloon(),
             "sleep" => sleep(&fields),
+            "compute" => compute(&fields),
             other => Err(format!(
-                "unknown probe '{other}' (known: read, list, write, env, getenv, spin, balloon, sleep)"
+                "unknown probe '{other}' (known: read, list, write, env, getenv, spin, balloon, sleep, compute)"
             )),
         };
         match finding {
@@ -171,3 +172,20 @@ fn bad_input(detail: String) -> ToolResult {
 }
 
 export!(Component);
+
+/// A fixed amount of arithmetic (`rounds` steps of xorshift), for measuring what the
+/// host's yields cost a guest that only computes.
+fn compute(fields: &Map<String, Value>) -> Result<String, String> {
+    let rounds = fields
+        .get("rounds")
+        .and_then(Value::as_u64)
+        .ok_or("compute needs a whole number of rounds")?;
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..rounds {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x = black_box(x);
+    }
+    Ok(format!("ok: {x:016x}"))
+}

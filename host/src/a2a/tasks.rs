@@ -65,6 +65,9 @@ impl Default for Cap {
     }
 }
 
+/// Why a task the journal holds unended failed, when nothing says more.
+pub const STOPPED_BEFORE_END: &str = "the capsule stopped before the task ended";
+
 /// The key under which mur's own facts ride in v1 `metadata` objects.
 pub const META: &str = "murmur";
 
@@ -164,9 +167,22 @@ impl Tasks {
 
     /// Takes the tasks `journal` holds, then keeps every later change in it.
     pub fn keep_in(&self, journal: Journal, earlier: Vec<Task>) {
+        self.keep_in_with(journal, earlier, &|_| Some(STOPPED_BEFORE_END));
+    }
+
+    /// [`Tasks::keep_in`], where the host knows more of the tasks that had not ended:
+    /// `unended` says why each one failed, or `None` to keep it as it stands (a task
+    /// still queued, which runs again or is failed with a reason of its own).
+    pub fn keep_in_with(
+        &self,
+        journal: Journal,
+        earlier: Vec<Task>,
+        unended: &dyn Fn(&str) -> Option<&'static str>,
+    ) {
         let mut book = self.book();
         for task in earlier {
-            book.restore(task);
+            let why = unended(&task.id);
+            book.restore(task, why);
         }
         book.journal = Some(journal);
         let kept = book.kept();
@@ -283,6 +299,24 @@ impl Tasks {
     pub fn answered(&self, id: &str, message: Message) {
         let mut book = self.book();
         book.push_history(id, message);
+        drop(book);
+        self.bump();
+    }
+
+    /// A task that waited in the queue when the host stopped and cannot run again: it
+    /// ends `FAILED` with `why` (recorded afresh, with `message`, if the store lost it).
+    pub fn failed_unstarted(&self, id: &str, context: &str, message: Option<Message>, why: &str) {
+        let mut book = self.book();
+        book.create(id, context, message);
+        if book
+            .records
+            .get(id)
+            .is_some_and(|r| r.task.status.state.is_terminal())
+        {
+            // v1 states never leave a terminal one.
+            return;
+        }
+        book.finish(id, TaskState::Failed, agent_message(id, context, why));
         drop(book);
         self.bump();
     }
@@ -529,13 +563,12 @@ impl Book {
     }
 
     /// A task read back from the journal. One that had not ended when its capsule
-    /// stopped never will: it is failed, and says why.
-    fn restore(&mut self, mut task: Task) {
+    /// stopped never will: it is failed with `why` (unless that is `None`).
+    fn restore(&mut self, mut task: Task, why: Option<&str>) {
         let mut seq = saved_seq(&task);
         task.metadata = None;
-        if !task.status.state.is_terminal() {
+        if let (false, Some(why)) = (task.status.state.is_terminal(), why) {
             seq += 1;
-            let why = "the capsule stopped before the task ended";
             task.status = status_now(
                 TaskState::Failed,
                 Some(agent_message(&task.id, &task.context_id, why)),

@@ -63,6 +63,7 @@ pub(super) async fn open_session(
         mut tools,
         hooks,
         memory,
+        cpu,
     } = staged;
     workdir.create()?;
     let (verdicts, verdicts_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -138,7 +139,7 @@ pub(super) async fn open_session(
     if let Some(meter) = &meter {
         tools.meter_writes(meter.clone());
     }
-    let settings = settings(m, &workdir, memory);
+    let settings = settings(m, &workdir, memory, cpu);
     let records = Arc::new(crate::records::Budget::new(
         m.capabilities.limits.max_records_bytes,
         crate::records::size_on_disk(&workdir.conversations_dir()),
@@ -217,6 +218,8 @@ pub(super) async fn open_session(
         hooks,
         tools,
         driver,
+        // The capsule's ceilings are set once the session is open (`Staged::open`).
+        spend: crate::spend::Spend::default(),
     };
     Ok((session, launched))
 }
@@ -228,7 +231,12 @@ fn metered_writes() -> bool {
 }
 
 /// What the manifest fixes for the loop's host.
-fn settings(m: &Manifest, workdir: &Workdir, memory: crate::memory::Cap) -> Settings {
+fn settings(
+    m: &Manifest,
+    workdir: &Workdir,
+    memory: crate::memory::Cap,
+    cpu: Option<crate::cpu::Account>,
+) -> Settings {
     Settings {
         request: request::Base {
             model: m.inference.model.clone(),
@@ -249,6 +257,7 @@ fn settings(m: &Manifest, workdir: &Workdir, memory: crate::memory::Cap) -> Sett
         grants: LoopGrants {
             env: granted_env(m),
             memory,
+            cpu,
             deadline: Duration::from_secs(m.capabilities.deadline_seconds),
         },
         limits: m.capabilities.limits,
@@ -277,6 +286,7 @@ pub(super) fn plan_shell(
     m: &Manifest,
     raised: Option<Class>,
     workdir: &Workdir,
+    nice: i32,
 ) -> Result<Option<Jail>, Error> {
     if m.capabilities.shell_allow.is_empty() {
         return Ok(None);
@@ -294,6 +304,7 @@ pub(super) fn plan_shell(
             open_files: c.limits.shell_open_files,
             processes: c.limits.shell_processes,
             commands: c.limits.shell_concurrency,
+            nice,
         },
     };
     Jail::plan(&policy, &workdir.root).map(Some)

@@ -34,6 +34,8 @@ pub(super) struct Staged {
     pub hooks: Hooks,
     /// Every instance's memory cap, and the capsule's shared budget.
     pub memory: Cap,
+    /// What every instance's CPU time is charged to, under `mur serve`.
+    pub cpu: Option<crate::cpu::Account>,
 }
 
 pub(super) async fn stage(
@@ -42,7 +44,10 @@ pub(super) async fn stage(
     loop_path: Option<&Path>,
     workdir: &Workdir,
     wire: &Arc<Wire>,
-    shared_memory: Option<Arc<crate::memory::Budget>>,
+    (shared_memory, cpu): (
+        Option<Arc<crate::memory::Budget>>,
+        Option<crate::cpu::Account>,
+    ),
     session_id: &str,
 ) -> Result<(LoopComponent, Staged), Error> {
     let memory = Cap {
@@ -61,6 +66,7 @@ pub(super) async fn stage(
     let driver_limits = DriverLimits {
         env: granted_env(m),
         memory: memory.clone(),
+        cpu: cpu.clone(),
         deadline: Duration::from_secs(m.capabilities.deadline_seconds),
         max_reply_bytes: m.capabilities.limits.max_driver_reply_bytes,
         network: outbound::NetPolicy {
@@ -114,6 +120,7 @@ pub(super) async fn stage(
         env: granted_env(m),
         shell_env: shell_env(m),
         memory: memory.clone(),
+        cpu: cpu.clone(),
         deadline: Duration::from_secs(m.capabilities.deadline_seconds),
         shell_grace: Duration::from_secs(m.lifecycle.shell_grace_secs),
         max_result_bytes: m.capabilities.limits.max_tool_result_bytes,
@@ -158,6 +165,7 @@ pub(super) async fn stage(
             hooks_dir: workdir.hooks_dir(),
             logs_dir: workdir.logs_dir(),
             memory: memory.clone(),
+            cpu: cpu.clone(),
         },
     )?;
     let staged = Staged {
@@ -167,6 +175,7 @@ pub(super) async fn stage(
         tools,
         hooks,
         memory,
+        cpu,
     };
     Ok((loop_component, staged))
 }

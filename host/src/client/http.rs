@@ -61,19 +61,46 @@ pub(super) fn auth_header(bearer: Option<&str>) -> Vec<(&str, &str)> {
     bearer.map(|a| ("authorization", a)).into_iter().collect()
 }
 
-/// What a 401 means to the user of a client command.
-pub(super) fn unauthorized(label: &str, token: Option<&str>) -> crate::error::Error {
-    let (what, hint) = match token {
-        None => (
+/// What a 401 from `address` means to the user of a client command: a capsule `mur
+/// serve` hosts (a `/c/<id>/` path) has the token its creation returned, one `mur run`
+/// serves at `/` the one `mur token` prints.
+pub(super) fn unauthorized(
+    label: &str,
+    address: &Address,
+    token: Option<&str>,
+) -> crate::error::Error {
+    let hosted = address.path != "/";
+    let (what, hint) = match (token, hosted) {
+        (None, true) => (
             "asks for a token",
             "pass the token mur serve returned when the capsule was created: --token TOKEN",
         ),
-        Some(_) => (
+        (Some(_), true) => (
             "refused the token",
             "check --token: it must be the token returned when this capsule was created",
         ),
+        (None, false) => (
+            "asks for a token",
+            "pass its token: --token TOKEN, or MURMUR_DOOR_TOKEN in the environment; mur token SESSION prints it where the capsule runs",
+        ),
+        (Some(_), false) => (
+            "refused the token",
+            "it must be the token mur token SESSION prints for the capsule's running session: each run mints a new one",
+        ),
     };
     crate::error::Error::new("E-IO-005", format!("{label} {what} (401 Unauthorized)")).hint(hint)
+}
+
+/// The token a client presents to an address it was given: `--token`, else
+/// `MURMUR_DOOR_TOKEN`. A named session's own token comes from its registry entry
+/// instead (see `session`).
+pub(super) fn token_for_address(flag: Option<&str>) -> Option<String> {
+    flag.map(str::to_string).or_else(|| {
+        std::env::var(crate::door::TOKEN_ENV)
+            .ok()
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+    })
 }
 
 /// A response's status and headers.

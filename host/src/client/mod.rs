@@ -7,18 +7,21 @@
 //! Both dial a capsule's `crate::address` and speak through `http`; `watch` prints the event stream with a
 //! `printer` (responses laid out by `wrap`), `stop` asks the capsule to end and waits for it.
 //! A session named instead of an address is found in the running-session registry
-//! (`crate::running`) through `session`; `ps` lists that registry.
+//! (`crate::running`) through `session`, with the token its door asks for (which `token`
+//! prints); `ps` lists that registry.
 
 mod http;
 mod printer;
 mod ps;
 mod session;
 mod stop;
+mod token;
 mod watch;
 mod wrap;
 
 pub use printer::{Flow, Printer};
 pub use ps::ps;
 pub use stop::stop;
+pub use token::token;
 pub use watch::watch;
 pub use wrap::wrap;

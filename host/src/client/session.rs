@@ -58,3 +58,10 @@ fn suffix_of(id: &str, selector: &str) -> bool {
             .to_ascii_lowercase()
             .ends_with(&selector.to_ascii_lowercase())
 }
+
+/// The token a client presents to the session `entry` names: `--token`, else the one
+/// its capsule minted, from its entry (none for a public door).
+pub fn token_for(flag: Option<&str>, entry: &Entry) -> Option<String> {
+    flag.map(str::to_string)
+        .or_else(|| entry.door_token.as_ref().map(|t| t.expose().to_string()))
+}

@@ -14,7 +14,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep, timeout};
 
-use super::http::{HeadError, auth_header, bearer, connect, read_head, request, unauthorized};
+use super::http::{
+    HeadError, auth_header, bearer, connect, read_head, request, token_for_address, unauthorized,
+};
 use super::session;
 use crate::address::{Address, parse_address};
 use crate::cli::{StopArgs, Target};
@@ -119,7 +121,7 @@ async fn ask_to_stop(
         Ok(Ok(answer)) => answer,
     };
     if head.code == 401 {
-        return Err(unauthorized(&address.typed, token));
+        return Err(unauthorized(&address.typed, address, token));
     }
     if head.code != 200 {
         return Err(
@@ -177,12 +179,14 @@ async fn still_serves(address: &Address, token: Option<&str>) -> bool {
 pub async fn stop(args: StopArgs) -> Result<ExitCode, Error> {
     match args.target {
         Target::Address(address) => {
-            stop_address(address, args.token.as_deref(), args.timeout).await
+            let token = token_for_address(args.token.as_deref());
+            stop_address(address, token.as_deref(), args.timeout).await
         }
         Target::Session(selector) => {
             let entry = session::resolve(&selector)?;
+            let token = session::token_for(args.token.as_deref(), &entry);
             let grace = Duration::from_secs(args.timeout);
-            stop_session(&entry, args.token.as_deref(), grace).await
+            stop_session(&entry, token.as_deref(), grace).await
         }
     }
 }

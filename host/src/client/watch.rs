@@ -6,7 +6,9 @@ use std::process::ExitCode;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::http::{HeadError, auth_header, bearer, connect, read_head, request, unauthorized};
+use super::http::{
+    HeadError, auth_header, bearer, connect, read_head, request, token_for_address, unauthorized,
+};
 use super::printer::{Flow, Printer};
 use super::session;
 use crate::address::{Address, parse_address};
@@ -37,13 +39,13 @@ fn connect_failed(label: &str, e: &io::Error) -> Error {
         .hint("check the address mur run printed (murmur: url ...) or mur ps; the capsule may have exited")
 }
 
-/// The address to dial and the label messages name it by: the session id when a
-/// session was named, else the address as typed.
-fn resolve(target: Target) -> Result<(Address, String), Error> {
+/// The address to dial, the label messages name it by (the session id when a session
+/// was named, else the address as typed) and the token to present.
+fn resolve(target: Target, flag: Option<&str>) -> Result<(Address, String, Option<String>), Error> {
     match target {
         Target::Address(address) => {
             let label = address.typed.clone();
-            Ok((address, label))
+            Ok((address, label, token_for_address(flag)))
         }
         Target::Session(selector) => {
             let entry = session::resolve(&selector)?;
@@ -56,19 +58,20 @@ fn resolve(target: Target) -> Result<(Address, String), Error> {
                     ),
                 )
             })?;
-            Ok((address, entry.session_id))
+            let token = session::token_for(flag, &entry);
+            Ok((address, entry.session_id, token))
         }
     }
 }
 
 /// Attaches to the capsule `args.target` names and prints its event stream from the start.
 pub async fn watch(args: WatchArgs) -> Result<ExitCode, Error> {
-    let (address, label) = resolve(args.target)?;
+    let (address, label, token) = resolve(args.target, args.token.as_deref())?;
     let label = label.as_str();
     let mut socket = connect(&address)
         .await
         .map_err(|e| connect_failed(label, &e))?;
-    let auth = bearer(args.token.as_deref());
+    let auth = bearer(token.as_deref());
     let mut headers = vec![("last-event-id", "0")];
     headers.extend(auth_header(auth.as_deref()));
     let sent = socket
@@ -89,7 +92,7 @@ pub async fn watch(args: WatchArgs) -> Result<ExitCode, Error> {
         }
     };
     if head.code == 401 {
-        return Err(unauthorized(label, args.token.as_deref()));
+        return Err(unauthorized(label, &address, token.as_deref()));
     }
     if head.code != 200 {
         return Err(Error::new(

@@ -20,6 +20,7 @@ pub struct Steps {
     gid_map: Vec<u8>,
     /// Resource, soft limit, hard limit.
     rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t, libc::rlim_t)>,
+    nice: i32,
     root: Option<Root>,
 }
 
@@ -35,6 +36,7 @@ impl Steps {
             uid_map: Vec::new(),
             gid_map: Vec::new(),
             rlimits: Vec::new(),
+            nice: 0,
             root: None,
         }
     }
@@ -61,6 +63,7 @@ impl Steps {
                 (libc::RLIMIT_NPROC, limits.processes, limits.processes),
                 (libc::RLIMIT_CORE, 0, 0),
             ],
+            nice: limits.nice,
             root,
         }
     }
@@ -78,7 +81,8 @@ pub fn namespaces(steps: &Steps) -> libc::c_int {
 }
 
 /// Confines the freshly cloned child, process 1 of its new namespaces, before it execs.
-/// `cgroup_join` is its pids cgroup's file to write `0` to (see `pids`); `file_bytes`
+/// `cgroup_joins` are its pids and CPU cgroups' files to write `0` to (see `pids` and
+/// `cpu_group`); `file_bytes`
 /// is this command's file-size limit: what the workdir quota had left when it started,
 /// never more than the session's.
 ///
@@ -86,7 +90,7 @@ pub fn namespaces(steps: &Steps) -> libc::c_int {
 /// system calls only.
 pub fn confine_self(
     steps: &Steps,
-    cgroup_join: Option<&std::ffi::CStr>,
+    cgroup_joins: [Option<&std::ffi::CStr>; 2],
     ruleset: Option<RawFd>,
     file_bytes: libc::rlim_t,
     filters: &[BpfProgram],
@@ -98,8 +102,8 @@ pub fn confine_self(
     unsafe {
         // If mur dies, so does the command (and with it, its PID namespace).
         check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
-        if let Some(join) = cgroup_join {
-            // Joined first, so every process the command starts counts in it.
+        for join in cgroup_joins.into_iter().flatten() {
+            // Joined first, so every process the command starts counts in them.
             write_file(join, b"0")?;
         }
         write_file(SETGROUPS, b"deny")?;
@@ -119,6 +123,11 @@ pub fn confine_self(
                 rlim_max: hard,
             };
             check(libc::setrlimit(*resource, &raw const limit))?;
+        }
+        if steps.nice > 0 {
+            // Lowering one's own priority needs no privilege, and every process the
+            // command starts inherits it.
+            check(libc::setpriority(libc::PRIO_PROCESS, 0, steps.nice))?;
         }
         drop_capabilities()?;
         check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;

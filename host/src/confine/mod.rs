@@ -17,6 +17,7 @@
 //! - `explain`: what a command can reach, in words, for `--explain-scope` and MURMUR.md.
 
 mod child;
+mod cpu_group;
 mod etc;
 pub mod explain;
 mod filesystem;
@@ -35,6 +36,7 @@ use std::sync::Arc;
 
 use crate::error::Error;
 
+pub use cpu_group::in_force as cpu_in_force;
 pub use kernel::Kernel;
 
 /// Variables that point a command's HTTP clients at the proxy, in both spellings.
@@ -137,6 +139,9 @@ pub struct Limits {
     /// Commands running at once, foreground and background
     /// (`capabilities.limits.shell_concurrency`).
     pub commands: u64,
+    /// The scheduling priority every process of a command runs at: under `mur serve`,
+    /// the kernel weight of the capsule's CPU share (see `cpu::nice_for`); 0 otherwise.
+    pub nice: i32,
 }
 
 impl Limits {
@@ -149,6 +154,7 @@ impl Limits {
             open_files: u64::MAX,
             processes: u64::MAX,
             commands: u64::MAX,
+            nice: 0,
         }
     }
 }
@@ -169,6 +175,8 @@ pub struct Jail {
     proxy: Option<proxy::Proxy>,
     /// For root, whom `RLIMIT_NPROC` does not bind: a pids cgroup per command.
     pids: Option<pids::Pids>,
+    /// The capsule's CPU weight, where a cgroup CPU controller can be had.
+    cpu: Option<cpu_group::CpuGroup>,
     workdir: PathBuf,
     workdir_exec: bool,
     limits: Limits,
@@ -208,6 +216,7 @@ impl Jail {
             steps: child::Steps::none(),
             proxy: None,
             pids: None,
+            cpu: None,
             workdir: workdir.to_path_buf(),
             workdir_exec: policy.workdir_exec,
             limits: policy.limits,
@@ -229,6 +238,7 @@ impl Jail {
             steps: child::Steps::none(),
             proxy: None,
             pids: None,
+            cpu: None,
             workdir: workdir.to_path_buf(),
             workdir_exec: true,
             limits: Limits::unlimited(),
@@ -268,6 +278,10 @@ impl Jail {
         };
         self.steps = child::Steps::new(&self.limits, root);
         self.pids = pids::Pids::open(self.limits.processes)?;
+        self.cpu = cpu_group::CpuGroup::open(
+            self.limits.nice,
+            self.pids.as_ref().map(pids::Pids::session_dir),
+        );
         self.armed = true;
         Ok(self)
     }
@@ -346,6 +360,11 @@ impl Jail {
             None => None,
         };
         let join = cgroup.as_ref().map(|g| g.join().to_owned());
+        let cpu_join = self
+            .cpu
+            .as_ref()
+            .and_then(cpu_group::CpuGroup::join)
+            .map(std::ffi::CStr::to_owned);
         let file_bytes = self
             .watch
             .file_room()
@@ -358,7 +377,7 @@ impl Jail {
             let ruleset = jail.ruleset.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
             child::confine_self(
                 &jail.steps,
-                join.as_deref(),
+                [join.as_deref(), cpu_join.as_deref()],
                 ruleset,
                 file_bytes,
                 &jail.filters,

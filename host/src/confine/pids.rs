@@ -63,7 +63,7 @@ impl Drop for Pids {
 
 /// Removes `dir`'s command groups, then `dir`: a cgroup goes with `rmdir` once it holds
 /// no process, and not before.
-fn remove_session(dir: &Path) {
+pub(super) fn remove_session(dir: &Path) {
     if let Ok(entries) = std::fs::read_dir(dir) {
         for entry in entries.flatten() {
             let name = entry.file_name();
@@ -76,7 +76,7 @@ fn remove_session(dir: &Path) {
 }
 
 /// The session folders of mur processes that are gone (killed outright, say).
-fn sweep_stale(own: &Path) {
+pub(super) fn sweep_stale(own: &Path) {
     let Ok(entries) = std::fs::read_dir(own) else {
         return;
     };
@@ -137,6 +137,11 @@ impl Pids {
         }))
     }
 
+    /// The session's folder, which holds every command's group.
+    pub fn session_dir(&self) -> &Path {
+        &self.session
+    }
+
     /// Removes the session's folder; idempotent.
     pub fn release(&self) {
         remove_session(&self.session);
@@ -185,7 +190,7 @@ fn own_pids_cgroup() -> Option<(PathBuf, bool)> {
 }
 
 /// The path of `/proc/self/cgroup`'s line for `controller` (`""` = the v2 line).
-fn own_path(cgroups: &str, controller: &str) -> Option<String> {
+pub(super) fn own_path(cgroups: &str, controller: &str) -> Option<String> {
     cgroups.lines().find_map(|line| {
         let mut parts = line.splitn(3, ':');
         let (_id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);

@@ -363,6 +363,13 @@ fn other_row(e: &Event, event_type: &str) -> Option<String> {
         "task_canceled" => s(e, "phase").to_string(),
         "task_rejected" => format!("{}  {}", s(e, "cause"), fmt::short_id(s(e, "task_id"), 12)),
         "task_failed" => format!("{}  {}", s(e, "cause"), fmt::cut(s(e, "reason"), 120)),
+        "spend_ceiling_reached" => format!(
+            "{}  {} of {} used, {} more asked",
+            s(e, "limit"),
+            fmt::thousands(n(e, "used")),
+            fmt::thousands(n(e, "ceiling")),
+            fmt::thousands(n(e, "requested"))
+        ),
         "call_denied" => format!(
             "{}  {}  denied by {}",
             s(e, "event"),
@@ -450,6 +457,31 @@ mod tests {
                 ),
                 (1, "turn 1  end_turn".to_string()),
             ]
+        );
+    }
+
+    /// A spend ceiling's refusal is a row of its own under the task it stopped.
+    #[test]
+    fn a_spend_ceiling_is_a_row_under_its_task() {
+        let text = [
+            r#"{"event_type":"session_start","session_id":"ses_1","timestamp":1}"#,
+            r#"{"event_type":"task_start","task_id":"tsk_1","source":"a2a","origin":"user","trust":"trusted","lane":"user"}"#,
+            r#"{"event_type":"spend_ceiling_reached","task_id":"tsk_1","limit":"spend.machine_tokens_per_day","ceiling":20000,"used":19950,"requested":1300}"#,
+        ]
+        .join("\n");
+        let parsed = super::super::parse::parse(Path::new("t"), text.as_bytes()).unwrap();
+        let rows: Vec<(usize, String)> = tree(&parsed, false)
+            .into_iter()
+            .map(|s| (s.depth, s.text))
+            .collect();
+        assert_eq!(
+            rows[1],
+            (
+                1,
+                "spend_ceiling_reached spend.machine_tokens_per_day  19,950 of 20,000 used, \
+                 1,300 more asked"
+                    .to_string()
+            )
         );
     }
 }

@@ -36,6 +36,7 @@ pub(super) fn inference(cx: &mut Cx, top: &Section, artifacts: &[Artifact]) -> R
         api_key: api_key(cx, &sec)?,
         max_turns: max_turns(cx, &sec)?,
         max_tokens: sec.opt_u32(cx, "max_tokens", 1)?.unwrap_or(8192),
+        max_session_tokens: max_session_tokens(cx, &sec)?,
         system_prompt: system_prompt(cx, &sec)?,
         system_prompt_from_cli: false,
         temperature,
@@ -53,6 +54,14 @@ fn max_turns(cx: &Cx, sec: &Section) -> Result<u32> {
     let turns = sec.opt_u32(cx, "max_turns", 1);
     let hint = "max_turns caps the inference calls of one task; use 1 or more";
     Ok(turns.map_err(|e| e.hint(hint))?.unwrap_or(10))
+}
+
+/// `inference.max_session_tokens`: at least 1, since 0 would refuse every call.
+fn max_session_tokens(cx: &Cx, sec: &Section) -> Result<Option<u64>> {
+    let tokens = sec.opt_uint(cx, "max_session_tokens", 1, u64::MAX);
+    let hint = "max_session_tokens caps the tokens one session's inference may use, input \
+                and output together; use 1 or more, or leave it out for no ceiling";
+    tokens.map_err(|e| e.hint(hint))
 }
 
 /// `inference.retry`: how often and how patiently 429, 5xx and refused connections

@@ -16,6 +16,7 @@
 //! `capabilities` with `network`, `sections` for the small ones). Errors are `crate::error::Error`, the one type a user sees.
 
 mod artifacts;
+mod authentication;
 mod capabilities;
 mod fields;
 mod hooks;
@@ -42,6 +43,7 @@ use crate::limits::Limits;
 use fields::{Cx, Field, Section};
 use tree::{Node, Val, at, describe, is_null, parse_tree, show};
 
+pub use authentication::Authentication;
 /// One `capabilities.network.allow` entry, as the shared authority parser reads it.
 pub use mur_authority::NetRule;
 
@@ -173,6 +175,8 @@ pub struct Inference {
     pub driver: DriverRef,
     pub max_turns: u32,
     pub max_tokens: u32,
+    /// `inference.max_session_tokens`: the tokens one session's inference may use.
+    pub max_session_tokens: Option<u64>,
     /// From `system_prompt` (trimmed) or `system_prompt_file` (verbatim).
     pub system_prompt: Option<String>,
     /// `mur run --system-prompt` replaced the manifest's prompt (an empty one clears it).
@@ -375,6 +379,8 @@ impl Default for Timeouts {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Network {
     pub internal_port: Option<u16>,
+    /// `network.authentication`; `None` is a public door.
+    pub authentication: Option<Authentication>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -11,7 +11,7 @@ const SCHEMA: &[(&str, &[&str])] = &[
                       "commit_policy"]),
     ("inference", &["transport", "endpoint", "model", "api_key", "driver", "script", "max_turns",
                     "max_tokens", "system_prompt", "system_prompt_file", "temperature", "top_p",
-                    "stream", "compaction", "retry", "timeouts"]),
+                    "stream", "compaction", "retry", "timeouts", "max_session_tokens"]),
     ("inference.driver", &["artifact", "config"]),
     ("inference.compaction", &["threshold", "model", "system_prompt", "system_prompt_file",
                                "dump_summaries"]),
@@ -34,7 +34,8 @@ const SCHEMA: &[(&str, &[&str])] = &[
                               "max_records_bytes", "max_answer_bytes",
                               "max_conversation_bytes", "max_conversation_messages",
                               "max_conversation_blocks", "max_hook_artifact_bytes"]),
-    ("network", &["internal_port"]),
+    ("network", &["internal_port", "authentication"]),
+    ("network.authentication", &["scheme", "credentials"]),
     ("trace", &["include_tool_output"]),
 ];
 

@@ -82,6 +82,7 @@ pub(super) fn network(cx: &mut Cx, top: &Section) -> Result<Network> {
     let port = port.map_err(|e| e.hint(hint))?;
     Ok(Network {
         internal_port: port.map(|p| u16::try_from(p).unwrap_or(u16::MAX)),
+        authentication: super::authentication::read(cx, &sec)?,
     })
 }
 

@@ -286,3 +286,31 @@ fn yaml_to_json_for_scripts() {
         "{e}"
     );
 }
+
+/// `inference.max_session_tokens`: no ceiling when left out, a positive number
+/// otherwise; 0 would refuse every call and is an error naming the key.
+#[test]
+fn max_session_tokens_is_a_positive_ceiling_or_none() {
+    let s = Scratch::new();
+    assert_eq!(s.ok(BASE).manifest.inference.max_session_tokens, None);
+    let loaded = s.ok(&base("  max_session_tokens: 250000\n"));
+    assert_eq!(loaded.warnings, vec![]);
+    assert_eq!(loaded.manifest.inference.max_session_tokens, Some(250_000));
+    for (bad, why) in [
+        ("0", "must be at least 1, found 0"),
+        ("lots", "expected a whole number"),
+    ] {
+        let e = s.err(&base(&format!("  max_session_tokens: {bad}\n")));
+        assert_eq!(e.code, "E-MAN-003", "{e}");
+        assert!(
+            e.message.contains("inference.max_session_tokens") && e.message.contains(why),
+            "{e}"
+        );
+        assert!(
+            e.hint
+                .as_deref()
+                .is_some_and(|h| h.contains("max_session_tokens caps")),
+            "{e}"
+        );
+    }
+}

@@ -200,6 +200,7 @@ fn check_limits(limits: &Limits) -> Result<(), Error> {
         ("memory_bytes", limits.memory_bytes == Some(0)),
         ("connections", limits.connections == Some(0)),
         ("queued_tasks", limits.queued_tasks == Some(0)),
+        ("tokens_per_day", limits.tokens_per_day == Some(0)),
     ];
     match zero.iter().find(|(_, is_zero)| *is_zero) {
         Some((key, _)) => Err(Error::new(

@@ -31,6 +31,10 @@ pub struct Ceilings {
     pub connections: usize,
     pub capsule_connections: usize,
     pub capsule_memory_bytes: u64,
+    /// A capsule's CPU share in millicores, where its creation set none.
+    pub capsule_cpu: u32,
+    /// A capsule's tokens per UTC day, where its creation set none (`None`: no ceiling).
+    pub capsule_tokens_per_day: Option<u64>,
     /// The files the process may open.
     pub open_files: u64,
 }
@@ -42,6 +46,8 @@ pub struct Fleet {
     pub base_url: String,
     pub admin: token::Hash,
     pub ceilings: Ceilings,
+    /// The capsules' CPU accounts, and the threads their guests run on.
+    pub shares: Arc<crate::cpu::Scheduler>,
     pub stats: Stats,
     capsules: RwLock<HashMap<String, Arc<Hosted>>>,
     /// Connections open to the listener.
@@ -63,6 +69,8 @@ pub struct Hosted {
     phase: Mutex<Phase>,
     /// Tasks its earlier sessions ran (the current one counts its own).
     tasks_before: AtomicU64,
+    /// What its guests' CPU time is charged to, across its sessions in this process.
+    cpu: std::sync::OnceLock<crate::cpu::Account>,
 }
 
 /// Where a capsule is in its life.
@@ -99,7 +107,7 @@ impl Fleet {
         registry: Registry,
         base_url: String,
         admin: token::Hash,
-        ceilings: Ceilings,
+        (ceilings, shares): (Ceilings, Arc<crate::cpu::Scheduler>),
     ) -> Fleet {
         Fleet {
             engine,
@@ -107,6 +115,7 @@ impl Fleet {
             base_url,
             admin,
             ceilings,
+            shares,
             stats: Stats::default(),
             capsules: RwLock::new(HashMap::new()),
             connections: Arc::new(AtomicUsize::new(0)),
@@ -214,14 +223,32 @@ impl Fleet {
             self.insert(hosted.clone());
             if stopped {
                 hosted.set(Phase::Stopped);
+                // Stopped as the server died, before its queue was emptied.
+                self.fail_waiting(&hosted.id, "the capsule is stopped");
                 continue;
             }
             if let Err(e) = self.start(&hosted).await {
                 problems.push(format!("{}: {e}", hosted.id));
+                let why = format!(
+                    "the capsule could not start again ({}: {})",
+                    e.code, e.message
+                );
+                self.fail_waiting(&hosted.id, &crate::secret::scrub(&why));
             }
         }
         self.restored.store(true, Ordering::Release);
         problems
+    }
+
+    /// What waited in the queue of a capsule that is not running again ends `FAILED`
+    /// with `why`, so no client's task waits for a start that may never come.
+    fn fail_waiting(&self, id: &str, why: &str) {
+        let failed = capsule::fail_waiting(&self.registry.tasks(id), why, id);
+        if failed > 0 {
+            eprintln!(
+                "warning[W-QUEUE-003]: capsule {id}: {failed} queued task(s) failed: {why}\n  hint: their clients read this reason with GetTask once the capsule is started"
+            );
+        }
     }
 
     /// Stages, opens and runs the capsule's session; returns once it can take tasks.
@@ -270,6 +297,8 @@ impl Fleet {
             journal: Some(self.registry.journal(&entry.id)),
             tasks: Some(self.registry.tasks(&entry.id)),
             memory: Some(memory.clone()),
+            cpu: Some(hosted.cpu_account(self)),
+            spend: Some(self.spend_of(&entry)),
         };
         let staged = capsule::stage(&self.engine, m.clone(), options).await?;
         let opened = staged.open(&self.address(&entry.id)).await?;
@@ -291,7 +320,9 @@ impl Fleet {
         self.stats.started(begun.elapsed());
         let hosted = hosted.clone();
         let workdir = launched.workdir.clone();
-        tokio::spawn(async move {
+        // On the guests' threads, apart from the host's, so the wire's work never
+        // waits behind a tenant's guest code.
+        self.shares.spawn(async move {
             let ended = opened.run(Instant::now(), |_| {}).await;
             let mut reason = format!("session ended: {}", ended.exit_status);
             if let Err(e) = &ended.ran {
@@ -333,6 +364,31 @@ impl Fleet {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(id);
     }
+
+    /// The capsule's own day of tokens: its ceiling (its creation's, else the
+    /// server's) and its ledger, kept in its records so a restart does not reset it.
+    fn spend_of(&self, entry: &Entry) -> crate::spend::Capsule {
+        crate::spend::Capsule {
+            tokens_per_day: entry
+                .limits
+                .tokens_per_day
+                .or(self.ceilings.capsule_tokens_per_day),
+            ledger: self.registry.spend_ledger(&entry.id),
+        }
+    }
+
+    /// What the capsule counted today (UTC) against its `tokens_per_day`; `used` is
+    /// null when its ledger cannot be read.
+    fn tokens_today(&self, entry: &Entry) -> Value {
+        let spend = self.spend_of(entry);
+        let day = crate::spend::today();
+        let used = crate::spend::Ledger::new(spend.ledger).used_on(day).ok();
+        json!({
+            "day": day.format("%Y-%m-%d").to_string(),
+            "used": used,
+            "per_day": spend.tokens_per_day,
+        })
+    }
 }
 
 /// One place under the capsule ceiling.
@@ -363,6 +419,7 @@ impl Hosted {
             connections: Arc::new(AtomicUsize::new(0)),
             phase: Mutex::new(Phase::Starting),
             tasks_before: AtomicU64::new(0),
+            cpu: std::sync::OnceLock::new(),
         }
     }
 
@@ -456,6 +513,37 @@ impl Hosted {
         self.tasks_before.load(Ordering::Relaxed) + now
     }
 
+    /// Its CPU account, made with its first session.
+    fn cpu_account(&self, fleet: &Fleet) -> crate::cpu::Account {
+        self.cpu
+            .get_or_init(|| {
+                let share = self
+                    .entry()
+                    .limits
+                    .cpu
+                    .unwrap_or(fleet.ceilings.capsule_cpu);
+                fleet.shares.account(share)
+            })
+            .clone()
+    }
+
+    /// Its CPU figures as the admin API shows them.
+    fn cpu_figures(&self, fleet: &Fleet) -> Value {
+        let share = self
+            .entry()
+            .limits
+            .cpu
+            .unwrap_or(fleet.ceilings.capsule_cpu);
+        let f = self.cpu.get().map(crate::cpu::Account::figures);
+        json!({
+            "share": f64::from(share) / 1000.0,
+            "held_to": f.and_then(|f| (f.allotment != crate::cpu::UNLIMITED).then(|| f64::from(f.allotment) / 1000.0)),
+            "guest_seconds": f.map_or(0.0, |f| f.guest_seconds),
+            "throttled_seconds": f.map_or(0.0, |f| f.throttled_seconds),
+            "shell_nice": crate::cpu::nice_for(share, fleet.shares.threads()),
+        })
+    }
+
     pub fn memory_bytes(&self) -> u64 {
         match &*self.phase() {
             Phase::Running(live) => live.memory.used(),
@@ -478,6 +566,7 @@ impl Hosted {
             "state": self.state(),
             "tasks_run": self.tasks_run(),
             "memory_bytes": self.memory_bytes(),
+            "cpu": self.cpu_figures(fleet),
             "address": fleet.address(&self.id),
             "created_at": entry.created_at,
         });
@@ -487,6 +576,7 @@ impl Hosted {
             out["manifest"] = json!(entry.manifest);
             out["open"] = json!(entry.token_sha256.is_none());
             out["limits"] = json!(entry.limits);
+            out["tokens"] = fleet.tokens_today(&entry);
             out["connections"] = json!(self.connections.load(Ordering::Relaxed));
             out["reason"] = json!(why);
         }

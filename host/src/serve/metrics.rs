@@ -105,6 +105,26 @@ pub fn render(fleet: &Fleet) -> String {
         header(&mut out, name, kind, help);
         let _ = writeln!(out, "{name} {value}");
     }
+    let spent = crate::spend::totals();
+    header(
+        &mut out,
+        "mur_inference_tokens_total",
+        "counter",
+        "Tokens the capsules' inference used: what providers reported, else the host's estimate.",
+    );
+    for (kind, n) in [
+        ("input", spent.input_tokens),
+        ("output", spent.output_tokens),
+    ] {
+        let _ = writeln!(out, "mur_inference_tokens_total{{kind=\"{kind}\"}} {n}");
+    }
+    header(
+        &mut out,
+        "mur_spend_refusals_total",
+        "counter",
+        "Inference calls a spend ceiling refused.",
+    );
+    let _ = writeln!(out, "mur_spend_refusals_total {}", spent.refusals);
     let stats = &fleet.stats;
     header(
         &mut out,

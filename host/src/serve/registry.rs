@@ -39,6 +39,43 @@ pub struct Limits {
     pub connections: Option<usize>,
     /// Tasks waiting in its queue.
     pub queued_tasks: Option<u32>,
+    /// Its CPU share in millicores: what its guests are sure of when others wait, and
+    /// its weight among guests. Written in cores (`"cpu": 0.5`), as Kubernetes does.
+    #[serde(default, with = "cores")]
+    pub cpu: Option<u32>,
+    /// Tokens its inference may use per UTC day (`crate::spend`).
+    pub tokens_per_day: Option<u64>,
+}
+
+/// `limits.cpu` in cores on the wire and on disk, in millicores here.
+mod cores {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// A thousandth of a core, up to a machine far larger than any today.
+    const MOST: f64 = 1024.0;
+
+    pub fn serialize<S: Serializer>(v: &Option<u32>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(m) => s.serialize_f64(f64::from(*m) / 1000.0),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+        let written = match Option::<serde_json::Value>::deserialize(d)? {
+            None | Some(serde_json::Value::Null) => return Ok(None),
+            Some(v) => v,
+        };
+        let cores = written.as_f64().filter(|c| (0.001..=MOST).contains(c));
+        let Some(cores) = cores else {
+            return Err(serde::de::Error::custom(format!(
+                "limits.cpu is {written}: a share is a number of cores from 0.001 to {MOST}, \
+                 such as 0.5"
+            )));
+        };
+        // In range, so the product fits u32.
+        Ok(Some((cores * 1000.0).round() as u32))
+    }
 }
 
 pub struct Registry {
@@ -84,6 +121,11 @@ impl Registry {
     /// The capsule's A2A task store, kept across its sessions.
     pub fn tasks(&self, id: &str) -> PathBuf {
         self.records(id).join(crate::a2a::JOURNAL_FILE)
+    }
+
+    /// The capsule's tokens of the UTC day, kept across restarts of the server.
+    pub fn spend_ledger(&self, id: &str) -> PathBuf {
+        self.records(id).join("spend-day")
     }
 
     /// Every entry on disk, oldest first; folders without a readable entry are skipped

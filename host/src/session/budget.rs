@@ -2,12 +2,15 @@
 //! `max_tool_calls_per_reply` (since the last `infer` returned; later calls of the reply
 //! get an error result), `max_tool_calls_per_task` (every attempt; passing it ends the
 //! task `failed`), and `workdir_bytes` after each tool call that ran (a breach, or a
-//! write the meter refused during the call, ends the task `failed`).
+//! write the meter refused during the call, ends the task `failed`), and the spend
+//! ceilings before each inference call (`crate::spend`; one that refuses the call ends
+//! the task `spend_ceiling_reached`).
 
 use super::current::Current;
 use crate::bindings::message::ToolCall;
 use crate::frames::ArtifactFrame;
 use crate::limits::Limits;
+use crate::spend::{Reservation, Stop};
 use crate::tools::{Dispatched, Reach};
 use crate::trace::line::{self, Breach};
 
@@ -69,6 +72,33 @@ impl Calls {
 }
 
 impl Current<'_> {
+    /// Before an inference call that could use `requested` tokens: its reservation, or
+    /// what the loop is told instead. A ceiling is recorded and ends the task
+    /// `spend_ceiling_reached`; a ledger that cannot be read ends it `failed`, since
+    /// an uncounted call could pass the ceiling.
+    pub(super) fn reserve_spend(
+        &mut self,
+        requested: u64,
+    ) -> wasmtime::Result<Result<Reservation, String>> {
+        match self.session.spend.reserve(requested) {
+            Ok(reserved) => Ok(Ok(reserved)),
+            Err(Stop::Ceiling(refusal)) => {
+                let message = refusal.message();
+                self.record(line::spend_ceiling_reached(&refusal))?;
+                self.session.workdir.log(&message);
+                self.run.spent = Some(message.clone());
+                Ok(Err(message))
+            }
+            Err(Stop::Unusable(e)) => {
+                let hint = e.hint.map(|h| format!(" ({h})")).unwrap_or_default();
+                let why = format!("inference call refused: {}{hint}", e.message);
+                self.session.workdir.log(&why);
+                self.run.breach = Some(why.clone());
+                Ok(Err(why))
+            }
+        }
+    }
+
     /// A refused call: what the loop gets back (the text and that it is an error),
     /// after recording it as the refusal says.
     pub(super) fn refuse(

@@ -43,6 +43,9 @@ pub(super) struct Running {
     /// A limit that ended the task (the workdir quota): later calls are refused with
     /// it and the task ends `failed` with it, whatever the loop reports.
     pub breach: Option<String>,
+    /// A spend ceiling refused an inference call: the task ends
+    /// `spend_ceiling_reached` with this message, and later calls are refused with it.
+    pub spent: Option<String>,
 }
 
 impl Running {
@@ -62,6 +65,7 @@ impl Running {
             artifact_charges: Vec::new(),
             feedback: Vec::new(),
             calls: Calls::default(),
+            spent: None,
         }
     }
 

@@ -78,6 +78,17 @@ impl Ending {
         Ending::failed(message.clone(), message, ExitStatus::ReopenBudgetExhausted)
     }
 
+    /// A spend ceiling stopped the task: not an error of the capsule's, so the result
+    /// says it was stopped, and why.
+    fn spend_ceiling(message: String) -> Self {
+        Ending {
+            state: State::Failed,
+            result: format!("stopped: {message}"),
+            message,
+            exit_status: ExitStatus::SpendCeilingReached,
+        }
+    }
+
     pub fn canceled() -> Self {
         Ending {
             state: State::Canceled,
@@ -123,10 +134,11 @@ impl LoopState {
             Err(why) => (TaskOutcome::Failed(why), None, Default::default()),
         };
         let canceled = current.session.running.is_canceled();
-        let mut end = if canceled {
-            Ending::canceled()
-        } else {
-            Ending::of(outcome, current.session.settings.max_turns)
+        let mut end = match (canceled, current.run.spent.take()) {
+            (true, _) => Ending::canceled(),
+            // Whatever the loop made of the refusal, the ceiling is what ended the task.
+            (false, Some(message)) => Ending::spend_ceiling(message),
+            (false, None) => Ending::of(outcome, current.session.settings.max_turns),
         }
         .scrubbed();
         if !canceled {

@@ -28,6 +28,11 @@ impl Current<'_> {
         if let Some(why) = &self.run.breach {
             return Ok(Err(InferenceError::Failed(why.clone())));
         }
+        // Past a spend ceiling the loop only gets the refusal again: nothing is
+        // recorded, so a loop that ignores it cannot grow the trace.
+        if let Some(why) = &self.run.spent {
+            return Ok(Err(InferenceError::Refused(why.clone())));
+        }
         if let Err(why) = crate::handed::messages("the request", &asked.messages, &settings.limits)
         {
             return Ok(Err(InferenceError::Refused(why)));
@@ -39,6 +44,13 @@ impl Current<'_> {
         if self.run.counts.turns >= u64::from(settings.max_turns) {
             return Ok(Err(InferenceError::TurnsExhausted(settings.max_turns)));
         }
+        let input_estimate = estimate_tokens(&request::json_form(&request));
+        // Refused here, no turn is counted and the driver is never called.
+        let could_use = input_estimate.saturating_add(u64::from(request.max_tokens));
+        let reserved = match self.reserve_spend(could_use)? {
+            Ok(reserved) => reserved,
+            Err(why) => return Ok(Err(InferenceError::Refused(why))),
+        };
         let turn = self.run.counts.turns;
         self.run.counts.turns += 1;
         let attempt_turn = turn - self.run.attempt_start;
@@ -47,7 +59,6 @@ impl Current<'_> {
             &format!("inference turn {}", attempt_turn + 1),
             None,
         );
-        let input_estimate = estimate_tokens(&request::json_form(&request));
         let carried = self.seed_carried(&request.messages);
         let (called, started) = self.call_driver(&request).await;
         self.run.calls.replied();
@@ -59,11 +70,19 @@ impl Current<'_> {
             output_estimate: 0,
         };
         let mut reported = Map::new();
+        // A call with no usable reply still sent its input: that much is settled at
+        // least, and what the provider reported of a reply the host then refused.
+        let mut used = (input_estimate, 0);
         let result = match called {
             Err(why) => Err(InferenceError::Invocation(why)),
             Ok(Err(InferError::Failed(e))) => Err(InferenceError::Failed(e)),
             Ok(Err(InferError::Malformed(e))) => Err(InferenceError::Malformed(e)),
             Ok(Ok(response)) => {
+                let usage = &response.usage;
+                used = (
+                    usage.input_tokens.unwrap_or(input_estimate),
+                    usage.output_tokens.unwrap_or(0),
+                );
                 // Past the task's bound every further call is refused unrun.
                 let keep = settings.limits.max_tool_calls_per_task.saturating_add(1);
                 reply::read(response, input_estimate, keep).map(|parsed| {
@@ -73,6 +92,13 @@ impl Current<'_> {
                 })
             }
         };
+        // A reply the loop gets: what the provider reported, the estimate where not.
+        if let Ok(reply) = &result {
+            used = (reply.usage.input_tokens, reply.usage.output_tokens);
+        }
+        if let Err(e) = session.spend.settle(reserved, used.0, used.1) {
+            session.workdir.log(&e.to_string());
+        }
         self.trace_turn(&measured, &reported, &result, carried)?;
         let Ok(reply) = result else {
             return Ok(result);

@@ -305,6 +305,20 @@ pub fn task_failed(task_id: &str, reason: &str) -> Line {
     )
 }
 
+/// `spend_ceiling_reached`: a spend ceiling refused an inference call before the
+/// driver was called; `requested` is 0 when the ceiling was already reached.
+pub fn spend_ceiling_reached(r: &crate::spend::Refusal) -> Line {
+    Line::new(
+        "spend_ceiling_reached",
+        json!({
+            "limit": r.limit.key(),
+            "ceiling": r.ceiling,
+            "used": r.used,
+            "requested": r.requested,
+        }),
+    )
+}
+
 /// A granted reopen of `task_id`.
 pub struct Reopened<'a> {
     pub task_id: &'a str,

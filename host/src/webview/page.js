@@ -160,7 +160,7 @@
       const response = await post(call('stream/watch', {}), { 'Last-Event-ID': '0' }, controller.signal);
       if (response.status === 401) {
         setConn('down', 'needs a token');
-        askToken('This capsule is behind a token: paste the one its owner was given.', reconnect);
+        askToken('This capsule is behind a token: paste the one its owner was given (for a capsule mur run started, mur token SESSION prints it).', reconnect);
         return;
       }
       const type = response.headers.get('content-type') || '';
