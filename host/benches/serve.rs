@@ -176,7 +176,7 @@ fn shell_spin_capsule() -> PathBuf {
 /// Rounds of the compute for about a second of a guest's arithmetic here.
 const COMPUTE_ROUNDS: u64 = 400_000_000;
 /// Timed tasks of each kind of server in the yields' cost.
-const YIELD_RUNS: usize = 9;
+const YIELD_RUNS: usize = 21;
 
 /// A capsule whose every task calls `tool-probe`'s `compute` once, then answers.
 fn compute_capsule() -> Res<PathBuf> {
