@@ -269,6 +269,11 @@ pub struct ServeArgs {
     /// guests. A capsule alone on idle processors may use them all.
     #[arg(long, value_name = "CORES", default_value_t = 0.1, value_parser = cpu_share)]
     pub cpu_share: f64,
+    /// Sync each accepted task to disk before it is acknowledged, so a queued task
+    /// outlives a power cut as well as a crash of mur (it is always written down first,
+    /// which is what a crash needs); each acceptance then waits for a disk flush.
+    #[arg(long)]
+    pub sync_queue: bool,
     /// The tokens a capsule's inference may use per UTC day when its creation set no
     /// `limits.tokens_per_day`; without it such a capsule has no daily ceiling.
     #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1..))]

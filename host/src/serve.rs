@@ -74,6 +74,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Error> {
         open_files,
     };
     let shares = crate::cpu::Scheduler::start()?;
+    crate::queue::backlog::sync_accepted(args.sync_queue);
     let fleet = Arc::new(Fleet::new(
         engine,
         registry,

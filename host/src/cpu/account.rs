@@ -41,9 +41,11 @@ pub struct Figures {
     pub throttled_seconds: f64,
 }
 
-/// How much credit an account may bank: a tenth of a second at its allotment, so a
-/// capsule idle for a while cannot then run far past its share in one burst.
-const BURST: Duration = Duration::from_millis(100);
+/// How much credit an account may bank, or owe: half a second at its share. A capsule
+/// mostly idle has banked enough for a task's burst (a tenth of a core banks 50 ms of
+/// CPU), while one that has run past its share for a while owes, and is held back the
+/// moment others wait.
+const BURST: Duration = Duration::from_millis(500);
 
 /// The longest one pause: the deadline check runs between pauses, so a throttled
 /// guest still ends on time.
@@ -99,7 +101,7 @@ impl Account {
         let allotment = self.0.allotment.load(Ordering::Relaxed);
         let spent = self.0.guest_ns.load(Ordering::Relaxed);
         let mut bucket = self.0.bucket.lock().unwrap_or_else(PoisonError::into_inner);
-        bucket.settle(allotment, spent, Instant::now())
+        bucket.settle(self.0.share, allotment, spent, Instant::now())
     }
 
     /// Records a pause actually taken.
@@ -114,26 +116,31 @@ fn ns(d: Duration) -> i64 {
 }
 
 impl Bucket {
-    /// Earns credit for the time since it last looked, spends what guest code used
-    /// since, and answers how long to pause so the credit is no longer negative.
-    fn settle(&mut self, allotment: Millicores, spent: u64, now: Instant) -> Duration {
+    /// Earns credit for the time since it last looked (at the allotment's rate, or the
+    /// share's when nothing holds the capsule back), spends what guest code used since,
+    /// and answers how long to pause: never while nothing holds it back, else until
+    /// the credit is no longer negative.
+    fn settle(
+        &mut self,
+        share: Millicores,
+        allotment: Millicores,
+        spent: u64,
+        now: Instant,
+    ) -> Duration {
         let used = i64::try_from(spent.saturating_sub(self.seen)).unwrap_or(i64::MAX);
         let elapsed = now.saturating_duration_since(self.at);
         self.seen = spent;
         self.at = now;
-        if allotment == UNLIMITED {
-            self.credit = 0;
-            return Duration::ZERO;
-        }
-        let rate = i64::from(allotment.max(1));
+        let held = allotment != UNLIMITED;
+        let rate = i64::from(if held { allotment } else { share }.clamp(1, UNLIMITED - 1));
         let earned = ns(elapsed).saturating_mul(rate) / 1000;
         let most = ns(BURST).saturating_mul(rate) / 1000;
         self.credit = self
             .credit
             .saturating_add(earned)
             .saturating_sub(used)
-            .min(most);
-        if self.credit >= 0 {
+            .clamp(-most, most);
+        if !held || self.credit >= 0 {
             return Duration::ZERO;
         }
         let owed = self.credit.saturating_neg().saturating_mul(1000) / rate;
@@ -158,7 +165,7 @@ mod tests {
         let t0 = Instant::now();
         let mut b = bucket(t0);
         // 500 millicores for 100 ms earns 50 ms of CPU; 40 ms was used.
-        let pause = b.settle(500, 40_000_000, t0 + Duration::from_millis(100));
+        let pause = b.settle(100, 500, 40_000_000, t0 + Duration::from_millis(100));
         assert_eq!(pause, Duration::ZERO);
     }
 
@@ -168,10 +175,10 @@ mod tests {
         let mut b = bucket(t0);
         // 100 millicores; a guest spun 10 ms of a 10 ms tick: it owes 9 ms of CPU,
         // which takes 90 ms to earn at a tenth of a core.
-        let pause = b.settle(100, 10_000_000, t0 + Duration::from_millis(10));
+        let pause = b.settle(100, 100, 10_000_000, t0 + Duration::from_millis(10));
         assert_eq!(pause, Duration::from_millis(90));
         // After pausing that long it is even, and runs its next tick.
-        let pause = b.settle(100, 10_000_000, t0 + Duration::from_millis(100));
+        let pause = b.settle(100, 100, 10_000_000, t0 + Duration::from_millis(100));
         assert_eq!(pause, Duration::ZERO);
     }
 
@@ -179,26 +186,37 @@ mod tests {
     fn a_pause_is_never_longer_than_the_deadline_check_allows() {
         let t0 = Instant::now();
         let mut b = bucket(t0);
-        let pause = b.settle(1, 10_000_000_000, t0 + Duration::from_millis(10));
+        let pause = b.settle(1, 1, 10_000_000_000, t0 + Duration::from_millis(10));
         assert_eq!(pause, LONGEST_PAUSE);
     }
 
     #[test]
-    fn idle_time_banks_at_most_a_burst() {
+    fn idle_time_banks_a_burst_at_the_share_and_no_more() {
         let t0 = Instant::now();
         let mut b = bucket(t0);
-        let _ = b.settle(1000, 0, t0 + Duration::from_secs(60));
-        // A minute idle banks 100 ms, not 60 s: 150 ms of spinning owes 50 ms.
-        let pause = b.settle(1000, 150_000_000, t0 + Duration::from_secs(60));
-        assert_eq!(pause, Duration::from_millis(50));
+        // A minute idle at a tenth of a core banks 50 ms of CPU, not 6 s: a task's
+        // burst of 40 ms passes when others wait, one of 80 ms owes 30 ms.
+        let _ = b.settle(100, UNLIMITED, 0, t0 + Duration::from_secs(60));
+        let later = t0 + Duration::from_secs(60);
+        assert_eq!(b.settle(100, 100, 40_000_000, later), Duration::ZERO);
+        let pause = b.settle(100, 100, 80_000_000, later);
+        assert_eq!(pause, Duration::from_millis(250));
     }
 
     #[test]
-    fn unlimited_never_pauses_and_forgets_its_debt() {
+    fn running_past_the_share_unheld_runs_up_a_debt_paid_once_others_wait() {
         let t0 = Instant::now();
         let mut b = bucket(t0);
-        assert_eq!(b.settle(UNLIMITED, u64::MAX, t0), Duration::ZERO);
-        assert_eq!(b.credit, 0);
+        // A second spinning alone, at a tenth of a core: no pause, but it owes its
+        // bound (50 ms of CPU), so it is held back at once when others wait.
+        let second = t0 + Duration::from_secs(1);
+        assert_eq!(
+            b.settle(100, UNLIMITED, 1_000_000_000, second),
+            Duration::ZERO
+        );
+        assert_eq!(b.credit, -50_000_000);
+        let pause = b.settle(100, 100, 1_010_000_000, second + Duration::from_millis(10));
+        assert_eq!(pause, LONGEST_PAUSE);
     }
 
     #[test]
