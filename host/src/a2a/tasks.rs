@@ -21,12 +21,13 @@ use chrono::Utc;
 use tokio::sync::watch;
 
 use super::artifacts::{
-    RESPONSE, cut_to, keep_piece, reply_artifact, response_artifact, task_size, text_size,
-    tool_artifact,
+    RESPONSE, cut_to, keep_piece, reply_artifact, response_artifact, text_size, tool_artifact,
 };
-use super::events::{encode_event, ends_stream, numbered, saved_seq, with_seq};
+use super::events::{encode_event, ends_stream, numbered, with_seq};
 use super::journal::Journal;
 use crate::frames::{ArtifactFrame, State};
+
+mod restart;
 
 /// How many of a task's events are kept for resubscription. While it runs, its latest
 /// `events` (and `bytes`); once it has ended, its latest `ended`, when a late reader can
@@ -165,36 +166,6 @@ impl Tasks {
         self.book.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Takes the tasks `journal` holds, then keeps every later change in it.
-    pub fn keep_in(&self, journal: Journal, earlier: Vec<Task>) {
-        self.keep_in_with(journal, earlier, &|_| Some(STOPPED_BEFORE_END));
-    }
-
-    /// [`Tasks::keep_in`], where the host knows more of the tasks that had not ended:
-    /// `unended` says why each one failed, or `None` to keep it as it stands (a task
-    /// still queued, which runs again or is failed with a reason of its own).
-    pub fn keep_in_with(
-        &self,
-        journal: Journal,
-        earlier: Vec<Task>,
-        unended: &dyn Fn(&str) -> Option<&'static str>,
-    ) {
-        let mut book = self.book();
-        for task in earlier {
-            let why = unended(&task.id);
-            book.restore(task, why);
-        }
-        book.journal = Some(journal);
-        let kept = book.kept();
-        if let Some(journal) = &mut book.journal {
-            // A new session with nothing to carry over has nothing to write: its file
-            // is made by its first task, not in the launch's path.
-            if !(kept.is_empty() && journal.is_empty()) {
-                journal.rewrite(&kept);
-            }
-        }
-    }
-
     /// Waits for the next change after `seen`; the receiver says when.
     pub fn watch(&self) -> watch::Receiver<u64> {
         self.changed.subscribe()
@@ -299,24 +270,6 @@ impl Tasks {
     pub fn answered(&self, id: &str, message: Message) {
         let mut book = self.book();
         book.push_history(id, message);
-        drop(book);
-        self.bump();
-    }
-
-    /// A task that waited in the queue when the host stopped and cannot run again: it
-    /// ends `FAILED` with `why` (recorded afresh, with `message`, if the store lost it).
-    pub fn failed_unstarted(&self, id: &str, context: &str, message: Option<Message>, why: &str) {
-        let mut book = self.book();
-        book.create(id, context, message);
-        if book
-            .records
-            .get(id)
-            .is_some_and(|r| r.task.status.state.is_terminal())
-        {
-            // v1 states never leave a terminal one.
-            return;
-        }
-        book.finish(id, TaskState::Failed, agent_message(id, context, why));
         drop(book);
         self.bump();
     }
@@ -560,28 +513,6 @@ impl Book {
         if let Some(task) = snapshot {
             self.log(id, StreamResponse::Task(task));
         }
-    }
-
-    /// A task read back from the journal. One that had not ended when its capsule
-    /// stopped never will: it is failed with `why` (unless that is `None`).
-    fn restore(&mut self, mut task: Task, why: Option<&str>) {
-        let mut seq = saved_seq(&task);
-        task.metadata = None;
-        if let (false, Some(why)) = (task.status.state.is_terminal(), why) {
-            seq += 1;
-            task.status = status_now(
-                TaskState::Failed,
-                Some(agent_message(&task.id, &task.context_id, why)),
-            );
-        }
-        self.forget(&task.id);
-        let held = task_size(&task);
-        let id = task.id.clone();
-        self.insert(Record {
-            seq,
-            ..Record::new(task)
-        });
-        self.hold(&id, held);
     }
 
     /// Adds a record, dropping the oldest ended task (else the oldest) when full.
