@@ -25,6 +25,7 @@ use crate::manifest::{DriverRef, Manifest};
 use crate::memory::Budget;
 use crate::murmur_md;
 use crate::outbound;
+use crate::peer::desk::Desk;
 use crate::queue::{Acceptance, AfterTask, Origin, Pending, Source};
 use crate::resume::Resumed;
 use crate::server::Served;
@@ -59,6 +60,8 @@ pub struct Options<'a> {
     pub cpu: Option<crate::cpu::Account>,
     /// Its own daily token count and ceiling (`mur serve`); `None` under `mur run`.
     pub spend: Option<crate::spend::Capsule>,
+    /// Its place in a formation: its roster name, who may call it and whom it calls.
+    pub seat: Option<crate::peer::desk::Seat>,
 }
 
 /// Where the launch task comes from.
@@ -87,6 +90,7 @@ pub struct Staged {
     /// The capsule has the process to itself (`mur run`).
     alone: bool,
     spend: crate::spend::Spend,
+    desk: Arc<Desk>,
 }
 
 /// What a shell command of the capsule could reach (`mur run --explain-scope`),
@@ -126,6 +130,7 @@ pub async fn stage(engine: &Engine, m: Arc<Manifest>, opts: Options<'_>) -> Resu
         .keeping(m.lifecycle.task_history);
     let wire = Arc::new(wire);
     let memory = opts.memory.clone();
+    let desk = Arc::new(Desk::for_capsule(&m, opts.seat, &session_id)?);
     let (loop_component, staged) = stage::stage(
         engine,
         &m,
@@ -133,7 +138,7 @@ pub async fn stage(engine: &Engine, m: Arc<Manifest>, opts: Options<'_>) -> Resu
         &workdir,
         &wire,
         (memory, opts.cpu.clone()),
-        &session_id,
+        &desk,
     )
     .await?;
     let alone = matches!(opts.launch, Launch::FromRun(_));
@@ -168,6 +173,7 @@ pub async fn stage(engine: &Engine, m: Arc<Manifest>, opts: Options<'_>) -> Resu
         tasks_file: opts.tasks,
         alone,
         spend,
+        desk,
     })
 }
 
@@ -188,6 +194,7 @@ impl Staged {
             tasks_file,
             alone,
             spend,
+            desk,
         } = self;
         let session_loop = staged.session_loop.clone();
         let driver_label = staged.driver_label.clone();
@@ -225,6 +232,7 @@ impl Staged {
             session_loop,
             launch,
             resumed,
+            desk,
         })
     }
 }
@@ -239,6 +247,7 @@ pub struct Opened {
     session_loop: LoopIdentity,
     launch: Option<String>,
     resumed: Option<Resumed>,
+    desk: Arc<Desk>,
 }
 
 /// How the session ended.
@@ -272,6 +281,7 @@ impl Opened {
             trace: launched.trace.clone(),
             inbox: launched.inbox.clone(),
             control: launched.control.clone(),
+            desk: self.desk.clone(),
         })
     }
 

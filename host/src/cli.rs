@@ -308,7 +308,7 @@ fn parse_public_url(typed: &str) -> Result<String, String> {
     Ok(url.to_string())
 }
 
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
     /// The capsule manifest; paths inside it resolve against its directory.
     #[arg(long, default_value = "./murmur.yaml")]
@@ -366,6 +366,10 @@ pub struct RunArgs {
     /// Print what a shell command of this capsule could reach, and exit.
     #[arg(long)]
     pub explain_scope: bool,
+    /// Start every member of a formation (a directory holding roster.yaml, or the file)
+    /// in this process and give the task to its entry member; --manifest is not read.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["manifest", "loop_path", "resume", "explain_scope"])]
+    pub roster: Option<PathBuf>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]

@@ -6,6 +6,8 @@
 
 mod pool;
 
+pub(crate) use pool::PooledBody;
+
 use std::collections::hash_map::RandomState;
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
@@ -162,6 +164,50 @@ pub fn allowed(rules: &[NetRule], url: &str) -> bool {
     };
     let target = Origin::of(&uri);
     rules.iter().any(|rule| rule.allows(&target))
+}
+
+/// How long a request the host sends for itself may wait: for its connection, for the
+/// answer's head, and between pieces of the answer's body.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Waits {
+    pub connect: Duration,
+    pub first_byte: Duration,
+    pub between_bytes: Duration,
+}
+
+/// Sends a request the host makes on a capsule's behalf (a call to a remote peer) once,
+/// on the pool's connections, if the capsule's allow rules reach its URL: the check a
+/// driver's requests pass, so a peer is no way around the capsule's allow-list. Not
+/// retried: a peer call is not idempotent. The answer streams, its body read as it
+/// arrives, each piece within `waits.between_bytes`. `http` and `https` both go, as the
+/// pool makes them.
+pub(crate) async fn send_allowed(
+    rules: &[NetRule],
+    mut request: Request<Full<Bytes>>,
+    waits: Waits,
+) -> Result<Response<PooledBody>> {
+    let target = Origin::of(request.uri());
+    if !rules.iter().any(|rule| rule.allows(&target)) {
+        return Err(Error::HttpRequestDenied);
+    }
+    // The pool sends the request line in origin form, and HTTP/1.1 servers (uvicorn's
+    // h11 among them) refuse a request without a Host.
+    let host = request.uri().authority().map(|a| match a.port_u16() {
+        Some(port) => format!("{}:{port}", a.host()),
+        None => a.host().to_string(),
+    });
+    if let Some(host) = host.and_then(|h| http::HeaderValue::from_str(&h).ok()) {
+        request
+            .headers_mut()
+            .entry(http::header::HOST)
+            .or_insert(host);
+    }
+    let options = RequestOptions {
+        connect_timeout: Some(waits.connect),
+        first_byte_timeout: Some(waits.first_byte),
+        between_bytes_timeout: Some(waits.between_bytes),
+    };
+    pool::send(request, options).await
 }
 
 /// `scheme://host:port` of a URL, as an allow-list entry would name it.

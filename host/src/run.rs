@@ -24,11 +24,23 @@ use crate::server::{self, Mount};
 use crate::workdir::RecordsChoice;
 
 pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
+    if args.roster.is_some() {
+        return crate::formation::run(args).await;
+    }
+    let engine = Engine::new()?;
+    run_seated(args, &engine, None).await
+}
+
+/// One capsule as `mur run` runs it; a formation's entry member has its `seat`.
+pub(crate) async fn run_seated(
+    args: RunArgs,
+    engine: &Engine,
+    seat: Option<crate::peer::desk::Seat>,
+) -> Result<ExitCode, Error> {
     let started = Instant::now();
     let m = Arc::new(load_manifest(&args)?);
     // Before any command runs, so whatever a command leaves behind is ours to kill.
     let adopted = crate::reaper::adopt_orphans();
-    let engine = Engine::new()?;
     let options = Options {
         records: records_choice(&args, &m),
         loop_path: args.loop_path.as_deref(),
@@ -40,6 +52,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         memory: None,
         cpu: None,
         spend: None,
+        seat,
     };
     if args.explain_scope {
         print!("{}", capsule::explain_scope(&m, &options)?);
@@ -51,7 +64,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
         args.bind,
         args.open_door,
     )?;
-    let staged = capsule::stage(&engine, m.clone(), options).await?;
+    let staged = capsule::stage(engine, m.clone(), options).await?;
     let listener = bind(&args, &m).await?;
     let url = listener
         .local_addr()
@@ -118,7 +131,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
 }
 
 /// The manifest, with the command line's lifecycle overrides applied.
-fn load_manifest(args: &RunArgs) -> Result<Manifest, Error> {
+pub(crate) fn load_manifest(args: &RunArgs) -> Result<Manifest, Error> {
     let loaded = match args.system_prompt {
         Some(_) => manifest::load_with_prompt_from_cli(&args.manifest)?,
         None => manifest::load(&args.manifest)?,
@@ -148,7 +161,7 @@ fn load_manifest(args: &RunArgs) -> Result<Manifest, Error> {
 /// Lists this session in the running-session registry, with its door's token when it
 /// has one. A registry that cannot be written costs `mur ps` and `mur stop SESSION` this
 /// session (and `mur token` its token: the door still asks for it), not the run.
-fn register(
+pub(crate) fn register(
     m: &Manifest,
     launched: &Launched,
     url: &str,

@@ -28,6 +28,11 @@ use crate::queue::{Acceptance, Origin, Pending, Queue, Refusal, Source};
 use crate::trace::{SessionTrace, line};
 use crate::wire::Wire;
 
+mod peer_door;
+
+use crate::peer::{self, desk::Desk};
+use peer_door::Sent;
+
 /// The heartbeat interval; tests shorten it through `MUR_HEARTBEAT_MS`.
 fn heartbeat_every() -> Duration {
     std::env::var("MUR_HEARTBEAT_MS")
@@ -55,6 +60,8 @@ pub struct Served {
     pub control: Arc<Control>,
     /// The agent card, encoded once.
     pub card: bytes::Bytes,
+    /// Whether and from whom it takes peer tasks, and the chains of those it holds.
+    pub desk: Arc<Desk>,
 }
 
 /// A message that is to become a task, from either door.
@@ -70,24 +77,49 @@ pub struct Arrived {
 impl Served {
     /// Hands a new task to the queue: its arrival traced and kept by the task store, and
     /// if the capsule cannot take it, its refusal too. Returns the task's id and context.
+    /// A peer task has passed the desk already ([`handle`]); its chain is held here.
     pub fn take(
         &self,
         request: &Request,
         arrived: Arrived,
+    ) -> (String, String, Result<(), Refusal>) {
+        let origin = Origin::claimed(request.header(peer::ORIGIN_HEADER));
+        let peer = (origin == Origin::Peer)
+            .then(|| peer_door::admitted(&self.desk, request).ok())
+            .flatten()
+            .map(|admitted| Sent {
+                call_id: request.header(peer::CALL_HEADER).map(str::to_string),
+                caller_task: request.header(peer::CALLER_TASK_HEADER).map(str::to_string),
+                admitted,
+            });
+        self.enter(arrived, origin, request.header("traceparent"), peer)
+    }
+
+    /// A new task of `origin` into the queue, from either door or another member.
+    fn enter(
+        &self,
+        arrived: Arrived,
+        origin: Origin,
+        traceparent: Option<&str>,
+        peer: Option<Sent>,
     ) -> (String, String, Result<(), Refusal>) {
         let task = Pending {
             breach: None,
             id: ids::task(),
             context_id: arrived.context_id.unwrap_or_else(ids::context),
             text: arrived.text,
-            origin: Origin::claimed(request.header("x-murmur-task-origin")),
+            origin,
             source: Source::A2a,
             message_id: Some(arrived.message_id),
         };
         let (task_id, context_id) = (task.id.clone(), task.context_id.clone());
-        let received = line::a2a_task_received(&task, request.header("traceparent"));
+        let received = line::a2a_task_received(&task, traceparent);
         // A failed trace write is kept by the trace: the loop's next step ends on it.
         let _ = self.trace.under_session(Some(&task_id), received);
+        match peer {
+            Some(sent) => peer_door::hold(self, &task_id, sent, traceparent),
+            None => self.desk.arrived(&task_id, None, traceparent),
+        }
         let tasks = self.wire.tasks();
         tasks.submitted(&task_id, &context_id, Some(arrived.v1));
         let taken = self.queue.submit(task);
@@ -256,7 +288,7 @@ async fn dispatch(mut socket: TcpStream, mount: Mount) {
     };
     match mount {
         Mount::One(served, door) if request.path == "/" || is_card(&request) => {
-            if !door.admits(&request) {
+            if !door.admits(&request) && !peer_door::edge_admits(&served.desk, &request) {
                 return crate::serve::unauthorized().write(&mut socket).await;
             }
             handle(socket, request, &served).await
@@ -303,6 +335,9 @@ pub fn is_card(request: &Request) -> bool {
 
 /// A request to a capsule's address or its agent card (its path already matched).
 async fn handle(mut socket: TcpStream, request: Request, served: &Served) {
+    if let Some(refused) = peer_door::refused(&served.desk, &request) {
+        return refused.write(&mut socket).await;
+    }
     if is_card(&request) {
         return card(socket, &request, served).await;
     }

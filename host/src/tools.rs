@@ -25,6 +25,7 @@ use crate::fence;
 use crate::guest_log;
 use crate::input::{self, Port};
 use crate::meter::{Account, Meter, Refused};
+use crate::peer::tool as peer_tool;
 use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
 use crate::shell::{self, Background, Ran, ShellOutcome, ShellRequest};
 use crate::wire::Wire;
@@ -89,6 +90,10 @@ pub enum Kind {
     Skill {
         text: PathBuf,
     },
+    /// `call-member`: a task handed to a peer ([`crate::peer`]).
+    Peer {
+        desk: Arc<crate::peer::desk::Desk>,
+    },
 }
 
 pub struct Tool {
@@ -105,6 +110,7 @@ impl Tool {
             Kind::Shell { .. } => "shell",
             Kind::Component { .. } | Kind::Upstream { .. } => "tool",
             Kind::Skill { .. } => "skill",
+            Kind::Peer { .. } => "peer",
         }
     }
 }
@@ -170,6 +176,8 @@ pub struct Dispatched {
     pub detached: Option<Background>,
     /// The first write the workdir quota refused the tool during the call.
     pub refused: Option<Refused>,
+    /// A call to a peer: for its `member_call` line.
+    pub peer: Option<peer_tool::Called>,
 }
 
 impl Dispatched {
@@ -186,11 +194,16 @@ impl Dispatched {
             shell: None,
             detached: None,
             refused: None,
+            peer: None,
         }
     }
 
     fn fenced(tool: &str, text: &str, is_error: bool) -> Self {
-        let source = fence::tool_source(tool);
+        Self::fenced_as(&fence::tool_source(tool), text, is_error)
+    }
+
+    fn fenced_as(source: &str, text: &str, is_error: bool) -> Self {
+        let source = source.to_string();
         Dispatched {
             content: fence::fence(&source, text),
             fence_source: Some(source),
@@ -203,6 +216,7 @@ impl Dispatched {
             shell: None,
             detached: None,
             refused: None,
+            peer: None,
         }
     }
 }
@@ -250,6 +264,23 @@ impl Tools {
                 binary: binary.to_string(),
             },
         });
+    }
+
+    /// `call-member`, when the capsule has anyone to call.
+    pub fn add_peers(&mut self, desk: Arc<crate::peer::desk::Desk>) {
+        let names: Vec<&str> = desk.peers().iter().map(|p| p.name.as_str()).collect();
+        if names.is_empty() {
+            return;
+        }
+        self.typed = std::sync::OnceLock::new();
+        let tool = Tool {
+            name: peer_tool::NAME.to_string(),
+            version: None,
+            description: peer_tool::description(&names),
+            schema: peer_tool::schema(&names),
+            kind: Kind::Peer { desk: desk.clone() },
+        };
+        self.list.push(tool);
     }
 
     pub fn add_skill(&mut self, name: &str, text: PathBuf, description: String) {
@@ -443,6 +474,7 @@ impl Tools {
         match &tool.kind {
             Kind::Shell { binary } => self.run_shell(&tool.name, binary, input).await,
             Kind::Skill { text } => run_skill(&self.grants.workdir, text),
+            Kind::Peer { desk } => self.run_peer(desk, input, &task, wire, port).await,
             Kind::Component { .. } | Kind::Upstream { .. } => {
                 if !matches!(serde_json::from_str::<Value>(input), Ok(Value::Object(_))) {
                     return Dispatched::not_reached(format!(
@@ -652,6 +684,49 @@ pub(crate) fn link_upstream(
 }
 
 /// A result over `max_tool_result_bytes`, in words; checked before anything copies it.
+impl Tools {
+    /// A `call-member` call: its answer fenced as the peer's, or the tool error why not.
+    async fn run_peer(
+        &self,
+        desk: &crate::peer::desk::Desk,
+        input: &str,
+        task: &TaskInfo,
+        wire: &Arc<Wire>,
+        port: Option<Port>,
+    ) -> Dispatched {
+        let (peer, text) = match peer_tool::parse(desk, input) {
+            Ok(parsed) => parsed,
+            Err(told) => return Dispatched::not_reached(told),
+        };
+        let max = usize::try_from(self.grants.max_result_bytes).unwrap_or(usize::MAX);
+        let traceparent = desk.traceparent_of(&task.id);
+        let ask = peer_tool::Outgoing {
+            text,
+            task: &task.id,
+            traceparent,
+            max_answer_bytes: max,
+            deadline: self.grants.deadline,
+        };
+        let called = peer_tool::call(desk, peer, ask, wire, port.as_ref()).await;
+        let source = peer_tool::source(&called.peer);
+        let (text, is_error, truncated) = match &called.outcome {
+            Ok(answer) if answer.truncated => {
+                let limit = self.grants.max_result_bytes;
+                let note = format!(
+                    "[the answer was cut at capabilities.limits.max_tool_result_bytes ({limit} bytes)]"
+                );
+                (format!("{}\n{note}", answer.text), false, true)
+            }
+            Ok(answer) => (answer.text.clone(), false, false),
+            Err(failure) => (failure.message.clone(), true, false),
+        };
+        let mut out = Dispatched::fenced_as(&source, &text, is_error);
+        out.truncated = truncated;
+        out.peer = Some(called);
+        out
+    }
+}
+
 fn oversized(
     result: &crate::bindings::tool::exports::murmur::tool::run::ToolResult,
     limit: u64,
@@ -691,6 +766,7 @@ fn run_skill(workdir: &std::path::Path, text: &std::path::Path) -> Dispatched {
             shell: None,
             detached: None,
             refused: None,
+            peer: None,
         },
         Err(e) => {
             let mut out = Dispatched::not_reached(format!(

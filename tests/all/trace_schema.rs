@@ -414,6 +414,8 @@ const OURS: &[&str] = &[
     "input_received",
     "input_timeout",
     "spend_ceiling_reached",
+    "member_call",
+    "peer_task_received",
 ];
 
 const ENVELOPE: &[&str] = &[

@@ -48,8 +48,9 @@ pub(super) async fn stage(
         Option<Arc<crate::memory::Budget>>,
         Option<crate::cpu::Account>,
     ),
-    session_id: &str,
+    desk: &Arc<crate::peer::desk::Desk>,
 ) -> Result<(LoopComponent, Staged), Error> {
+    let session_id = desk.me().session.as_str();
     let memory = Cap {
         each: m.capabilities.memory_bytes,
         shared: shared_memory,
@@ -142,6 +143,7 @@ pub(super) async fn stage(
         };
         tools.add_component(engine, &next()?, &entry, wire).await?;
     }
+    tools.add_peers(desk.clone());
     for skill in m.artifacts.iter().filter(|a| a.runtime == Runtime::Skill) {
         let text = PathBuf::from(format!("tools/{}/skill.md", skill.name));
         tools.add_skill(&skill.name, text, skill_description(&skill.source));

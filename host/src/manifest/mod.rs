@@ -22,6 +22,7 @@ mod fields;
 mod hooks;
 mod inference;
 mod network;
+mod peers;
 mod schema;
 mod sections;
 mod session_loop;
@@ -46,6 +47,7 @@ use tree::{Node, Val, at, describe, is_null, parse_tree, show};
 pub use authentication::Authentication;
 /// One `capabilities.network.allow` entry, as the shared authority parser reads it.
 pub use mur_authority::NetRule;
+pub use peers::RemotePeer;
 
 /// A parsed manifest plus the warnings (unknown keys) met on the way.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,6 +85,10 @@ pub struct Manifest {
     pub capabilities: Capabilities,
     pub network: Network,
     pub trace: TraceSettings,
+    /// `exports.peer_tasks.accept`: whether other capsules may hand it tasks.
+    pub accepts_peer_tasks: bool,
+    /// `peers[]`: the remote A2A agents it may call.
+    pub peers: Vec<RemotePeer>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -513,6 +519,9 @@ fn build_manifest(cx: &mut Cx, root: Option<&Node>, path: PathBuf) -> Result<Man
     let artifacts = artifacts::artifacts(cx, &top)?;
     let session_loop = session_loop::session_loop(cx, &top, &artifacts)?;
     let inference = inference::inference(cx, &top, &artifacts)?;
+    let capabilities = capabilities::capabilities(cx, &top)?;
+    let remote_peers = peers::remote_peers(cx, &top)?;
+    reach_peers(cx, &remote_peers, &capabilities)?;
     Ok(Manifest {
         path,
         dir: cx.dir.clone(),
@@ -524,10 +533,31 @@ fn build_manifest(cx: &mut Cx, root: Option<&Node>, path: PathBuf) -> Result<Man
         inference,
         context: sections::context(cx, &top)?,
         lifecycle: sections::lifecycle(cx, &top)?,
-        capabilities: capabilities::capabilities(cx, &top)?,
+        capabilities,
         network: sections::network(cx, &top)?,
         trace: sections::trace(cx, &top)?,
+        accepts_peer_tasks: peers::accepts_peer_tasks(cx, &top)?,
+        peers: remote_peers,
     })
+}
+
+/// Every remote peer's card is reached through `capabilities.network.allow`, like any
+/// other outbound call: one that is not stops the load, naming what to add.
+fn reach_peers(cx: &Cx, peers: &[RemotePeer], caps: &Capabilities) -> Result<()> {
+    for (i, peer) in peers.iter().enumerate() {
+        if crate::outbound::allowed(&caps.network_allow, &peer.card) {
+            continue;
+        }
+        let origin = crate::outbound::origin_of(&peer.card).unwrap_or_default();
+        let why = format!(
+            "{} is not reached by capabilities.network.allow",
+            show(&peer.card)
+        );
+        return Err(cx
+            .invalid(peer.line, &format!("peers[{i}].card"), why)
+            .hint(format!("add \"{origin}\" to capabilities.network.allow")));
+    }
+    Ok(())
 }
 
 fn top_section<'n>(cx: &mut Cx, root: Option<&'n Node>) -> Result<Section<'n>> {

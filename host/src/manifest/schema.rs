@@ -5,7 +5,10 @@ use super::tree::join;
 #[rustfmt::skip]
 const SCHEMA: &[(&str, &[&str])] = &[
     ("", &["name", "version", "description", "artifacts", "loop", "inference", "context", "lifecycle",
-           "capabilities", "network", "trace"]),
+           "capabilities", "network", "trace", "exports", "peers"]),
+    ("exports", &["peer_tasks"]),
+    ("exports.peer_tasks", &["accept"]),
+    ("peers[]", &["name", "card", "token_env"]),
     ("artifacts[]", &["name", "version", "runtime", "source", "local_source", "capabilities",
                       "description", "on_overflow", "binding", "execution_mode",
                       "commit_policy"]),

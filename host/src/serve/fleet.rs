@@ -299,6 +299,7 @@ impl Fleet {
             memory: Some(memory.clone()),
             cpu: Some(hosted.cpu_account(self)),
             spend: Some(self.spend_of(&entry)),
+            seat: None,
         };
         let staged = capsule::stage(&self.engine, m.clone(), options).await?;
         let opened = staged.open(&self.address(&entry.id)).await?;

@@ -172,6 +172,9 @@ impl Current<'_> {
         self.run.counts.tool_calls += 1;
         let include_output = self.session.settings.include_tool_output;
         self.record_under_turn(line::tool_call(&asked, &ran, include_output))?;
+        if let Some(called) = &done.peer {
+            self.record_under_turn(member_call_line(called))?;
+        }
         if let Some(shell) = &done.shell {
             self.run.counts.shell_calls += 1;
             let command = lifecycle::shell_command(&call.input);
@@ -188,4 +191,28 @@ impl Current<'_> {
         }
         Ok(())
     }
+}
+
+/// The caller's `member_call` line of a call to a peer.
+fn member_call_line(called: &crate::peer::tool::Called) -> line::Line {
+    let (status, task, bytes, truncated) = match &called.outcome {
+        Ok(answer) => (
+            "answered",
+            Some(answer.task_id.as_str()),
+            answer.text.len(),
+            answer.truncated,
+        ),
+        Err(failure) => (failure.kind.as_str(), failure.task_id.as_deref(), 0, false),
+    };
+    line::member_call(&line::MemberCall {
+        call_id: &called.call_id,
+        member: &called.peer,
+        status,
+        member_task_id: task,
+        duration_ms: called.took.as_millis() as u64,
+        duration_us: called.took.as_micros() as u64,
+        answer_bytes: bytes,
+        truncated,
+        chain: &called.chain,
+    })
 }

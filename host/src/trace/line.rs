@@ -9,6 +9,9 @@ use serde_json::{Map, Value, json};
 use crate::exit_status::ExitStatus;
 use crate::queue::Pending;
 
+mod peer;
+pub use peer::{MemberCall, PeerTask, member_call, peer_task_received};
+
 /// One trace event, ready to write: its type and its fields (a JSON object).
 #[derive(Debug)]
 pub struct Line {

@@ -509,6 +509,11 @@ pub struct Running {
 }
 
 impl Running {
+    /// A `mur` command already given its arguments and piped stdout and stderr.
+    pub fn start_command(cmd: Command) -> Self {
+        Self::start(cmd)
+    }
+
     fn start(mut cmd: Command) -> Self {
         let mut child = cmd.spawn().expect("mur starts");
         let stdout = child.stdout.take().unwrap();

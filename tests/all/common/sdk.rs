@@ -25,8 +25,12 @@ use serde_json::Value;
 
 use super::repo;
 
-/// What the Python scenarios run with: the SDK version issue 15 names, pinned.
-const PYTHON_PACKAGE: &str = "a2a-sdk==1.3.0";
+/// What the Python scenarios run with: the SDK version issue 15 names, pinned, with the
+/// server side issue 30's SDK peer (`tests/sdk/peer_server.py`) needs: the SDK's
+/// Starlette routes (its `http-server` extra) and uvicorn to serve them.
+const PYTHON_PACKAGES: &[&str] = &["a2a-sdk[http-server]==1.3.0", "uvicorn==0.55.0"];
+/// How long the SDK peer server may take to print its port.
+const PEER_STARTS_WITHIN: Duration = Duration::from_secs(30);
 /// How long one install (a virtualenv and pip, or npm) may take before it counts as
 /// failed: generous for a cold cache on CI, bounded so that a registry that never
 /// answers skips the tests instead of hanging them.
@@ -107,12 +111,13 @@ impl Sdk {
 }
 
 /// The virtualenv `target/a2a-sdk/venv` with the pinned `a2a-sdk` (and what it pulls
-/// in: httpx, protobuf).
+/// in: httpx, protobuf, starlette, sse-starlette) and uvicorn.
 fn install_python(home: &Path) -> Result<Client, String> {
     let venv = home.join("venv");
     let python = venv.join("bin").join("python");
     let marker = venv.join(".mur-installed");
-    if std::fs::read_to_string(&marker).ok().as_deref() != Some(PYTHON_PACKAGE) {
+    let packages = PYTHON_PACKAGES.join(" ");
+    if std::fs::read_to_string(&marker).ok().as_deref() != Some(packages.as_str()) {
         let mut create = Command::new("python3");
         create.args(["-m", "venv", "--clear"]).arg(&venv);
         run_bounded(&mut create, "python3 -m venv")?;
@@ -125,9 +130,9 @@ fn install_python(home: &Path) -> Result<Client, String> {
             "--disable-pip-version-check",
         ])
         .args(["--no-input", "--retries", "2", "--timeout", "30"])
-        .arg(PYTHON_PACKAGE);
-        run_bounded(&mut pip, &format!("pip install {PYTHON_PACKAGE}"))?;
-        write(&marker, PYTHON_PACKAGE)?;
+        .args(PYTHON_PACKAGES);
+        run_bounded(&mut pip, &format!("pip install {packages}"))?;
+        write(&marker, &packages)?;
     }
     Ok(Client {
         sdk: Sdk::Python,
@@ -197,6 +202,115 @@ impl Client {
             out.stderr
         );
         seen
+    }
+}
+
+/// `tests/sdk/peer_server.py` running: a remote A2A agent served by the Python SDK on a
+/// loopback port of its own, for a capsule to call (issue 30). Killed when dropped.
+///
+/// ```ignore
+/// let Some(client) = Sdk::Python.client() else { return };
+/// let peer = client.peer_server("hang");     // answer | input | drop | hang | token
+/// // a manifest's peers[].card = peer.card_url(), network.allow its port …
+/// assert_eq!(peer.next_line(Duration::from_secs(10)).unwrap()["canceled"], task_id);
+/// ```
+pub struct PeerServer {
+    child: Child,
+    port: u16,
+    /// What it printed after its port, a line at a time.
+    lines: std::sync::mpsc::Receiver<String>,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Client {
+    /// Starts the SDK peer server doing `behaviour` (`answer`, `input`, `drop`, `hang`
+    /// or `token`; see the script) and waits for the port it printed.
+    pub fn peer_server(&self, behaviour: &str) -> PeerServer {
+        assert_eq!(
+            self.sdk,
+            Sdk::Python,
+            "the peer server runs on the Python SDK"
+        );
+        let script = repo().join("tests/sdk/peer_server.py");
+        let mut child = Command::new(&self.program)
+            .arg(&script)
+            .arg(behaviour)
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", script.display()));
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let said = stderr.clone();
+        let mut pipe = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = pipe.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                said.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&chunk[..n]));
+            }
+        });
+        let (send, lines) = std::sync::mpsc::channel();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in stdout.lines().map_while(Result::ok) {
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut server = PeerServer {
+            child,
+            port: 0,
+            lines,
+            stderr,
+        };
+        let first = server.lines.recv_timeout(PEER_STARTS_WITHIN);
+        let port = first
+            .ok()
+            .and_then(|line| serde_json::from_str::<Value>(&line).ok())
+            .and_then(|v| v["port"].as_u64())
+            .and_then(|p| u16::try_from(p).ok());
+        match port {
+            Some(port) => server.port = port,
+            None => panic!(
+                "the SDK peer server ({behaviour}) printed no port within {PEER_STARTS_WITHIN:?}; stderr:\n{}",
+                server.stderr()
+            ),
+        }
+        server
+    }
+}
+
+impl PeerServer {
+    /// Its agent card's URL, as a manifest's `peers[].card` names it.
+    pub fn card_url(&self) -> String {
+        format!("http://127.0.0.1:{}/.well-known/agent-card.json", self.port)
+    }
+
+    /// The next JSON line it printed (`{"canceled": "<task id>"}` when a task of
+    /// `hang` is canceled), waiting at most `within`.
+    pub fn next_line(&self, within: Duration) -> Option<Value> {
+        let line = self.lines.recv_timeout(within).ok()?;
+        serde_json::from_str(&line).ok()
+    }
+
+    /// What it wrote to stderr so far (uvicorn's and the SDK's logs), for a failure.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+impl Drop for PeerServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
