@@ -77,7 +77,7 @@ mod tests {
     fn peers_and_consent_are_read() {
         let s = Scratch::new();
         let m = s.ok(&base(
-            "exports:\n  peer_tasks:\n    accept: true\npeers:\n  - name: weather\n    card: http://127.0.0.1:9/.well-known/agent-card.json\n    token_env: WEATHER_TOKEN\n",
+            "exports:\n  peer_tasks:\n    accept: true\npeers:\n  - name: weather\n    card: http://127.0.0.1:9/.well-known/agent-card.json\n    token_env: WEATHER_TOKEN\ncapabilities:\n  network:\n    allow: [\"http://127.0.0.1:9\"]\n",
         ))
         .manifest;
         assert!(m.accepts_peer_tasks);
@@ -85,6 +85,14 @@ mod tests {
         assert_eq!(m.peers[0].name, "weather");
         assert_eq!(m.peers[0].token_env.as_deref(), Some("WEATHER_TOKEN"));
         assert!(!s.ok(&base("")).manifest.accepts_peer_tasks);
+        let e = s.err(&base(
+            "peers:\n  - name: w\n    card: http://127.0.0.1:9/card.json\n",
+        ));
+        assert!(
+            text(&e).contains("is not reached by capabilities.network.allow\n  hint: add \"http://127.0.0.1:9\" to capabilities.network.allow"),
+            "{}",
+            text(&e)
+        );
     }
 
     #[test]
