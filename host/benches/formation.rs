@@ -12,6 +12,10 @@
 //!   (`parallel_tools: 1`). The fan-out's time is its slowest call (all ten start
 //!   together); it is set against one single call to the same kind of worker.
 //!
+//! - **The same call through a socket**: the worker runs as a `mur run` of its own and
+//!   the lead, another `mur run`, calls it as a remote A2A peer (`peers[]`, its card
+//!   on loopback): HTTP, the A2A client and the door's JSON both ways.
+//!
 //! Results are plain lines on stdout.
 
 use std::path::{Path, PathBuf};
@@ -88,20 +92,7 @@ fn run(dir: &Path) -> Vec<u64> {
         .status()
         .unwrap();
     assert!(status.success(), "{}", dir.display());
-    let records = dir.join("lead/workdir/.murmur");
-    let session = std::fs::read_dir(&records)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.join("trace.jsonl").exists())
-        .unwrap();
-    std::fs::read_to_string(session.join("trace.jsonl"))
-        .unwrap()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|l| l["event_type"] == "member_call")
-        .inspect(|l| assert_eq!(l["status"], "answered", "{l}"))
-        .map(|l| l["duration_us"].as_u64().unwrap())
-        .collect()
+    durations(&dir.join("lead/workdir/.murmur"))
 }
 
 fn median(mut v: Vec<u64>) -> u64 {
@@ -124,6 +115,73 @@ fn one_call() {
     }
     println!(
         "member call: median {} over {} calls (the callee's one scripted turn included; target <= 2 ms)",
+        ms(median(all.clone())),
+        all.len()
+    );
+}
+
+/// The lead's `member_call` durations from its newest session under `records`.
+fn durations(records: &Path) -> Vec<u64> {
+    let session = std::fs::read_dir(records)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("trace.jsonl").exists())
+        .max()
+        .unwrap();
+    std::fs::read_to_string(session.join("trace.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["event_type"] == "member_call")
+        .inspect(|l| assert_eq!(l["status"], "answered", "{l}"))
+        .map(|l| l["duration_us"].as_u64().unwrap())
+        .collect()
+}
+
+fn socket_call() {
+    use std::io::BufRead;
+    let dir = root().join("socket");
+    let _ = std::fs::remove_dir_all(&dir);
+    let turns = "  - text: answered\n".repeat(CALLS * ROUNDS);
+    let consent = "lifecycle:\n  task_acceptance: queue\n  after_task: sleep\nexports:\n  peer_tasks:\n    accept: true\n";
+    member(&dir, "worker", &turns, consent);
+    let mut worker = Command::new(env!("CARGO_BIN_EXE_mur"))
+        .args(["run", "--json", "--port", "0", "--manifest"])
+        .arg(dir.join("worker/murmur.yaml"))
+        .env("MUR_CACHE_DIR", root().join("cache"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(worker.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let launch: Value = serde_json::from_str(&line).unwrap();
+    let address = launch["address"].as_str().unwrap().to_string();
+    let lead_turns: String =
+        (0..CALLS).map(|i| call(i, "worker")).collect::<String>() + "  - text: done\n";
+    let peers = format!(
+        "peers:\n  - name: worker\n    card: {address}/.well-known/agent-card.json\ncapabilities:\n  network:\n    allow: [\"{address}\"]\n"
+    );
+    member(&dir, "lead", &lead_turns, &peers);
+    let mut all = Vec::new();
+    for _ in 0..ROUNDS {
+        let status = Command::new(env!("CARGO_BIN_EXE_mur"))
+            .args(["run", "--json", "--port", "0", "--manifest"])
+            .arg(dir.join("lead/murmur.yaml"))
+            .args(["--task", "go"])
+            .env("MUR_CACHE_DIR", root().join("cache"))
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        all.extend(durations(&dir.join("lead/workdir/.murmur")));
+    }
+    let _ = worker.kill();
+    let _ = worker.wait();
+    println!(
+        "the same call through a loopback socket (a remote peer): median {} over {} calls",
         ms(median(all.clone())),
         all.len()
     );
@@ -186,6 +244,7 @@ fn fan_out() {
 fn main() {
     let started = Instant::now();
     one_call();
+    socket_call();
     fan_out();
     let _ = Duration::ZERO;
     println!("(took {:.0} s)", started.elapsed().as_secs_f64());

@@ -5,25 +5,21 @@
 //! served as before, and a task is one task whichever door it came through. A task
 //! sent with `SendMessage` writes the seed's frames on `stream/watch`; one sent with
 //! `message/stream` answers `GetTask`. Both doors read the same typed events of the
-//! wire; the v1 door keeps them per task in [`Tasks`], numbered, so a client that lost
-//! its stream resumes it exactly (beyond the specification, which has no cursor).
+//! wire; the v1 door reads them per task from the task store ([`crate::task_store`]),
+//! numbered, so a client that lost its stream resumes it exactly (beyond the
+//! specification, which has no cursor).
 
-mod artifacts;
 mod card;
-mod events;
-mod journal;
 mod methods;
 mod rpc;
 mod stream;
-mod tasks;
 
 use serde_json::Value;
 use tokio::net::TcpStream;
 
-use crate::server::{Request, Served};
-pub use card::{Guard, PATH as CARD_PATH, encode as card};
-pub use journal::{FILE as JOURNAL_FILE, Journal, read as read_journal};
-pub use tasks::{STOPPED_BEFORE_END, Tasks};
+use crate::http1::Request;
+use crate::intake::Served;
+pub use card::{Guard, PATH as CARD_PATH, encode as card, is_card};
 
 /// The v1.0 methods, every one answered here: the six the door serves, and the ones
 /// it refuses with the specification's own error.

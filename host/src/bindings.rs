@@ -12,6 +12,23 @@ pub mod session_loop {
     });
 }
 
+/// `murmur:session@0.3.0`: the 0.2.0 session world and `peers`. Only `peers` is new;
+/// the rest is the 0.2.0 bindings, so one loop state serves both versions.
+pub mod session_peers {
+    wasmtime::component::bindgen!({
+        world: "murmur:session/session-loop@0.3.0",
+        path: ["../wit/message", "../wit/text", "../wit/session", "../wit/session-0.3.0"],
+        imports: { default: async | trappable },
+        exports: { default: async },
+        with: {
+            "murmur:message/types": crate::bindings::message,
+            "murmur:text/chunks": crate::bindings::chunks,
+            "murmur:session/types@0.2.0": crate::bindings::session_loop::murmur::session::types,
+            "murmur:session/host@0.2.0": crate::bindings::session_loop::murmur::session::host,
+        },
+    });
+}
+
 /// The typed conversation every world speaks.
 pub use session_loop::murmur::message::types as message;
 

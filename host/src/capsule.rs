@@ -21,6 +21,7 @@ use crate::engine::Engine;
 use crate::error::Error;
 use crate::exit_status::ExitStatus;
 use crate::ids;
+use crate::intake::Served;
 use crate::manifest::{DriverRef, Manifest};
 use crate::memory::Budget;
 use crate::murmur_md;
@@ -28,8 +29,8 @@ use crate::outbound;
 use crate::peer::desk::Desk;
 use crate::queue::{Acceptance, AfterTask, Origin, Pending, Source};
 use crate::resume::Resumed;
-use crate::server::Served;
 use crate::session::LoopComponent;
+use crate::task_store;
 use crate::trace::SessionTrace;
 use crate::trace::line::{self, Totals};
 use crate::wire::Wire;
@@ -373,12 +374,15 @@ fn keep_tasks(m: &Manifest, launched: &Launched, file: Option<PathBuf>, resumed:
         None => {
             let earlier = resumed
                 .and_then(|r| r.trace.parent())
-                .map(|dir| a2a::read_journal(&dir.join(a2a::JOURNAL_FILE)))
+                .map(|dir| task_store::read_journal(&dir.join(task_store::JOURNAL_FILE)))
                 .unwrap_or_default();
-            (launched.workdir.records.join(a2a::JOURNAL_FILE), earlier)
+            (
+                launched.workdir.records.join(task_store::JOURNAL_FILE),
+                earlier,
+            )
         }
     };
-    let (journal, kept) = a2a::Journal::open(&path, keep);
+    let (journal, kept) = task_store::Journal::open(&path, keep);
     let journal = journal.within(launched.records.clone());
     earlier.extend(kept);
     let tasks = launched.wire.tasks();

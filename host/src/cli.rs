@@ -121,6 +121,12 @@ and queued tasks, and give it 5 s to exit by itself; then SIGTERM its process, w
 one its session recorded (its pid was reused) is never signalled. Prints `stopped:`, `capsule:`, `signal:`, one `canceled:` \
 per task, and `residue:`.
 
+By formation (frm_..., as mur ps lists it): ask every member of a formation mur run --roster \
+runs to end its session, the entry member last, then end their one process as above, signalled \
+once. A member other than the entry, named by its session, is stopped alone: asked, and \
+watched until its address stops answering; its process runs the other members and is not \
+signalled.
+
 By address (HOST:PORT or http://...): ask the capsule to end its session, then wait up to \
 --timeout seconds until its address refuses connections. The address is the one mur run \
 printed, or the one mur serve's admin API returned for a capsule it hosts (with --token \
@@ -129,8 +135,10 @@ when that capsule has one); nothing is signalled.";
 const PS_ABOUT: &str = "List the capsules mur run is running on this machine, newest first: \
 SESSION, PID, URL, UPTIME, CAPSULE and WORKDIR, read from $MURMUR_HOME/running (MURMUR_HOME \
 defaults to ~/.murmur). An entry whose process has exited, or whose pid now runs another \
-process, is removed as it is found. Capsules mur serve hosts are not listed: its admin \
-API lists them.";
+process, is removed as it is found. The members of a formation (mur run --roster) are listed \
+under it: its frm_ id (which mur stop takes), process, uptime and roster, then each member's \
+name, SESSION, URL, CAPSULE and WORKDIR; --json adds them as `formations`. Capsules mur \
+serve hosts are not listed: its admin API lists them.";
 
 const TOKEN_ABOUT: &str = "Print the door token of a running capsule: the operator token \
 mur run minted at launch for a capsule whose manifest declares network.authentication, read \
@@ -153,11 +161,14 @@ const SERVE_ABOUT: &str = "Host many capsules in one process, behind one address
 
 Each capsule is served at /c/<id>/ exactly as mur run serves one at /. The admin API under \
 /admin/ (bearer token in DATA/admin-token, made on first start) creates, lists, stops and \
-deletes them; GET /healthz and GET /metrics (Prometheus text) are for probes and scrapers.
+deletes them, and formations of them (POST /admin/formations from a roster.yaml: one capsule \
+per member, calling each other without a socket); GET /healthz and GET /metrics (Prometheus \
+text) are for probes and scrapers.
 
 The registry lives in --data: after a restart or a crash every capsule comes back at the \
-same address. SIGTERM drains: new requests are refused, running tasks get --drain-secs to \
-finish, then the rest are canceled.";
+same address, and every formation rewired whole (one missing a member's entry starts none of \
+its members, and says why). SIGTERM drains: new requests are refused, running tasks get \
+--drain-secs to finish, then the rest are canceled.";
 
 const WIT_ABOUT: &str = "Print the WIT packages this mur serves, with their deps/ and \
 versions.lock: each file preceded by a `// wit/<path>` line. With --out DIR, write them as a \
@@ -207,7 +218,8 @@ pub struct StopArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct PsArgs {
-    /// Print one JSON document (the sessions, newest first) instead of a table.
+    /// Print one JSON document (the sessions, newest first, and, when any runs, the
+    /// formations with their members) instead of a table.
     #[arg(long)]
     pub json: bool,
 }
@@ -225,6 +237,7 @@ fn parse_target(typed: &str) -> Result<Target, String> {
     let t = typed.trim();
     let session = t.starts_with('@')
         || t.starts_with("ses_")
+        || t.starts_with("frm_")
         || (!t.is_empty() && t.bytes().all(|b| b.is_ascii_hexdigit()));
     if session && !t.contains([':', '/']) {
         return Ok(Target::Session(t.to_string()));

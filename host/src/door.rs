@@ -13,9 +13,10 @@ use std::net::IpAddr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::a2a::is_card;
 use crate::error::Error;
-use crate::serve::token::{self, Hash};
-use crate::server::{Request, is_card};
+use crate::http1::{Reply, Request};
+use crate::token::{self, Hash};
 
 /// The flag that opens a public door on an address other than loopback.
 pub const OPEN_DOOR_FLAG: &str = "--open-door";
@@ -82,6 +83,20 @@ impl Door {
                     || hash.admits(request.header("authorization"))
             }
         }
+    }
+}
+
+/// The body every refused token gets, whatever was wrong with it.
+const UNAUTHORIZED: &str =
+    r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Unauthorized"}}"#;
+
+/// The refusal of a request without the token, the same from `mur run` and `mur serve`.
+pub fn unauthorized() -> Reply {
+    Reply {
+        status: "401 Unauthorized",
+        content_type: "application/json",
+        headers: vec![("www-authenticate", "Bearer".to_string())],
+        body: UNAUTHORIZED.as_bytes().to_vec(),
     }
 }
 

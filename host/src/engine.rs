@@ -359,6 +359,9 @@ pub struct World {
     pub name: &'static str,
     pub export: &'static str,
     pub imports: &'static [&'static str],
+    /// Interfaces of a later version of the world that a component may also import,
+    /// each at the one version served.
+    pub later: &'static [(&'static str, &'static str)],
 }
 
 pub const VERSION: &str = "0.2.0";
@@ -372,24 +375,28 @@ pub const SESSION_LOOP: World = World {
         "murmur:session/types",
         "murmur:session/host",
     ],
+    later: &[("murmur:session/peers", "0.3.0")],
 };
 
 pub const DRIVER: World = World {
     name: "driver",
     export: "murmur:driver/inference",
     imports: &["murmur:message/types", "murmur:text/chunks"],
+    later: &[],
 };
 
 pub const TOOL: World = World {
     name: "tool",
     export: "murmur:tool/run",
     imports: &["murmur:text/chunks", "murmur:task/task"],
+    later: &[],
 };
 
 pub const HOOK: World = World {
     name: "hook",
     export: "murmur:hook/lifecycle",
     imports: &["murmur:message/types"],
+    later: &[],
 };
 
 const WORLDS: [&World; 4] = [&SESSION_LOOP, &DRIVER, &TOOL, &HOOK];
@@ -427,6 +434,17 @@ pub fn check_world(
     }
     for import in imports.iter().filter(|i| i.starts_with("murmur:")) {
         let (iface, version) = split_version(import);
+        if let Some((_, served)) = world.later.iter().find(|(i, _)| *i == iface) {
+            if version != *served {
+                return Err(version_error(
+                    label,
+                    import,
+                    &format!("{iface}@{served}"),
+                    world,
+                ));
+            }
+            continue;
+        }
         if !world.imports.contains(&iface) {
             return Err(Error::new(
                 "E-RUN-031",

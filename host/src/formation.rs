@@ -4,10 +4,15 @@
 //! it, and the members it may call. A call between members goes through the callee's
 //! door code without a socket. The entry member then runs as `mur run` runs a capsule,
 //! with the launch task; when its session ends, every other member is stopped.
+//!
+//! Each member is listed for `mur ps` as a session of its own naming the formation, so
+//! `mur stop frm_…` ends them all; `mur serve` hosts formations too (`serve::formations`),
+//! wired by the same [`seats`].
 
-use std::collections::HashMap;
+pub(crate) mod seats;
+
 use std::process::ExitCode;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
@@ -22,42 +27,60 @@ use crate::door;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::manifest::{self, Manifest};
-use crate::peer::desk::{Peer, Seat, Target};
-use crate::peer::member::Callee;
+use crate::peer::desk::Seat;
 use crate::peer::roster::{Member, Roster};
 use crate::server::{self, Mount};
 use crate::workdir::RecordsChoice;
+use seats::{Relay, Wiring};
 
 /// How long a member has to wind down once the entry member's session ended.
 const WIND_DOWN: Duration = Duration::from_secs(10);
 
-/// A member's door, filled in once the member is open.
-type Cell = Arc<OnceLock<Arc<dyn Callee>>>;
+/// A new formation id: `frm_` and 32 hex characters, sorting by creation time.
+pub(crate) fn mint_id() -> String {
+    format!("frm_{}", uuid::Uuid::now_v7().simple())
+}
+
+/// Whether `id` is one [`mint_id`] makes: anything else names no formation, and never
+/// a path.
+pub(crate) fn is_id(id: &str) -> bool {
+    id.strip_prefix("frm_")
+        .is_some_and(|hex| hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+}
 
 pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
     let Some(roster_arg) = args.roster.clone() else {
         return Err(Error::new("E-RUN-001", "mur run --roster needs a roster"));
     };
     let roster = Roster::load(&roster_arg)?;
-    let manifests = load_members(&roster)?;
-    let mut seats = seats(&roster);
+    let manifests = load_members(&roster, &mut |warning| eprintln!("{warning}"))?;
+    let wiring = Wiring::mint(
+        roster.members.iter().map(|m| m.name.as_str()),
+        &roster.edges,
+    );
     let engine = Engine::new()?;
-    let formation = format!("frm_{}", uuid::Uuid::now_v7().simple());
+    let formation = mint_id();
     eprintln!("formation: {formation}  {}", roster.dir.display());
+    let entry = roster.entry();
+    let roster_file = if roster_arg.is_dir() {
+        roster.dir.join(crate::peer::roster::ROSTER_FILE)
+    } else {
+        std::path::absolute(&roster_arg).unwrap_or_else(|_| roster_arg.clone())
+    };
+    crate::running::join_formation(&formation, &roster_file, &entry.name);
     let mut running = Vec::new();
     for (member, m) in roster.members.iter().zip(&manifests) {
         if member.entry {
             continue;
         }
-        let seat = (seats.take(&member.name), seats.cell(&member.name));
+        let seat = (wiring.seat(&member.name), wiring.relay(&member.name));
         running.push(open_member(&engine, member, m.clone(), seat).await?);
     }
-    let entry = roster.entry();
     eprintln!("  entry  {}  starting", entry.name);
     let mut entry_args = args.clone();
     entry_args.roster = None;
     entry_args.manifest = entry.manifest.clone();
-    let seat = seats.take(&entry.name);
+    let seat = wiring.seat(&entry.name);
     let ended = crate::run::run_seated(entry_args, &engine, seat).await;
     for member in &running {
         member.control.stop();
@@ -69,13 +92,16 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
 }
 
 /// Every member's manifest, and each callee's consent to peer tasks, checked before
-/// anything starts.
-fn load_members(roster: &Roster) -> Result<Vec<Arc<Manifest>>, Error> {
+/// anything starts; each manifest warning goes to `warn`.
+pub(crate) fn load_members(
+    roster: &Roster,
+    warn: &mut dyn FnMut(&str),
+) -> Result<Vec<Arc<Manifest>>, Error> {
     let mut manifests = Vec::with_capacity(roster.members.len());
     for member in &roster.members {
         let loaded = manifest::load(&member.manifest)?;
         for warning in &loaded.warnings {
-            eprintln!("{}", warning.text);
+            warn(&warning.text);
         }
         manifests.push(Arc::new(loaded.manifest));
     }
@@ -98,76 +124,19 @@ fn load_members(roster: &Roster) -> Result<Vec<Arc<Manifest>>, Error> {
     Ok(manifests)
 }
 
-/// Every member's seat: one fresh credential per roster edge, held by the caller and
-/// checked by the callee, and the cells the callees' doors will fill.
-struct Seats {
-    seats: HashMap<String, Seat>,
-    cells: HashMap<String, Cell>,
-}
-
-impl Seats {
-    fn take(&mut self, name: &str) -> Option<Seat> {
-        self.seats.remove(name)
-    }
-
-    fn cell(&self, name: &str) -> Option<Cell> {
-        self.cells.get(name).cloned()
-    }
-}
-
-fn seats(roster: &Roster) -> Seats {
-    let cells: HashMap<String, Cell> = roster
-        .members
-        .iter()
-        .map(|m| (m.name.clone(), Arc::new(OnceLock::new()) as Cell))
-        .collect();
-    let mut seats: HashMap<String, Seat> = roster
-        .members
-        .iter()
-        .map(|m| {
-            let seat = Seat {
-                name: m.name.clone(),
-                edges_in: Vec::new(),
-                callees: Vec::new(),
-            };
-            (m.name.clone(), seat)
-        })
-        .collect();
-    for edge in &roster.edges {
-        let credential = crate::serve::token::mint();
-        crate::secret::set(&credential);
-        if let Some(callee) = seats.get_mut(&edge.to) {
-            callee
-                .edges_in
-                .push((edge.from.clone(), credential.clone()));
-        }
-        let (Some(caller), Some(cell)) = (seats.get_mut(&edge.from), cells.get(&edge.to)) else {
-            continue;
-        };
-        caller.callees.push(Peer {
-            name: edge.to.clone(),
-            target: Target::Member {
-                callee: cell.clone(),
-                credential,
-            },
-        });
-    }
-    Seats { seats, cells }
-}
-
 /// A member other than the entry, open and serving.
 struct Running {
     control: Arc<Control>,
     session: JoinHandle<()>,
 }
 
-/// Stages, opens and serves one member on loopback, and fills its cell so the members
-/// that call it reach its door.
+/// Stages, opens and serves one member on loopback, and attaches its door to its relay
+/// so the members that call it reach it.
 async fn open_member(
     engine: &Engine,
     member: &Member,
     m: Arc<Manifest>,
-    (seat, cell): (Option<Seat>, Option<Cell>),
+    (seat, relay): (Option<Seat>, Option<Arc<Relay>>),
 ) -> Result<Running, Error> {
     let options = Options {
         records: RecordsChoice {
@@ -206,8 +175,8 @@ async fn open_member(
         door::Posture::Local | door::Posture::Open => a2a::Guard::Open,
     };
     let served = opened.served(guard);
-    if let Some(cell) = cell {
-        let _ = cell.set(served.clone());
+    if let Some(relay) = &relay {
+        relay.attach(&launched.session_id, served.clone());
     }
     eprintln!(
         "  member {}  {}  {url}  workdir {}",
@@ -215,14 +184,19 @@ async fn open_member(
         launched.session_id,
         launched.workdir.root.display()
     );
+    crate::running::seat_member(&launched.session_id, &member.name);
     let registration = crate::run::register(&m, launched, &url, door.token);
     let control = launched.control.clone();
     let server = tokio::spawn(server::serve(
         listener,
         Mount::One(served, Arc::new(door.door)),
     ));
+    let session_id = launched.session_id.clone();
     let session = tokio::spawn(async move {
         opened.run(Instant::now(), |_| {}).await;
+        if let Some(relay) = relay {
+            relay.detach(&session_id);
+        }
         server.abort();
         drop(registration);
     });

@@ -1,4 +1,5 @@
-//! `mur trace show|steps|diff|report`: what sessions did, read from their `trace.jsonl`.
+//! `mur trace show|steps|diff|report|calls`: what sessions did, read from their
+//! `trace.jsonl`.
 //!
 //! Read-only, and never needs a running capsule: everything comes from the files the
 //! trace writer (`crate::trace`) left. Sessions are looked for where `mur run` puts
@@ -9,6 +10,7 @@
 //! A trace holds guests' text (tool inputs, answers, reasons): what is printed is
 //! escaped (`crate::escape`), each row kept to its line, the JSON kept the same value.
 
+mod calls;
 mod diff;
 mod fmt;
 mod parse;
@@ -38,6 +40,9 @@ pub enum TraceCommand {
     /// Mean, standard deviation, minimum and maximum of each metric across sessions,
     /// and how the sessions ended.
     Report(ReportArgs),
+    /// A formation's call tree: each task of the entry member's session, the calls it
+    /// made to other members, and what each callee's task did, down the chain.
+    Calls(CallsArgs),
 }
 
 /// Where sessions are looked for, and how to print.
@@ -110,18 +115,43 @@ pub struct ReportArgs {
     pub place: Where,
 }
 
+#[derive(clap::Args, Debug)]
+pub struct CallsArgs {
+    /// The entry member's session: a full ses_ id, a suffix of 4 or more characters, @N
+    /// (@1 = the newest), or a path to a trace.jsonl; default the newest.
+    #[arg(value_name = "SESSION")]
+    pub session: Option<String>,
+    /// The formation: a directory holding roster.yaml, or the file.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub roster: PathBuf,
+    /// The directory the formation's run was given as --workdir (only its entry member
+    /// ran there).
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+    /// The records directory the formation's run was given as --records (the entry
+    /// member's).
+    #[arg(long, value_name = "DIR")]
+    pub records: Option<PathBuf>,
+    /// Print one JSON document on stdout and nothing else.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Runs one `mur trace` subcommand.
 ///
 /// # Errors
 ///
 /// `E-TRC-001` for a malformed trace line, `E-TRC-002` when no session matches,
-/// `E-TRC-003` when a trace cannot be read, `E-TRC-004` for a bad `--since`.
+/// `E-TRC-003` when a trace cannot be read, `E-TRC-004` for a bad `--since`,
+/// `E-TRC-005` when no roster is where `calls` looks, `E-TRC-006` when its entry member
+/// has no session.
 pub fn run(command: TraceCommand) -> Result<ExitCode, Error> {
     match command {
         TraceCommand::Show(args) => show::run(&args),
         TraceCommand::Steps(args) => steps::run(&args),
         TraceCommand::Diff(args) => diff::run(&args),
         TraceCommand::Report(args) => report::run(&args),
+        TraceCommand::Calls(args) => calls::run(&args),
     }?;
     Ok(ExitCode::SUCCESS)
 }

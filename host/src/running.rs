@@ -10,11 +10,16 @@
 //! The directory is 0700 and every file 0600; a file is written to a fresh temporary
 //! name and renamed into place, which replaces (never follows) a link planted there.
 //! `mur serve`'s capsules live inside its process and are not registered.
+//!
+//! A formation (`mur run --roster`) registers each member as a session of its own, each
+//! entry naming the formation, so `mur ps` can group them and `mur stop frm_…` can find
+//! the one process that runs them all.
 
 use std::fs::{self, DirBuilder, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -48,6 +53,77 @@ pub struct Entry {
     /// the file is 0600). Absent for a public door.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub door_token: Option<DoorToken>,
+    /// The formation this session is a member of; absent for a capsule run alone, and
+    /// in every entry written before formations were listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub formation: Option<Membership>,
+}
+
+/// A session's place in the formation its process runs.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Membership {
+    /// `frm_` and 32 hex characters.
+    pub id: String,
+    /// The member's name in the roster.
+    pub member: String,
+    /// Whether it is the entry member: its session ending ends the formation.
+    #[serde(default)]
+    pub entry: bool,
+    /// The roster file the formation was started from.
+    #[serde(default)]
+    pub roster: PathBuf,
+}
+
+/// The formation this process runs, once `mur run --roster` said so.
+struct Formation {
+    id: String,
+    roster: PathBuf,
+    entry: String,
+    /// Roster names of the members other than the entry, by session id.
+    members: Mutex<std::collections::HashMap<String, String>>,
+}
+
+static FORMATION: OnceLock<Formation> = OnceLock::new();
+
+/// This process runs formation `id`, from `roster`, whose entry member is `entry`.
+/// The entry member registers where `mur run` registers any capsule, before its session
+/// id is known here: a session this process registers without a seat of its own (see
+/// [`seat_member`]) is therefore the entry member.
+pub fn join_formation(id: &str, roster: &Path, entry: &str) {
+    let _ = FORMATION.set(Formation {
+        id: id.to_string(),
+        roster: roster.to_path_buf(),
+        entry: entry.to_string(),
+        members: Mutex::new(std::collections::HashMap::new()),
+    });
+}
+
+/// Session `session_id` is the formation's member `member` (not its entry).
+pub fn seat_member(session_id: &str, member: &str) {
+    if let Some(formation) = FORMATION.get() {
+        formation
+            .members
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(session_id.to_string(), member.to_string());
+    }
+}
+
+/// The membership of `session_id` in this process's formation, if it runs one.
+fn membership_of(session_id: &str) -> Option<Membership> {
+    let formation = FORMATION.get()?;
+    let seated = formation
+        .members
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(session_id)
+        .cloned();
+    Some(Membership {
+        id: formation.id.clone(),
+        entry: seated.is_none(),
+        member: seated.unwrap_or_else(|| formation.entry.clone()),
+        roster: formation.roster.clone(),
+    })
 }
 
 impl Entry {
@@ -69,6 +145,7 @@ impl Entry {
             capsule_name: String::new(),
             capsule_version: String::new(),
             door_token: None,
+            formation: None,
         })
     }
 
@@ -173,7 +250,16 @@ impl Drop for Registration {
 ///
 /// `E-REG-001` when the directory cannot be made or the file written.
 pub fn register(entry: &Entry) -> Result<Registration, Error> {
-    register_in(&dir(), entry)
+    match (&entry.formation, membership_of(&entry.session_id)) {
+        (None, Some(membership)) => register_in(
+            &dir(),
+            &Entry {
+                formation: Some(membership),
+                ..entry.clone()
+            },
+        ),
+        _ => register_in(&dir(), entry),
+    }
 }
 
 fn register_in(dir: &Path, entry: &Entry) -> Result<Registration, Error> {
@@ -462,6 +548,7 @@ mod tests {
             capsule_name: "c".into(),
             capsule_version: "1.0.0".into(),
             door_token: None,
+            formation: None,
         }
     }
 
@@ -552,6 +639,30 @@ mod tests {
         assert!(!dir.join("ses_torn.json").exists());
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(warnings[0].contains("W-REG-001") && warnings[0].contains("ses_torn.json"));
+    }
+
+    #[test]
+    fn an_entry_written_before_formations_reads_as_a_capsule_run_alone() {
+        let scratch = scratch("membership");
+        let dir = &scratch.0;
+        let mut old = serde_json::to_value(me("ses_old", 1)).unwrap();
+        old.as_object_mut().unwrap().remove("formation");
+        fs::write(dir.join("ses_old.json"), old.to_string()).unwrap();
+        assert_eq!(
+            read_entry(&dir.join("ses_old.json")).unwrap().formation,
+            None
+        );
+        let member = Entry {
+            formation: Some(Membership {
+                id: "frm_0123".into(),
+                member: "worker".into(),
+                entry: false,
+                roster: "/f/roster.yaml".into(),
+            }),
+            ..me("ses_member", 2)
+        };
+        let registration = register_in(dir, &member).unwrap();
+        assert_eq!(read_entry(registration.path()).unwrap(), member);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 mod admin;
 mod fleet;
+mod formations;
 mod metrics;
 mod registry;
 pub(crate) mod token;
@@ -19,9 +20,11 @@ use serde_json::json;
 use tokio::net::TcpListener;
 
 use crate::cli::ServeArgs;
+use crate::door::unauthorized;
 use crate::engine::{Engine, Pool};
 use crate::error::Error;
-use crate::server::{self, BoxFuture, Mount, Reply, Request, Route, Router, Slot};
+use crate::http1::{Reply, Request};
+use crate::server::{self, BoxFuture, Mount, Route, Router, Slot};
 use fleet::{Ceilings, Fleet};
 use registry::Registry;
 
@@ -294,19 +297,6 @@ async fn drain(fleet: &Arc<Fleet>, limit: Duration) {
         })
         .collect::<Vec<_>>();
     futures_util::future::join_all(stops).await;
-}
-
-/// The body every refused token gets, whatever was wrong with it.
-const UNAUTHORIZED: &str =
-    r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Unauthorized"}}"#;
-
-pub(crate) fn unauthorized() -> Reply {
-    Reply {
-        status: "401 Unauthorized",
-        content_type: "application/json",
-        headers: vec![("www-authenticate", "Bearer".to_string())],
-        body: UNAUTHORIZED.as_bytes().to_vec(),
-    }
 }
 
 /// A JSON-RPC-shaped refusal for a capsule's address.

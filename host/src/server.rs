@@ -1,141 +1,27 @@
 //! The capsule's A2A address: JSON-RPC over `POST /`, with `message/stream` and
 //! `stream/watch` answered as server-sent events. `mur run` mounts one capsule at `/`;
 //! `mur serve` mounts a [`Router`] that finds the capsule a path names (and answers
-//! its own routes).
-//!
-//! The seed's event stream is an HTTP/1.1 body with exactly three headers and no
-//! framing: it ends when the connection closes. hyper always chunk-encodes an
-//! HTTP/1.1 body of unknown length, which would put chunk sizes between the frames, so
-//! the response is written here by hand; requests are parsed with httparse.
+//! its own routes). The seed's wire is answered here; the A2A v1.0 door's methods go
+//! on to [`a2a`].
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::time::{Instant, MissedTickBehavior, interval_at, timeout};
+use tokio::time::timeout;
 
-use crate::a2a;
-use crate::bus::Next;
+use crate::a2a::{self, is_card};
 use crate::control::{CancelError, Control};
-use crate::frames::{self, Frame, HEARTBEAT};
-use crate::ids;
-use crate::input::Inbox;
-use crate::manifest::Conversation;
-use crate::queue::{Acceptance, Origin, Pending, Queue, Refusal, Source};
-use crate::trace::{SessionTrace, line};
-use crate::wire::Wire;
+use crate::frames;
+use crate::http1::event_stream::Stream;
+use crate::http1::{Reply, Request, read_request};
+use crate::intake::{Arrived, QUEUE_CLOSED, Served, peer_door};
+use crate::queue::{Acceptance, Refusal};
 
-mod peer_door;
-
-use crate::peer::{self, desk::Desk};
-use peer_door::Sent;
-
-/// The heartbeat interval; tests shorten it through `MUR_HEARTBEAT_MS`.
-fn heartbeat_every() -> Duration {
-    std::env::var("MUR_HEARTBEAT_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map(Duration::from_millis)
-        .unwrap_or(Duration::from_secs(15))
-}
-
-const MAX_HEAD: usize = 64 * 1024;
-const MAX_BODY: usize = 1024 * 1024;
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What the address serves: the session's id and the handles its methods reach.
-pub struct Served {
-    pub session_id: String,
-    /// The conversation mode `stream/watch` announces.
-    pub mode: Conversation,
-    pub queue: Arc<Queue>,
-    pub wire: Arc<Wire>,
-    pub trace: Arc<SessionTrace>,
-    /// Where a message answering an open `request-input` wait goes.
-    pub inbox: Arc<Inbox>,
-    /// `tasks/cancel` and `murmur/stop`.
-    pub control: Arc<Control>,
-    /// The agent card, encoded once.
-    pub card: bytes::Bytes,
-    /// Whether and from whom it takes peer tasks, and the chains of those it holds.
-    pub desk: Arc<Desk>,
-}
-
-/// A message that is to become a task, from either door.
-pub struct Arrived {
-    pub message_id: String,
-    pub context_id: Option<String>,
-    /// The task's text, from the message's parts.
-    pub text: String,
-    /// The message as the task's history keeps it.
-    pub v1: ::a2a::Message,
-}
-
-impl Served {
-    /// Hands a new task to the queue: its arrival traced and kept by the task store, and
-    /// if the capsule cannot take it, its refusal too. Returns the task's id and context.
-    /// A peer task has passed the desk already ([`handle`]); its chain is held here.
-    pub fn take(
-        &self,
-        request: &Request,
-        arrived: Arrived,
-    ) -> (String, String, Result<(), Refusal>) {
-        let origin = Origin::claimed(request.header(peer::ORIGIN_HEADER));
-        let peer = (origin == Origin::Peer)
-            .then(|| peer_door::admitted(&self.desk, request).ok())
-            .flatten()
-            .map(|admitted| Sent {
-                call_id: request.header(peer::CALL_HEADER).map(str::to_string),
-                caller_task: request.header(peer::CALLER_TASK_HEADER).map(str::to_string),
-                admitted,
-            });
-        self.enter(arrived, origin, request.header("traceparent"), peer)
-    }
-
-    /// A new task of `origin` into the queue, from either door or another member.
-    fn enter(
-        &self,
-        arrived: Arrived,
-        origin: Origin,
-        traceparent: Option<&str>,
-        peer: Option<Sent>,
-    ) -> (String, String, Result<(), Refusal>) {
-        let task = Pending {
-            breach: None,
-            id: ids::task(),
-            context_id: arrived.context_id.unwrap_or_else(ids::context),
-            text: arrived.text,
-            origin,
-            source: Source::A2a,
-            message_id: Some(arrived.message_id),
-        };
-        let (task_id, context_id) = (task.id.clone(), task.context_id.clone());
-        let received = line::a2a_task_received(&task, traceparent);
-        // A failed trace write is kept by the trace: the loop's next step ends on it.
-        let _ = self.trace.under_session(Some(&task_id), received);
-        match peer {
-            Some(sent) => peer_door::hold(self, &task_id, sent, traceparent),
-            None => self.desk.arrived(&task_id, None, traceparent),
-        }
-        let tasks = self.wire.tasks();
-        tasks.submitted(&task_id, &context_id, Some(arrived.v1));
-        let taken = self.queue.submit(task);
-        match &taken {
-            Ok(()) => {}
-            Err(Refusal::Busy) => {
-                // The trace says what became of every task it saw arrive.
-                let rejected = line::task_rejected(&task_id, line::Rejected::Busy);
-                let _ = self.trace.under_session(Some(&task_id), rejected);
-                tasks.rejected(&task_id, &context_id, None, REJECTED_BUSY);
-            }
-            Err(Refusal::Closed) => tasks.rejected(&task_id, &context_id, None, QUEUE_CLOSED),
-        }
-        (task_id, context_id, taken)
-    }
-}
 
 /// What one listener serves.
 #[derive(Clone)]
@@ -202,62 +88,6 @@ impl Drop for Slot {
     }
 }
 
-/// A whole response, written and then the connection closed.
-pub struct Reply {
-    pub status: &'static str,
-    pub content_type: &'static str,
-    pub headers: Vec<(&'static str, String)>,
-    pub body: Vec<u8>,
-}
-
-impl Reply {
-    pub fn json(status: &'static str, body: &Value) -> Reply {
-        Reply {
-            status,
-            content_type: "application/json",
-            headers: Vec::new(),
-            body: body.to_string().into_bytes(),
-        }
-    }
-
-    pub fn text(status: &'static str, content_type: &'static str, body: String) -> Reply {
-        Reply {
-            status,
-            content_type,
-            headers: Vec::new(),
-            body: body.into_bytes(),
-        }
-    }
-
-    /// The seed's plain HTTP error: no body.
-    pub fn status(status: &'static str) -> Reply {
-        Reply {
-            status,
-            content_type: "",
-            headers: Vec::new(),
-            body: Vec::new(),
-        }
-    }
-
-    async fn write(self, socket: &mut TcpStream) {
-        let mut head = format!("HTTP/1.1 {}\r\n", self.status);
-        if !self.content_type.is_empty() {
-            head.push_str(&format!("content-type: {}\r\n", self.content_type));
-        }
-        for (name, value) in &self.headers {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-        head.push_str(&format!(
-            "content-length: {}\r\nconnection: close\r\n\r\n",
-            self.body.len()
-        ));
-        let mut bytes = head.into_bytes();
-        bytes.extend_from_slice(&self.body);
-        let _ = socket.write_all(&bytes).await;
-        let _ = socket.shutdown().await;
-    }
-}
-
 pub async fn serve(listener: TcpListener, mount: Mount) {
     loop {
         let Ok((socket, _)) = listener.accept().await else {
@@ -289,7 +119,7 @@ async fn dispatch(mut socket: TcpStream, mount: Mount) {
     match mount {
         Mount::One(served, door) if request.path == "/" || is_card(&request) => {
             if !door.admits(&request) && !peer_door::edge_admits(&served.desk, &request) {
-                return crate::serve::unauthorized().write(&mut socket).await;
+                return crate::door::unauthorized().write(&mut socket).await;
             }
             handle(socket, request, &served).await
         }
@@ -306,31 +136,6 @@ async fn dispatch(mut socket: TcpStream, mount: Mount) {
             Route::Refuse(reply) => reply.write(&mut socket).await,
         },
     }
-}
-
-/// An HTTP request as read: its head, and the whole body.
-pub struct Request {
-    pub method: String,
-    pub path: String,
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-}
-
-impl Request {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// The path of the capsule's agent card, beneath its address.
-pub fn is_card(request: &Request) -> bool {
-    request
-        .path
-        .strip_suffix(a2a::CARD_PATH)
-        .is_some_and(|address| address.ends_with('/'))
 }
 
 /// A request to a capsule's address or its agent card (its path already matched).
@@ -406,80 +211,6 @@ async fn card(mut socket: TcpStream, request: &Request, served: &Served) {
     reply.write(&mut socket).await;
 }
 
-/// Reads one request: head, then a body of `content-length` bytes.
-async fn read_request(socket: &mut TcpStream) -> Result<Request, &'static str> {
-    let mut buf = Vec::with_capacity(4096);
-    loop {
-        read_more(socket, &mut buf).await?;
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut parsed = httparse::Request::new(&mut headers);
-        match parsed.parse(&buf) {
-            Ok(httparse::Status::Complete(head_len)) => {
-                let request = Request {
-                    method: parsed.method.unwrap_or_default().to_string(),
-                    path: parsed.path.unwrap_or_default().to_string(),
-                    headers: owned_headers(parsed.headers),
-                    body: Vec::new(),
-                };
-                return read_body(socket, request, buf.split_off(head_len)).await;
-            }
-            Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => continue,
-            Ok(httparse::Status::Partial) => return Err("431 Request Header Fields Too Large"),
-            Err(_) => return Err("400 Bad Request"),
-        }
-    }
-}
-
-/// Appends what the client sent next; a client that closed or broke mid-request sent a
-/// bad request.
-async fn read_more(socket: &mut TcpStream, buf: &mut Vec<u8>) -> Result<(), &'static str> {
-    let mut chunk = [0u8; 8192];
-    match socket.read(&mut chunk).await {
-        Ok(0) | Err(_) => Err("400 Bad Request"),
-        Ok(n) => {
-            buf.extend_from_slice(&chunk[..n]);
-            Ok(())
-        }
-    }
-}
-
-/// Header names and values as owned strings (values decoded lossily: a header is
-/// never a reason to panic or to refuse a request).
-pub fn owned_headers(headers: &[httparse::Header<'_>]) -> Vec<(String, String)> {
-    headers
-        .iter()
-        .map(|h| {
-            (
-                h.name.to_string(),
-                String::from_utf8_lossy(h.value).into_owned(),
-            )
-        })
-        .collect()
-}
-
-async fn read_body(
-    socket: &mut TcpStream,
-    mut request: Request,
-    mut body: Vec<u8>,
-) -> Result<Request, &'static str> {
-    if request.header("transfer-encoding").is_some() {
-        return Err("411 Length Required");
-    }
-    let length = match request.header("content-length") {
-        None => 0,
-        Some(v) => v.trim().parse::<usize>().map_err(|_| "400 Bad Request")?,
-    };
-    if length > MAX_BODY {
-        return Err("413 Content Too Large");
-    }
-    while body.len() < length {
-        read_more(socket, &mut body).await?;
-    }
-    body.truncate(length);
-    request.body = body;
-    Ok(request)
-}
-
 async fn reply_status(socket: &mut TcpStream, status: &str) {
     let text = format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
     let _ = socket.write_all(text.as_bytes()).await;
@@ -514,114 +245,11 @@ fn rpc_error(id: &Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
-const REJECTED_BUSY: &str = "task rejected: capsule is busy";
-const QUEUE_CLOSED: &str = "internal error: queue send failed";
-
-const SSE_HEAD: &[u8] =
-    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: keep-alive\r\n\r\n";
-
 /// `Last-Event-ID` as a number; `Err(())` when present but not one.
 fn last_event_id(request: &Request) -> Option<Result<u64, ()>> {
     request
         .header("last-event-id")
         .map(|v| v.trim().parse::<u64>().map_err(|_| ()))
-}
-
-/// An open event stream: frames, and a heartbeat due every interval from when the
-/// connection opened, whatever else was written.
-pub(crate) struct Stream {
-    socket: TcpStream,
-    heartbeat: tokio::time::Interval,
-}
-
-impl Stream {
-    pub(crate) async fn open(mut socket: TcpStream) -> std::io::Result<Self> {
-        socket.write_all(SSE_HEAD).await?;
-        let every = heartbeat_every();
-        let mut heartbeat = interval_at(Instant::now() + every, every);
-        // A heartbeat held up by a slow write goes out at once and the next ones keep
-        // to the schedule counted from the connection's opening, as the seed says;
-        // `Delay` would shift every later one.
-        heartbeat.set_missed_tick_behavior(MissedTickBehavior::Skip);
-        Ok(Stream { socket, heartbeat })
-    }
-
-    async fn write(&mut self, frame: &Frame) -> std::io::Result<()> {
-        self.socket.write_all(&frame.bytes).await
-    }
-
-    pub(crate) async fn write_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.socket.write_all(bytes).await
-    }
-
-    /// Waits for the next heartbeat, then writes it.
-    pub(crate) async fn beat(&mut self) -> std::io::Result<()> {
-        self.heartbeat.tick().await;
-        self.socket.write_all(HEARTBEAT).await
-    }
-
-    /// Live frames until `stop` says so, the bus closes, or the client goes away.
-    /// Returns whether the bus closed.
-    async fn pump(
-        &mut self,
-        conn: &crate::bus::Connection,
-        stop: impl Fn(&Frame) -> bool,
-    ) -> std::io::Result<bool> {
-        let mut batch = Vec::with_capacity(BATCH_BYTES);
-        loop {
-            tokio::select! {
-                next = conn.next() => match next {
-                    Next::Frame(frame) => {
-                        let (stopped, closed) = gather(&mut batch, conn, frame, &stop);
-                        self.socket.write_all(&batch).await?;
-                        conn.written();
-                        batch.clear();
-                        if stopped {
-                            return Ok(false);
-                        }
-                        if closed {
-                            return Ok(true);
-                        }
-                    }
-                    Next::Closed => return Ok(true),
-                },
-                beat = self.beat() => beat?,
-            }
-        }
-    }
-
-    pub(crate) async fn close(mut self) {
-        let _ = self.socket.shutdown().await;
-    }
-}
-
-/// How many bytes of waiting frames one write may carry.
-const BATCH_BYTES: usize = 64 * 1024;
-
-/// `first` and the frames already waiting behind it, in one buffer: a burst of small
-/// frames costs one write, not one per frame. Stops after the frame `stop` names.
-/// Returns whether it stopped there, and whether the stream closed.
-fn gather(
-    batch: &mut Vec<u8>,
-    conn: &crate::bus::Connection,
-    first: Frame,
-    stop: &impl Fn(&Frame) -> bool,
-) -> (bool, bool) {
-    let mut frame = first;
-    loop {
-        batch.extend_from_slice(&frame.bytes);
-        if stop(&frame) {
-            return (true, false);
-        }
-        if batch.len() >= BATCH_BYTES {
-            return (false, false);
-        }
-        frame = match conn.try_next() {
-            Some(Next::Frame(next)) => next,
-            Some(Next::Closed) => return (false, true),
-            None => return (false, false),
-        };
-    }
 }
 
 async fn watch(socket: TcpStream, request: &Request, served: &Served) {

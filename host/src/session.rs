@@ -16,6 +16,7 @@ mod current;
 mod ending;
 mod interrupt;
 mod lifecycle;
+mod peers;
 mod progress;
 mod turn;
 
@@ -422,6 +423,12 @@ impl LoopComponent {
             };
             crate::meter::add_to_linker(&mut linker).map_err(link)?;
             SessionLoop::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(link)?;
+            // A 0.3.0 loop imports `peers` too; a 0.2.0 loop never sees it.
+            crate::bindings::session_peers::murmur::session0_3_0::peers::add_to_linker::<
+                _,
+                HasSelf<_>,
+            >(&mut linker, |s| s)
+            .map_err(link)?;
             linker
                 .instantiate_pre(component)
                 .and_then(SessionLoopPre::new)

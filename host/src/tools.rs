@@ -436,6 +436,14 @@ impl Tools {
         })
     }
 
+    /// The peers `call-member` reaches, in order; none without the tool.
+    pub fn peer_names(&self) -> Vec<String> {
+        match self.get(peer_tool::NAME).map(|t| &t.kind) {
+            Some(Kind::Peer { desk }) => desk.peers().iter().map(|p| p.name.clone()).collect(),
+            _ => Vec::new(),
+        }
+    }
+
     pub fn get(&self, name: &str) -> Option<&Tool> {
         self.list.iter().find(|t| t.name == name)
     }

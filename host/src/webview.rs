@@ -13,7 +13,7 @@ use std::sync::LazyLock;
 
 use sha2::{Digest, Sha256};
 
-use crate::server::{Reply, Request};
+use crate::http1::{Reply, Request};
 
 const HTML: &str = include_str!("webview/page.html");
 const CSS: &str = include_str!("webview/page.css");

@@ -4,9 +4,9 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::a2a::Tasks;
 use crate::bus::Bus;
 use crate::frames::{self, ArtifactFrame, State};
+use crate::task_store::Tasks;
 
 /// The chunk counter's value at launch (2^62 - 1).
 pub const CHUNK_COUNTER_START: u64 = 4_611_686_018_427_387_903;

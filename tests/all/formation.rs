@@ -593,3 +593,167 @@ fn an_answer_past_the_callers_limit_is_cut_and_said_so() {
     assert_eq!(calls[0]["truncated"], true);
     assert_eq!(calls[0]["answer_bytes"], 100);
 }
+
+/// `mur ARGS` with `home` as MURMUR_HOME, to its end.
+fn mur_in(home: &Path, args: &[&str]) -> Run {
+    let mut cmd = mur();
+    cmd.env("MURMUR_HOME", home).args(args);
+    finish_within(&mut cmd, WAIT)
+}
+
+/// `mur ps --json` in `home`, once `check` holds for it.
+fn ps_until(home: &Path, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let ps = mur_in(home, &["ps", "--json"]);
+        ps.assert_ok();
+        let doc: Value = serde_json::from_str(&ps.stdout).unwrap();
+        if check(&doc) {
+            return doc;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting: {what}: {doc}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn ps_lists_a_formations_members_under_it_and_stop_ends_one_member_then_the_formation() {
+    let home = scratch("formation-ps-home");
+    let plain = Capsule::new(
+        "formation-ps-plain",
+        "name: plain\nversion: \"1.0.0\"\ninference:\n  driver: scripted\n  script: ./script.yaml\n  model: m\n",
+        "",
+    );
+    let alone = plain.spawn_env(QUEUE, &[("MURMUR_HOME", home.to_str().unwrap())]);
+    let formation = Formation::new(
+        "formation-ps",
+        &[
+            M {
+                name: "lead",
+                entry: true,
+                extra: "lifecycle:\n  task_acceptance: queue\n  after_task: sleep\n",
+                turns: &text_turn("unused"),
+            },
+            worker("worker", &text_turn("unused")),
+        ],
+        "  - {from: lead, to: [worker]}\n",
+    );
+    let mut cmd = formation.command(&[]);
+    cmd.env("MURMUR_HOME", &home)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut running = Running::start_command(cmd);
+    let worker_address = member_address(&mut running, "worker");
+    let pid = running.launch["pid"].as_u64().unwrap();
+
+    let doc = ps_until(&home, "both members listed", |doc| {
+        doc["formations"][0]["members"]
+            .as_array()
+            .is_some_and(|m| m.len() == 2)
+    });
+    // The capsule run alone is a session as ever; the members are not among them.
+    let sessions = doc["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 1, "{doc}");
+    assert_eq!(sessions[0]["session_id"], alone.launch["session_id"]);
+    let group = &doc["formations"][0];
+    let id = group["id"].as_str().unwrap().to_string();
+    assert!(is_minted(&id, "frm_", 32), "{id}");
+    assert_eq!(group["pid"], pid);
+    assert_eq!(group["roster"], json!(formation.dir.join("roster.yaml")));
+    let members = group["members"].as_array().unwrap();
+    assert_eq!(
+        (&members[0]["member"], &members[0]["entry"]),
+        (&json!("lead"), &json!(true))
+    );
+    assert_eq!(members[0]["session_id"], running.launch["session_id"]);
+    assert_eq!(
+        (&members[1]["member"], &members[1]["entry"]),
+        (&json!("worker"), &json!(false))
+    );
+    assert_eq!(members[1]["address"], format!("http://{worker_address}"));
+    let worker_session = members[1]["session_id"].as_str().unwrap().to_string();
+    let lead_session = members[0]["session_id"].as_str().unwrap().to_string();
+
+    // The table: the plain one's table as before, then the formation's block.
+    let ps = mur_in(&home, &["ps"]);
+    ps.assert_ok();
+    let lines: Vec<&str> = ps.stdout.lines().collect();
+    assert!(lines[0].starts_with("SESSION "), "{}", ps.stdout);
+    assert!(lines[1].starts_with(alone.launch["session_id"].as_str().unwrap()));
+    assert_eq!(lines[2], "", "{}", ps.stdout);
+    assert!(
+        lines[3].starts_with(&format!("FORMATION {id}  PID {pid}  UPTIME 00:")),
+        "{}",
+        ps.stdout
+    );
+    assert!(
+        lines[3].ends_with(&format!(
+            "ROSTER {}",
+            formation.dir.join("roster.yaml").display()
+        )),
+        "{}",
+        ps.stdout
+    );
+    let cells =
+        |line: &str| -> Vec<String> { line.split_whitespace().map(str::to_string).collect() };
+    assert_eq!(
+        cells(lines[4]),
+        ["MEMBER", "SESSION", "URL", "CAPSULE", "WORKDIR"]
+    );
+    let url = running.launch["url"].as_str().unwrap();
+    assert_eq!(
+        cells(lines[5])[..4],
+        ["lead", "(entry)", lead_session.as_str(), url]
+    );
+    assert_eq!(cells(lines[6])[..2], ["worker", worker_session.as_str()]);
+    assert_eq!(lines.len(), 7, "{}", ps.stdout);
+
+    // One member by its session: that member ends, its process (the others') is spared.
+    let stopped = mur_in(&home, &["stop", &worker_session]);
+    stopped.assert_ok();
+    assert!(
+        stopped.stdout.starts_with(&format!(
+            "stopped: {worker_session}\ncapsule: worker@1.0.0\nmember:  worker of formation {id} (its other members keep running)\nsignal:  none — the process runs the formation's other members\n"
+        )),
+        "{}",
+        stopped.stdout
+    );
+    assert!(
+        running.child.try_wait().unwrap().is_none(),
+        "the formation's process ended"
+    );
+    ps_until(&home, "the worker gone, the lead kept", |doc| {
+        doc["formations"][0]["members"]
+            .as_array()
+            .is_some_and(|m| m.len() == 1 && m[0]["member"] == "lead")
+    });
+
+    // The whole formation: one process, ended once.
+    let stopped = mur_in(&home, &["stop", &id]);
+    stopped.assert_ok();
+    assert!(
+        stopped.stdout.starts_with(&format!(
+            "stopped: {id}\nmember:  lead (entry)  {lead_session}  lead@1.0.0\nsignal:  "
+        )),
+        "{}",
+        stopped.stdout
+    );
+    assert!(
+        stopped
+            .stdout
+            .ends_with("residue: nothing else was left running\n"),
+        "{}",
+        stopped.stdout
+    );
+    let run = running.wait(WAIT);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    let doc = ps_until(&home, "the formation gone", |doc| {
+        doc.get("formations").is_none()
+    });
+    assert_eq!(doc["sessions"].as_array().unwrap().len(), 1, "{doc}");
+    mur_in(&home, &["stop", &id]).assert_error("error[E-RUN-022]: no running formation is frm_");
+    drop(alone);
+}

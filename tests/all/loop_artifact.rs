@@ -231,7 +231,7 @@ fn a_loop_artifact_built_against_another_version_is_refused() {
         &capsule,
         &run,
         "error[E-RUN-030]: session loop artifact 'future' was built against \
-         murmur:session/loop@0.3.0; this mur serves murmur:session/loop@0.2.0\n  hint: rebuild \
+         murmur:session/loop@0.9.0; this mur serves murmur:session/loop@0.2.0\n  hint: rebuild \
          the component against the session-loop world of murmur:*@0.2.0 (the wit/ folder of \
          this mur)\n",
     );

@@ -27,6 +27,7 @@ mod drivers;
 mod escapes;
 mod first_run;
 mod formation;
+mod formation_served;
 mod hoard;
 mod hooks;
 mod hygiene;
@@ -35,7 +36,9 @@ mod input;
 mod kit;
 mod limits;
 mod loop_artifact;
+mod loop_peers;
 mod loops;
+mod peer_lanes;
 mod peer_remote;
 mod queue_crash;
 mod quota_during_call;
@@ -54,6 +57,7 @@ mod stream;
     reason = "the same tests, compiled for the other host"
 )]
 mod stream_served;
+mod trace_calls;
 mod trace_cmd;
 mod trace_schema;
 mod upstream;
@@ -94,6 +98,7 @@ mod guest_tests {
     pub(crate) use crate::limits::a_big_driver_reply_fails_the_task_naming_the_limit as mur_driver_flood;
     pub(crate) use crate::limits::a_big_tool_result_is_refused_and_the_model_gets_the_error as mur_tool_flood;
     pub(crate) use crate::limits::a_call_flooding_loop_is_stopped_by_the_trace_ceiling as mur_loop_flood;
+    pub(crate) use crate::loop_peers::a_gathering_loop_asks_every_peer_at_once_and_answers_with_each as mur_loop_gather;
     pub(crate) use crate::loops::outside_a_task_every_call_is_refused_naming_it as mur_loop_probe;
     pub(crate) use crate::loops::the_critics_threaded_history_is_its_main_conversation as mur_loop_critic;
     pub(crate) use crate::loops::the_planner_streams_its_plan_executes_it_and_answers_from_its_check as mur_loop_planner;

@@ -172,3 +172,53 @@ fn the_callers_deadline_cancels_the_remote_task() {
         peer.stderr()
     );
 }
+
+/// A `mur run` capsule serving peer tasks, as another capsule's remote peer: its first
+/// task sleeps for a minute.
+fn sleeping_peer(test: &str) -> (Capsule, Running) {
+    let capsule = Capsule::new(
+        test,
+        "name: sleeper\nversion: \"1.0.0\"\ninference:\n  driver: scripted\n  script: ./script.yaml\n  model: m\ncapabilities:\n  shell:\n    allow: [bash]\nlifecycle:\n  task_acceptance: queue\n  after_task: sleep\n  shell_grace_secs: 120\nexports:\n  peer_tasks:\n    accept: true\n",
+        &format!("turns:\n{}{}", bash_turn("sleep 60"), text_turn("woke")),
+    );
+    let running = capsule.spawn(&[]);
+    (capsule, running)
+}
+
+#[test]
+fn a_peer_killed_in_the_middle_of_a_call_ends_the_call_instead_of_hanging_it() {
+    let (_peer_capsule, mut peer) = sleeping_peer("peer-killed");
+    let card = format!("http://{}/.well-known/agent-card.json", peer.address);
+    let capsule = caller("peer-killed-caller", &card, "", "");
+    let mut cmd = mur();
+    cmd.args(["run", "--json", "--port", "0", "--manifest"])
+        .arg(capsule.manifest())
+        .args(["--task", "Ask the sleeper."])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let caller = Running::start_command(cmd);
+    let session = caller.session();
+    eventually(WAIT, "the call reaches the peer", || {
+        session
+            .trace_so_far()
+            .iter()
+            .any(|l| l["event_type"] == "inference")
+            && peer
+                .session()
+                .trace_so_far()
+                .iter()
+                .any(|l| l["event_type"] == "task_start")
+    });
+    // kill -9: the peer's process ends with nothing said on the stream.
+    peer.child.kill().unwrap();
+    let _ = peer.child.wait();
+    let run = caller.wait(WAIT);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    let result = session.read("out/result.txt");
+    assert!(
+        result.starts_with("<untrusted-content source=peer:weather>\nweather stopped answering and could not be reattached after 3 tries"),
+        "{result}"
+    );
+    let calls = session.events("member_call");
+    assert_eq!(calls[0]["status"], "unreachable", "{calls:?}");
+}

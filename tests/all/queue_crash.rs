@@ -38,8 +38,10 @@ fn from_file(served: &Served, name: &str, script: &str, depth: usize) -> (Hosted
     (served.create(&Create::path(&path)), path)
 }
 
+/// The capsule takes peer tasks (`exports.peer_tasks.accept`): the tests send some.
 fn manifest(name: &str, script: &str, depth: usize) -> String {
-    scripted(name, script, &format!("  queue_depth: {depth}\n"))
+    let manifest = scripted(name, script, &format!("  queue_depth: {depth}\n"));
+    format!("{manifest}exports:\n  peer_tasks:\n    accept: true\n")
 }
 
 fn v1(method: &str, params: Value) -> String {

@@ -403,7 +403,7 @@ pub(crate) fn a_loop_built_against_another_version_is_refused() {
     let path = guest(MUR_LOOP_FUTURE);
     let run = capsule.run(&["--task", "hi", "--loop", path.to_str().unwrap()]);
     run.assert_error(&format!(
-            "error[E-RUN-030]: session loop {} was built against murmur:session/loop@0.3.0; this mur serves murmur:session/loop@0.2.0\n  hint: ",
+            "error[E-RUN-030]: session loop {} was built against murmur:session/loop@0.9.0; this mur serves murmur:session/loop@0.2.0\n  hint: ",
             path.display()
         ));
 }

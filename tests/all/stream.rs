@@ -1247,10 +1247,11 @@ fn lanes_run_peer_before_bg_in_arrival_order() {
     for n in 0..5 {
         script.push_str(&text_turn(&format!("queued {n}")));
     }
+    // It takes peer tasks (`exports.peer_tasks.accept`), as a peer's must be let in.
     let (_capsule, running) = start(
         "lanes",
         &script,
-        "lifecycle:\n  queue_depth: 8\n",
+        "lifecycle:\n  queue_depth: 8\nexports:\n  peer_tasks:\n    accept: true\n",
         QUEUE,
         &[],
     );

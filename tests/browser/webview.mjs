@@ -62,6 +62,7 @@ async function tasks(page) {
       id: item.dataset.task,
       state: item.querySelector('.badge').textContent,
       entries: Array.from(item.querySelectorAll('.timeline > li'), (li) => li.className),
+      firstEntry: item.querySelector('.timeline > li .meta')?.textContent ?? null,
       replies: Array.from(item.querySelectorAll('.timeline > li.text .reply'), (p) => p.textContent),
       tools: Array.from(item.querySelectorAll('.timeline > li.tool'), (li) => ({
         name: li.querySelector('summary strong').textContent,
@@ -147,6 +148,10 @@ async function capsule() {
     await task(page, 2).locator('.badge', { hasText: 'completed' }).waitFor();
     await task(page, 1).locator('.badge', { hasText: 'completed' }).waitFor();
     await task(page, 0).locator('.badge', { hasText: 'canceled' }).waitFor();
+    // Each task's start comes from the A2A door after the replay.
+    for (const n of [0, 1, 2]) {
+      await task(page, n).locator('.timeline > li:first-child.status').waitFor();
+    }
     await page.waitForTimeout(300);
     seen.afterReload = await tasks(page);
     seen.dark = await darkBackground(context);

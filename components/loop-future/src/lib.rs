@@ -1,5 +1,5 @@
-//! A session loop built against `murmur:session@0.3.0`, a version of the session
-//! interface this host does not serve (it serves 0.2.0). It exists so the host can prove
+//! A session loop built against `murmur:session@0.9.0`, a version of the session
+//! interface this host does not serve (its loops export `murmur:session/loop@0.2.0`). It exists so the host can prove
 //! that it refuses such a component up front, by its version, before linking anything.
 //!
 //! Its world is the smallest that still names the version: it exports the `loop`
@@ -11,7 +11,7 @@
 wit_bindgen::generate!({
     world: "session-loop",
     inline: r#"
-package murmur:session@0.3.0;
+package murmur:session@0.9.0;
 
 /// Exported by a session loop.
 interface %loop {

@@ -11,10 +11,19 @@ use ::a2a::{
 use bytes::Bytes;
 use serde_json::Value;
 
+use crate::http1::Request;
 use crate::manifest::Manifest;
 
 /// Where clients look for the card, relative to the capsule's address.
 pub const PATH: &str = ".well-known/agent-card.json";
+
+/// The path of the capsule's agent card, beneath its address.
+pub fn is_card(request: &Request) -> bool {
+    request
+        .path
+        .strip_suffix(PATH)
+        .is_some_and(|address| address.ends_with('/'))
+}
 
 /// The name the card gives the address's bearer token.
 const BEARER: &str = "bearer";

@@ -11,13 +11,13 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::net::TcpStream;
 
-use super::events::{numbered, with_seq};
 use super::rpc::{self, Fault};
 use super::stream::{self, reply};
-use super::tasks::{Event, Missed, Tasks};
 use crate::control::CancelError;
+use crate::http1::Request;
+use crate::intake::{Arrived, Served};
 use crate::queue::{Acceptance, Refusal};
-use crate::server::{Arrived, Request, Served};
+use crate::task_store::{Event, Missed, Tasks, numbered, with_seq};
 
 /// How long `CancelTask` waits for a running task to reach its canceled state before
 /// it answers with the task as it stands.

@@ -7,8 +7,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use super::rpc::{self, Fault};
-use super::tasks::{Event, Follower, Missed, Tasks};
-use crate::server::Stream;
+use crate::http1::event_stream::Stream;
+use crate::task_store::{Event, Follower, Missed, Tasks};
 
 /// A whole JSON answer (a result or an error), then the connection closes.
 pub async fn reply(mut socket: TcpStream, body: String) {

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use ::a2a::{Message, Part, Role, Task};
 
-use crate::a2a::{self, Journal, Tasks};
 use crate::queue::backlog::{self, Backlog, Fate, REQUEUE_FAILED, Saved};
 use crate::queue::{Pending, Queue, Source};
+use crate::task_store::{self, Journal, Tasks};
 
 /// Why the task that was running when the process died failed.
 pub const RAN_WHEN_STOPPED: &str = "the server stopped while the task ran";
@@ -123,7 +123,7 @@ fn unended(id: &str, waiting: &HashSet<String>, ran: Option<&str>) -> Option<&'s
     } else if ran == Some(id) {
         Some(RAN_WHEN_STOPPED)
     } else {
-        Some(a2a::STOPPED_BEFORE_END)
+        Some(task_store::STOPPED_BEFORE_END)
     }
 }
 
@@ -192,7 +192,7 @@ mod tests {
     }
 
     fn session(dir: &Dir, depth: usize) -> Session {
-        let journal = dir.0.join(a2a::JOURNAL_FILE);
+        let journal = dir.0.join(task_store::JOURNAL_FILE);
         let queue = Queue::new(Policy {
             acceptance: Acceptance::Queue,
             after_task: AfterTask::Sleep,
@@ -327,7 +327,7 @@ mod tests {
         let first = session(&d, 4);
         first.submit(2, Origin::Event);
         drop(first);
-        std::fs::remove_file(d.0.join(a2a::JOURNAL_FILE)).unwrap();
+        std::fs::remove_file(d.0.join(task_store::JOURNAL_FILE)).unwrap();
         let backlog = d.0.join(backlog::FILE);
         let mut bytes = std::fs::read(&backlog).unwrap();
         bytes.extend_from_slice(b"\x00\x01 not a record\n");
@@ -357,7 +357,7 @@ mod tests {
         first.submit(2, Origin::Event);
         first.submit(3, Origin::Event);
         drop(first);
-        let journal = d.0.join(a2a::JOURNAL_FILE);
+        let journal = d.0.join(task_store::JOURNAL_FILE);
         assert_eq!(fail_waiting(&journal, "the capsule is stopped", "cap_x"), 2);
         assert_eq!(fail_waiting(&journal, "the capsule is stopped", "cap_x"), 0);
 

@@ -164,7 +164,7 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Head, Vec<u8>)>, HeadError> {
             let head = Head {
                 code: response.code.unwrap_or_default(),
                 status_line,
-                headers: crate::server::owned_headers(response.headers),
+                headers: crate::http1::owned_headers(response.headers),
             };
             Ok(Some((head, buf[len..].to_vec())))
         }

@@ -8,8 +8,10 @@
 //! `printer` (responses laid out by `wrap`), `stop` asks the capsule to end and waits for it.
 //! A session named instead of an address is found in the running-session registry
 //! (`crate::running`) through `session`, with the token its door asks for (which `token`
-//! prints); `ps` lists that registry.
+//! prints); `ps` lists that registry, and `formation` stops what `mur run --roster`
+//! runs.
 
+mod formation;
 mod http;
 mod printer;
 mod ps;

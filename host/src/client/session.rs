@@ -13,6 +13,13 @@ use crate::selector::{Miss, pick};
 /// `E-RUN-022` when no running session matches (or several do); `E-REG-001` when the
 /// registry cannot be read.
 pub fn resolve(selector: &str) -> Result<Entry, Error> {
+    if selector.starts_with("frm_") {
+        return Err(Error::new(
+            "E-RUN-022",
+            format!("{selector} names a formation, not one session"),
+        )
+        .hint("mur ps lists a formation's members, each with its own session; mur stop frm_… stops them all"));
+    }
     let listing = running::list()?;
     // pick counts @N from the end of a list kept oldest first.
     let ids: Vec<String> = listing

@@ -3,7 +3,8 @@
 //! By address, the capsule is only asked, and its address watched until it stops
 //! answering. By session, its registry entry names the process too: after asking,
 //! `mur stop` escalates to SIGTERM and SIGKILL if it has not exited, and never signals a
-//! pid whose start time is not the entry's.
+//! pid whose start time is not the entry's. A formation (`frm_…`) and a formation's
+//! member are stopped as [`super::formation`] says.
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -17,7 +18,7 @@ use tokio::time::{Instant, sleep, timeout};
 use super::http::{
     HeadError, auth_header, bearer, connect, read_head, request, token_for_address, unauthorized,
 };
-use super::session;
+use super::{formation, session};
 use crate::address::{Address, parse_address};
 use crate::cli::{StopArgs, Target};
 use crate::error::Error;
@@ -27,15 +28,15 @@ use crate::running::{self, Entry, Signaled};
 /// How long `mur stop ADDRESS` waits for the capsule to answer the stop request.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 /// By session, a capsule that does not answer is signalled instead: a shorter wait.
-const SESSION_ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
+pub(super) const SESSION_ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long a capsule that accepted the stop gets to wind down and exit by itself
 /// before it is signalled.
-const SETTLE: Duration = Duration::from_secs(5);
+pub(super) const SETTLE: Duration = Duration::from_secs(5);
 /// How long SIGKILL gets to take effect.
 const KILL_WAIT: Duration = Duration::from_secs(5);
 /// How often `mur stop` checks whether the address still answers, and how long one
 /// check may take.
-const POLL_EVERY: Duration = Duration::from_millis(50);
+pub(super) const POLL_EVERY: Duration = Duration::from_millis(50);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// The hint for an address whose answer is not a capsule's answer to `murmur/stop`.
 const NOT_A_CAPSULE: &str = "is this a mur capsule's address? it must answer murmur/stop";
@@ -74,7 +75,7 @@ fn not_ended(address: &Address, why: &str) -> Error {
 
 /// Sends `murmur/stop` and returns the capsule's answer: `{"stopped": SESSION,
 /// "canceled": [TASK...]}`. `wait` bounds the answer.
-async fn ask_to_stop(
+pub(super) async fn ask_to_stop(
     address: &Address,
     token: Option<&str>,
     wait: Duration,
@@ -151,7 +152,7 @@ async fn ask_to_stop(
 /// Whether the capsule still serves: under `mur run` its port still accepts (the
 /// process has not exited); a capsule `mur serve` hosts has ended its session once
 /// its address stops answering a call with 200.
-async fn still_serves(address: &Address, token: Option<&str>) -> bool {
+pub(super) async fn still_serves(address: &Address, token: Option<&str>) -> bool {
     let probe = async {
         let mut socket = TcpStream::connect((address.host.as_str(), address.port)).await?;
         if address.path == "/" {
@@ -182,10 +183,19 @@ pub async fn stop(args: StopArgs) -> Result<ExitCode, Error> {
             let token = token_for_address(args.token.as_deref());
             stop_address(address, token.as_deref(), args.timeout).await
         }
+        Target::Session(selector) if selector.starts_with("frm_") => {
+            let grace = Duration::from_secs(args.timeout);
+            formation::stop_formation(&selector, args.token.as_deref(), grace).await
+        }
         Target::Session(selector) => {
             let entry = session::resolve(&selector)?;
-            let token = session::token_for(args.token.as_deref(), &entry);
             let grace = Duration::from_secs(args.timeout);
+            if let Some(membership) = entry.formation.as_ref().filter(|m| !m.entry) {
+                let membership = membership.clone();
+                return formation::stop_member(&entry, &membership, args.token.as_deref(), grace)
+                    .await;
+            }
+            let token = session::token_for(args.token.as_deref(), &entry);
             stop_session(&entry, token.as_deref(), grace).await
         }
     }
@@ -275,12 +285,13 @@ async fn stop_session(
             );
         }
     }
+    formation::ended_with_entry(entry, &mut out);
     let _ = out.flush();
     Ok(ExitCode::SUCCESS)
 }
 
 /// SIGTERM, then SIGKILL once `grace` is out (at once when it is zero); what ended it.
-async fn end_process(entry: &Entry, grace: Duration) -> Result<&'static str, Error> {
+pub(super) async fn end_process(entry: &Entry, grace: Duration) -> Result<&'static str, Error> {
     match running::signal(entry, libc::SIGTERM) {
         Signaled::AlreadyGone => return Ok("none — the process had already exited"),
         Signaled::Refused(why) => {
@@ -319,7 +330,7 @@ async fn end_process(entry: &Entry, grace: Duration) -> Result<&'static str, Err
 }
 
 /// Whether the process exits within `limit`.
-async fn wait_for_exit(entry: &Entry, limit: Duration) -> bool {
+pub(super) async fn wait_for_exit(entry: &Entry, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
     loop {
         if !entry.state().is_running() {

@@ -186,7 +186,7 @@ impl Places {
 }
 
 /// A selector spelled as a path: it has a `/` or ends `.jsonl`, and is not `@N`.
-fn is_path(selector: &str) -> bool {
+pub(super) fn is_path(selector: &str) -> bool {
     !selector.starts_with('@') && (selector.contains('/') || selector.ends_with(".jsonl"))
 }
 

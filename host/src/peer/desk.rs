@@ -13,7 +13,7 @@ use super::member::Callee;
 use super::remote::Remote;
 use crate::error::Error;
 use crate::manifest::Manifest;
-use crate::serve::token::Hash;
+use crate::token::Hash;
 
 /// The fixed answer to a peer task a capsule does not consent to: one status and body
 /// for every method, path and body, naming nothing of the capsule.

@@ -1,4 +1,5 @@
-//! The admin API under `/admin/`: create, list, get, stop, start and delete capsules.
+//! The admin API under `/admin/`: create, list, get, stop, start and delete capsules,
+//! and formations of them (`super::formations`).
 //! JSON in and out; every call needs the admin token. Errors are
 //! `{"error": {"code", "message", "hint"}}` with the HTTP status that fits.
 
@@ -13,7 +14,7 @@ use super::fleet::Fleet;
 use super::registry::{Entry, Limits, is_id};
 use super::token;
 use crate::error::Error;
-use crate::server::{Reply, Request};
+use crate::http1::{Reply, Request};
 
 /// How long a stop waits for the capsule to wind down.
 const STOP_WAIT: Duration = Duration::from_secs(30);
@@ -41,6 +42,9 @@ pub async fn answer(fleet: &Arc<Fleet>, request: Request) -> Reply {
         ("DELETE", ["capsules", id]) => delete(fleet, id, query).await,
         ("POST", ["capsules", id, "stop"]) => stop(fleet, id).await,
         ("POST", ["capsules", id, "start"]) => start(fleet, id).await,
+        (_, ["formations", rest @ ..]) if rest.len() <= 1 => {
+            super::formations::answer(fleet, &request, rest, query).await
+        }
         (_, ["capsules"] | ["capsules", _] | ["capsules", _, "stop" | "start"]) => error(
             "405 Method Not Allowed",
             &Error::new("E-SERVE-015", format!("{method} is not served on {path}"))
@@ -49,7 +53,7 @@ pub async fn answer(fleet: &Arc<Fleet>, request: Request) -> Reply {
         _ => error(
             "404 Not Found",
             &Error::new("E-SERVE-014", format!("no admin route {path}"))
-                .hint("the admin routes are /admin/capsules, /admin/capsules/ID, /admin/capsules/ID/stop and /admin/capsules/ID/start"),
+                .hint("the admin routes are /admin/capsules, /admin/capsules/ID, /admin/capsules/ID/stop, /admin/capsules/ID/start, /admin/formations and /admin/formations/ID"),
         ),
     }
 }
@@ -139,6 +143,7 @@ async fn create(fleet: &Arc<Fleet>, request: &Request) -> Reply {
             .map(|t| token::Hash::of(t).to_hex()),
         limits: body.limits,
         stopped: false,
+        formation: None,
     };
     match fleet.create(entry, capsule_token.as_deref()).await {
         Ok(hosted) => Reply::json(
@@ -195,7 +200,7 @@ fn parse_create(request: &Request) -> Result<Create, (&'static str, Error)> {
     }
 }
 
-fn check_limits(limits: &Limits) -> Result<(), Error> {
+pub(super) fn check_limits(limits: &Limits) -> Result<(), Error> {
     let zero = [
         ("memory_bytes", limits.memory_bytes == Some(0)),
         ("connections", limits.connections == Some(0)),
@@ -214,9 +219,15 @@ fn check_limits(limits: &Limits) -> Result<(), Error> {
 
 /// A folder's `murmur.yaml`, or the file itself.
 fn manifest_on_disk(path: &Path) -> Result<PathBuf, Error> {
+    file_on_server(path, "murmur.yaml", "manifest")
+}
+
+/// A folder's `name` (the file a request names by its folder), or the file itself;
+/// `what` names it in the error.
+pub(super) fn file_on_server(path: &Path, name: &str, what: &str) -> Result<PathBuf, Error> {
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let file = if absolute.is_dir() {
-        absolute.join("murmur.yaml")
+        absolute.join(name)
     } else {
         absolute
     };
@@ -225,9 +236,11 @@ fn manifest_on_disk(path: &Path) -> Result<PathBuf, Error> {
     }
     Err(Error::new(
         "E-SERVE-011",
-        format!("there is no manifest at {} on the server", file.display()),
+        format!("there is no {what} at {} on the server", file.display()),
     )
-    .hint("give the path of a folder holding murmur.yaml (or of the file) on the server's disk"))
+    .hint(format!(
+        "give the path of a folder holding {name} (or of the file) on the server's disk"
+    )))
 }
 
 fn list(fleet: &Fleet) -> Reply {
@@ -309,6 +322,23 @@ async fn delete(fleet: &Arc<Fleet>, id: &str, query: &str) -> Reply {
     let Some(hosted) = is_id(id).then(|| fleet.get(id)).flatten() else {
         return unknown(id);
     };
+    let membership = hosted.entry().formation;
+    // Its callers would be left calling a member that is gone for good; a member whose
+    // formation is not known (its record was lost) has no callers left to mind.
+    if let Some(membership) = membership.filter(|m| fleet.formations.get(&m.id).is_some()) {
+        let e = Error::new(
+            "E-SERVE-023",
+            format!(
+                "capsule {id} is member '{}' of formation {}, and is deleted with it",
+                membership.member, membership.id
+            ),
+        )
+        .hint(format!(
+            "DELETE /admin/formations/{} deletes every member; POST /admin/capsules/{id}/stop stops this one",
+            membership.id
+        ));
+        return error("409 Conflict", &e);
+    }
     fleet.stop(&hosted, STOP_WAIT).await;
     fleet.remove(id);
     if let Err(e) = fleet.registry.remove(id, remove_workdir) {
@@ -321,7 +351,7 @@ async fn delete(fleet: &Arc<Fleet>, id: &str, query: &str) -> Reply {
     )
 }
 
-fn now_ms() -> u64 {
+pub(super) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)

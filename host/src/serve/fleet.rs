@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::formations::Formations;
 use super::metrics::Stats;
 use super::registry::{Entry, Registry};
 use super::token;
@@ -19,9 +20,10 @@ use crate::confine::Class;
 use crate::control::{Control, FinishedTasks};
 use crate::engine::Engine;
 use crate::error::Error;
+use crate::intake::Served;
 use crate::manifest::{self, Manifest};
 use crate::memory::Budget;
-use crate::server::{Served, SessionOver};
+use crate::server::SessionOver;
 use crate::workdir::RecordsChoice;
 
 /// Server-wide ceilings, and each capsule's where its creation set none.
@@ -57,6 +59,8 @@ pub struct Fleet {
     pub draining: AtomicBool,
     /// Every registered capsule has been brought back.
     pub restored: AtomicBool,
+    /// The formations its capsules are members of, with their wiring.
+    pub formations: Formations,
 }
 
 /// One hosted capsule.
@@ -122,6 +126,7 @@ impl Fleet {
             creating: AtomicUsize::new(0),
             draining: AtomicBool::new(false),
             restored: AtomicBool::new(false),
+            formations: Formations::default(),
         }
     }
 
@@ -152,9 +157,14 @@ impl Fleet {
 
     /// A place for one more capsule under the ceiling, held until `Reserved` drops.
     pub fn reserve(&self) -> Option<Reserved<'_>> {
-        let creating = self.creating.fetch_add(1, Ordering::AcqRel);
-        let reserved = Reserved(&self.creating);
-        (self.count() + creating < self.ceilings.capsules).then_some(reserved)
+        self.reserve_many(1)
+    }
+
+    /// Places for `n` more capsules (a formation's members), all or none.
+    pub fn reserve_many(&self, n: usize) -> Option<Reserved<'_>> {
+        let creating = self.creating.fetch_add(n, Ordering::AcqRel);
+        let reserved = Reserved(&self.creating, n);
+        (self.count() + creating + n <= self.ceilings.capsules).then_some(reserved)
     }
 
     fn count(&self) -> usize {
@@ -167,7 +177,12 @@ impl Fleet {
     /// Whether one more capsule's files fit under the process's limit, with what the
     /// open connections and the server itself hold.
     pub fn files_left(&self) -> bool {
-        let held = (self.count() as u64 + 1)
+        self.files_left_for(1)
+    }
+
+    /// Whether `n` more capsules' files fit, as [`Fleet::files_left`] counts.
+    pub fn files_left_for(&self, n: usize) -> bool {
+        let held = (self.count() as u64 + n as u64)
             .saturating_mul(super::FILES_PER_CAPSULE)
             .saturating_add(self.connections.load(Ordering::Relaxed) as u64)
             .saturating_add(64);
@@ -205,6 +220,7 @@ impl Fleet {
     /// others start again as a new session that resumes the last.
     pub async fn restore(self: &Arc<Self>) -> Vec<String> {
         let (entries, mut problems) = self.registry.load();
+        problems.extend(self.formations.restore(&self.registry, &entries));
         for entry in entries {
             let token = entry
                 .token_sha256
@@ -219,8 +235,17 @@ impl Fleet {
                 None => None,
             };
             let stopped = entry.stopped;
+            let unwired = self.formations.unwired(&entry);
             let hosted = Arc::new(Hosted::new(entry, token));
             self.insert(hosted.clone());
+            if let Some(why) = unwired {
+                // None of a formation restored incomplete runs: a member without its
+                // callers or callees would answer otherwise than it was made to.
+                problems.push(format!("{}: {why}", hosted.id));
+                hosted.set(Phase::Failed(why.clone()));
+                self.fail_waiting(&hosted.id, &why);
+                continue;
+            }
             if stopped {
                 hosted.set(Phase::Stopped);
                 // Stopped as the server died, before its queue was emptied.
@@ -299,19 +324,24 @@ impl Fleet {
             memory: Some(memory.clone()),
             cpu: Some(hosted.cpu_account(self)),
             spend: Some(self.spend_of(&entry)),
-            seat: None,
+            seat: self.formations.seat(&entry)?,
         };
         let staged = capsule::stage(&self.engine, m.clone(), options).await?;
         let opened = staged.open(&self.address(&entry.id)).await?;
         let launched = opened.launched();
         let (tell_done, done) = tokio::sync::watch::channel(false);
+        let served = opened.served(match entry.token_sha256 {
+            Some(_) => a2a::Guard::Bearer,
+            None => a2a::Guard::Open,
+        });
+        let relay = self.formations.relay(&entry);
+        if let Some(relay) = &relay {
+            relay.attach(&launched.session_id, served.clone());
+        }
         let live = Live {
             name: m.name.clone(),
             session_id: launched.session_id.clone(),
-            served: opened.served(match entry.token_sha256 {
-                Some(_) => a2a::Guard::Bearer,
-                None => a2a::Guard::Open,
-            }),
+            served,
             control: launched.control.clone(),
             finished: launched.control.finished.clone(),
             memory,
@@ -321,6 +351,7 @@ impl Fleet {
         self.stats.started(begun.elapsed());
         let hosted = hosted.clone();
         let workdir = launched.workdir.clone();
+        let session_id = launched.session_id.clone();
         // On the guests' threads, apart from the host's, so the wire's work never
         // waits behind a tenant's guest code.
         self.shares.spawn(async move {
@@ -331,6 +362,9 @@ impl Fleet {
                 // operator looks, its state and its log.
                 workdir.log(&format!("the session failed: {e}"));
                 reason = format!("{reason}: {}", crate::secret::scrub(&e.message));
+            }
+            if let Some(relay) = relay {
+                relay.detach(&session_id);
             }
             hosted.ended(reason);
             let _ = tell_done.send(true);
@@ -393,11 +427,11 @@ impl Fleet {
 }
 
 /// One place under the capsule ceiling.
-pub struct Reserved<'a>(&'a AtomicUsize);
+pub struct Reserved<'a>(&'a AtomicUsize, usize);
 
 impl Drop for Reserved<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.0.fetch_sub(self.1, Ordering::AcqRel);
     }
 }
 
@@ -580,6 +614,9 @@ impl Hosted {
             out["tokens"] = fleet.tokens_today(&entry);
             out["connections"] = json!(self.connections.load(Ordering::Relaxed));
             out["reason"] = json!(why);
+        }
+        if let Some(membership) = &entry.formation {
+            out["formation"] = json!(membership);
         }
         out
     }

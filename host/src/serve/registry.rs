@@ -27,6 +27,21 @@ pub struct Entry {
     pub limits: Limits,
     /// Stopped by the operator: it stays stopped across restarts until started.
     pub stopped: bool,
+    /// The formation it is a member of (`POST /admin/formations`); absent for a capsule
+    /// created alone, and in every entry written before formations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub formation: Option<Membership>,
+}
+
+/// A capsule's place in a formation.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Membership {
+    /// `frm_` and 32 hex digits.
+    pub id: String,
+    /// Its name in the roster, which its callers call it by.
+    pub member: String,
+    #[serde(default)]
+    pub entry: bool,
 }
 
 /// The ceilings set at creation.
@@ -80,6 +95,8 @@ mod cores {
 
 pub struct Registry {
     root: PathBuf,
+    /// `DATA/formations/`: one folder per formation (`serve::formations`).
+    formations: PathBuf,
 }
 
 /// Whether `id` is one the registry mints (`cap_` and 32 hex digits): anything else
@@ -99,7 +116,29 @@ impl Registry {
             )
             .hint("pass --data DIR on a writable disk")
         })?;
-        Ok(Registry { root })
+        Ok(Registry {
+            root,
+            formations: data.join("formations"),
+        })
+    }
+
+    /// The folder of formation `id`, which [`crate::formation::is_id`] has checked.
+    pub fn formation_dir(&self, id: &str) -> PathBuf {
+        self.formations.join(id)
+    }
+
+    /// Every formation folder's name that is a formation id.
+    pub fn formation_ids(&self) -> Vec<String> {
+        let Ok(dirs) = std::fs::read_dir(&self.formations) else {
+            return Vec::new();
+        };
+        let mut ids: Vec<String> = dirs
+            .flatten()
+            .map(|d| d.file_name().to_string_lossy().into_owned())
+            .filter(|name| crate::formation::is_id(name))
+            .collect();
+        ids.sort();
+        ids
     }
 
     pub fn dir(&self, id: &str) -> PathBuf {
@@ -120,7 +159,7 @@ impl Registry {
 
     /// The capsule's A2A task store, kept across its sessions.
     pub fn tasks(&self, id: &str) -> PathBuf {
-        self.records(id).join(crate::a2a::JOURNAL_FILE)
+        self.records(id).join(crate::task_store::JOURNAL_FILE)
     }
 
     /// The capsule's tokens of the UTC day, kept across restarts of the server.
@@ -216,7 +255,7 @@ impl Registry {
 }
 
 /// A file written afresh (what was at the path, a link included, is replaced).
-fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let _ = std::fs::remove_file(path);
     super::create_private(path, bytes)
 }

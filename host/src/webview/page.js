@@ -222,12 +222,57 @@
         if (count <= (shown.get(key) || 0)) return;
         shown.set(key, count);
         const data = parse(frame.data);
-        if (data && typeof data.id === 'string') apply(frame.event, data);
+        if (!data || typeof data.id !== 'string') return;
+        // A replay never carries a task's frame 0, its first `working` status; a task
+        // first met past it gets its start from the A2A door's lossless cursor.
+        const met = !tasks.has(data.id);
+        apply(frame.event, data);
+        if (met && frame.id !== '0') recoverStart(tasks.get(data.id));
         return;
       }
       default:
         // An event type this page does not know: ignored, as the protocol asks.
     }
+  }
+
+  // The task's first status from `SubscribeToTask` replayed from its first event
+  // (`Last-Event-ID: 0`): shown at the head of its timeline, as the live frame would
+  // have been. What the door no longer keeps is said instead of left out silently.
+  async function recoverStart(task) {
+    const controller = new AbortController();
+    const headers = { 'A2A-Version': '1.0', 'Last-Event-ID': '0' };
+    let first = null;
+    try {
+      const response = await post(call('SubscribeToTask', { id: task.id }), headers, controller.signal);
+      const type = response.headers.get('content-type') || '';
+      if (response.ok && type.startsWith('text/event-stream')) {
+        await readFrames(response, (frame) => {
+          const event = parse(frame.data);
+          const update = event && event.result && event.result.statusUpdate;
+          if (!update || !update.status || update.status.state !== 'TASK_STATE_WORKING') return true;
+          first = update.status;
+          return false;
+        });
+      }
+    } catch {
+      first = null;
+    } finally {
+      controller.abort();
+    }
+    const head = el('li', 'status');
+    if (first && first.state === 'TASK_STATE_WORKING') {
+      const message = messageText(first.message);
+      const turn = /^inference turn (\d+)$/.exec(message);
+      head.append(el('div', 'meta', turn ? 'turn ' + turn[1] : message));
+    } else {
+      head.append(el('div', 'meta', 'the start of this task is no longer kept'));
+    }
+    task.timeline.prepend(head);
+  }
+
+  function messageText(message) {
+    const parts = (message && message.parts) || [];
+    return parts.map((p) => (typeof p.text === 'string' ? p.text : '')).join('');
   }
 
   function notice(text) {

@@ -8,7 +8,7 @@ use ::a2a::{StreamResponse, Task, TaskState};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::tasks::META;
+use super::META;
 
 /// The task with the sequence number of its last event in its metadata, as the
 /// journal keeps it and `GetTask` answers it.

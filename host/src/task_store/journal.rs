@@ -206,3 +206,36 @@ pub fn read(path: &Path) -> Vec<Task> {
         .filter_map(|id| latest.remove(&id))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::Tasks;
+    use super::super::testing::{run_to_completion, user};
+    use super::*;
+
+    #[test]
+    fn the_journal_stops_at_the_records_budget_and_says_so() {
+        let dir = std::env::temp_dir().join(format!("mur-a2a-budget-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join(FILE);
+        let budget = std::sync::Arc::new(crate::records::Budget::new(4096, 0));
+        let tasks = Tasks::new(10);
+        let (journal, earlier) = Journal::open(&path, 10);
+        tasks.keep_in(journal.within(budget.clone()), earlier);
+        for n in 0..20 {
+            let id = format!("tsk_{n}");
+            tasks.submitted(&id, "ctx_1", Some(user("one")));
+            run_to_completion(&tasks, &id, &"x".repeat(500));
+        }
+        let size = std::fs::metadata(&path).map_or(0, |m| m.len());
+        assert!(size <= 4096, "the journal holds {size} bytes");
+        let why = budget.failure().expect("the refusal is kept");
+        assert!(
+            why.starts_with(
+                "writing the A2A task store's journal would take the capsule's records"
+            ) && why.ends_with("over capabilities.limits.max_records_bytes (4096)"),
+            "{why}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -5,7 +5,8 @@
 use ::a2a::{Message, Part, Role, TaskState};
 use futures_util::future::BoxFuture;
 
-use super::{Arrived, Request, Served};
+use super::{Arrived, Served};
+use crate::http1::{Reply, Request};
 use crate::peer::desk::{Admitted, Desk, Refusal as PeerRefusal};
 use crate::peer::member::{Callee, Progress};
 use crate::peer::{self, Ask, Chain, Failure, FailureKind};
@@ -28,14 +29,14 @@ pub fn admitted(desk: &Desk, request: &Request) -> Result<Admitted, PeerRefusal>
 
 /// The refusal of a request marked `peer` that the desk does not take; `None` for every
 /// other request.
-pub fn refused(desk: &Desk, request: &Request) -> Option<super::Reply> {
+pub fn refused(desk: &Desk, request: &Request) -> Option<Reply> {
     let origin = Origin::claimed(request.header(peer::ORIGIN_HEADER));
     if origin != Origin::Peer {
         return None;
     }
     let refusal = admitted(desk, request).err()?;
     let (status, body) = refusal.answer();
-    Some(super::Reply::json(status, &body))
+    Some(Reply::json(status, &body))
 }
 
 /// Whether a peer task presents the credential of a roster edge into this member: the

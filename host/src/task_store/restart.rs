@@ -4,10 +4,12 @@
 
 use ::a2a::{Message, Task, TaskState};
 
-use super::super::artifacts::task_size;
-use super::super::events::saved_seq;
-use super::super::journal::Journal;
-use super::{Book, Record, STOPPED_BEFORE_END, Tasks, agent_message, status_now};
+use super::artifacts::task_size;
+use super::book::{Book, Record};
+use super::events::saved_seq;
+use super::journal::Journal;
+use super::messages::{agent_message, status_now};
+use super::{STOPPED_BEFORE_END, Tasks};
 
 impl Tasks {
     /// Takes the tasks `journal` holds, then keeps every later change in it.
@@ -80,5 +82,61 @@ impl Book {
             ..Record::new(task)
         });
         self.hold(&id, held);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Missed;
+    use super::super::testing::{run_to_completion, user};
+    use super::*;
+
+    #[test]
+    fn a_new_session_writes_its_journal_with_its_first_task_not_at_launch() {
+        let dir = std::env::temp_dir().join(format!("mur-a2a-lazy-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join(super::super::journal::FILE);
+        let tasks = Tasks::new(10);
+        let (journal, earlier) = Journal::open(&path, 10);
+        tasks.keep_in(journal, earlier);
+        assert!(!dir.exists(), "nothing is written before a task");
+        tasks.submitted("tsk_1", "ctx_1", Some(user("one")));
+        let text = std::fs::read_to_string(&path).expect("the first task made the file");
+        assert!(text.contains("\"tsk_1\""), "{text}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_journal_brings_tasks_back_and_fails_the_unfinished() {
+        let dir = std::env::temp_dir().join(format!("mur-a2a-journal-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join(super::super::journal::FILE);
+        let first = Tasks::new(10);
+        let (journal, earlier) = Journal::open(&path, 10);
+        first.keep_in(journal, earlier);
+        first.submitted("tsk_done", "ctx_1", Some(user("one")));
+        run_to_completion(&first, "tsk_done", "answer one");
+        first.submitted("tsk_cut", "ctx_1", Some(user("two")));
+        drop(first);
+
+        let again = Tasks::new(10);
+        let (journal, earlier) = Journal::open(&path, 10);
+        again.keep_in(journal, earlier);
+        let (done, seq) = again.snapshot("tsk_done").unwrap();
+        assert_eq!(done.status.state, TaskState::Completed);
+        assert_eq!(seq, 4, "its numbering goes on where it was");
+        assert!(done.metadata.is_none());
+        let (cut, seq) = again.snapshot("tsk_cut").unwrap();
+        assert_eq!(cut.status.state, TaskState::Failed);
+        assert_eq!(
+            cut.status.message.unwrap().text(),
+            Some("the capsule stopped before the task ended")
+        );
+        assert_eq!(seq, 2, "its failure counts as an event it never streamed");
+        assert_eq!(
+            again.events_after("tsk_cut", 0).unwrap_err(),
+            Missed::Gone { first_available: 3 }
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

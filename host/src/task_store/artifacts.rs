@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use ::a2a::{Artifact, Part, PartContent, Task};
 use serde_json::{Value, json};
 
-use super::tasks::META;
+use super::META;
 use crate::frames::ArtifactFrame;
 
 /// A tool call's result as a v1 artifact: the exact content the model received, and
@@ -123,5 +123,38 @@ pub(super) fn response_artifact(text: &str) -> Artifact {
         parts: vec![Part::text(text)],
         metadata: None,
         extensions: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Tasks;
+    use super::*;
+
+    #[test]
+    fn a_reply_streamed_without_end_is_kept_up_to_its_ceiling() {
+        let tasks = Tasks::new(10);
+        tasks.submitted("tsk_1", "ctx_1", None);
+        tasks.begin("tsk_1", "ctx_1");
+        let piece = "é".repeat(100_000);
+        for _ in 0..10 {
+            tasks.chunk("tsk_1", &piece);
+        }
+        let (task, seq) = tasks.snapshot("tsk_1").unwrap();
+        assert_eq!(seq, 11, "every piece is an event");
+        let artifact = &task.artifacts.unwrap()[0];
+        let kept = artifact.parts[0].as_text().unwrap();
+        assert!(
+            kept.len() <= REPLY_KEEP && kept.len() > REPLY_KEEP - 2,
+            "{}",
+            kept.len()
+        );
+        assert_eq!(
+            artifact.metadata,
+            Some(HashMap::from([(
+                META.to_string(),
+                json!({"truncated": true})
+            )]))
+        );
     }
 }
