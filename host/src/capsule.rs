@@ -283,6 +283,7 @@ impl Opened {
             inbox: launched.inbox.clone(),
             control: launched.control.clone(),
             desk: self.desk.clone(),
+            address: self.url.clone(),
         })
     }
 

@@ -31,6 +31,8 @@ pub struct Served {
     pub control: Arc<Control>,
     /// The agent card, encoded once.
     pub card: bytes::Bytes,
+    /// Where it is served (`http://HOST:PORT/`, or a hosted capsule's `/c/<id>/`).
+    pub address: String,
     /// Whether and from whom it takes peer tasks, and the chains of those it holds.
     pub desk: Arc<Desk>,
 }

@@ -111,8 +111,9 @@ impl Failure {
 
 /// What the caller's side hears while a call runs.
 pub trait Watcher: Send + Sync {
-    /// The callee holds the task: its id.
-    fn taken(&self, task_id: &str);
+    /// The callee holds the task: its id, and the callee's page when it is a member
+    /// whose address the caller's person may open.
+    fn taken(&self, task_id: &str, page: Option<&str>);
     /// The callee asks for input: the caller's person is asked the same, and the
     /// reply (or why there is none) comes back.
     fn input<'a>(&'a self, prompt: &'a str) -> BoxFuture<'a, Result<String, String>>;

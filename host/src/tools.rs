@@ -150,6 +150,9 @@ pub struct Tools {
     jail: Option<Arc<Jail>>,
     /// What tool components' writes to the workdir are counted against, once it exists.
     meter: Option<Arc<Meter>>,
+    /// Who the capsule is among peers (`crate::peer`): also what its peer tasks' end
+    /// lines are read from.
+    desk: Option<Arc<crate::peer::desk::Desk>>,
 }
 
 /// How far a call got, which decides its fence and its trace event.
@@ -229,6 +232,7 @@ impl Tools {
             grants,
             jail: None,
             meter: None,
+            desk: None,
         }
     }
 
@@ -245,6 +249,10 @@ impl Tools {
     /// Every shell command from now on starts in `jail`.
     pub fn confine_shell(&mut self, jail: Arc<Jail>) {
         self.jail = Some(jail);
+    }
+
+    pub fn desk(&self) -> Option<&Arc<crate::peer::desk::Desk>> {
+        self.desk.as_ref()
     }
 
     pub fn jail(&self) -> Option<&Arc<Jail>> {
@@ -266,8 +274,9 @@ impl Tools {
         });
     }
 
-    /// `call-member`, when the capsule has anyone to call.
+    /// The capsule's desk, and `call-member` when it has anyone to call.
     pub fn add_peers(&mut self, desk: Arc<crate::peer::desk::Desk>) {
+        self.desk = Some(desk.clone());
         let names: Vec<&str> = desk.peers().iter().map(|p| p.name.as_str()).collect();
         if names.is_empty() {
             return;

@@ -209,6 +209,13 @@ fn a_lead_hands_two_workers_their_parts_and_carries_on_with_their_answers() {
         let start = events(&theirs, "task_start");
         assert_eq!(start[0]["origin"], "peer");
         assert_eq!(start[0]["lane"], "peer");
+        let answered = events(&theirs, "peer_task_answered");
+        assert_eq!(answered.len(), 1, "{theirs:?}");
+        assert_eq!(answered[0]["call_id"], call["call_id"]);
+        assert_eq!(answered[0]["caller"], "lead");
+        assert_eq!(answered[0]["caller_task_id"], call["task_id"]);
+        assert_eq!(answered[0]["outcome"], "ok");
+        assert!(answered[0]["duration_ms"].is_u64());
     }
 }
 

@@ -70,6 +70,7 @@ mod watch;
 )]
 mod watch_served;
 mod webview;
+mod webview_formation;
 
 /// The test that exercises each guest component of the workspace. `for_each_guest!`
 /// names every guest `host/build.rs` found among the members, so a guest added without

@@ -222,3 +222,50 @@ fn a_peer_killed_in_the_middle_of_a_call_ends_the_call_instead_of_hanging_it() {
     let calls = session.events("member_call");
     assert_eq!(calls[0]["status"], "unreachable", "{calls:?}");
 }
+
+#[test]
+fn a_fifty_megabyte_remote_answer_is_bounded_by_the_callers_limits() {
+    let Some(peer) = peer("big") else { return };
+    let capsule = caller(
+        "peer-remote-big",
+        &peer.card_url(),
+        "",
+        "  limits:\n    max_tool_result_bytes: 1048576\n",
+    );
+    let kept = 1024 * 1024;
+    let expected = fenced(&format!(
+        "{}\n[the answer was cut at capabilities.limits.max_tool_result_bytes ({kept} bytes)]",
+        "x".repeat(kept)
+    ));
+    let answered = answer(&capsule, &[]);
+    // Compared as a bool: a 1 MiB mismatch printed whole would bury the reason.
+    assert!(
+        answered == expected,
+        "{} bytes answered, {} expected; it starts {:?} and ends {:?}; {}",
+        answered.len(),
+        expected.len(),
+        answered.chars().take(200).collect::<String>(),
+        answered
+            .chars()
+            .rev()
+            .take(200)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<String>(),
+        peer.stderr()
+    );
+    let traces: Vec<_> = walk(&capsule.dir.join("workdir/.murmur"))
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == "trace.jsonl"))
+        .collect();
+    assert_eq!(traces.len(), 1, "{traces:?}");
+    let calls: Vec<_> = json_lines(&traces[0])
+        .into_iter()
+        .filter(|l| l["event_type"] == "member_call")
+        .collect();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0]["status"], "answered", "{calls:?}");
+    assert_eq!(calls[0]["truncated"], true, "{calls:?}");
+    assert_eq!(calls[0]["answer_bytes"], kept, "{calls:?}");
+}

@@ -415,6 +415,7 @@ const OURS: &[&str] = &[
     "input_timeout",
     "spend_ceiling_reached",
     "member_call",
+    "peer_task_answered",
     "peer_task_received",
 ];
 

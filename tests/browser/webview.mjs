@@ -9,6 +9,7 @@
 //                                             MUR_CAPSULE_TOKEN in the environment
 //   node webview.mjs door URL                 a mur run capsule behind its token;
 //                                             MUR_CAPSULE_TOKEN in the environment
+//   node webview.mjs formation URL            a formation's lead, which calls a worker
 //
 // Every wait is bounded; a failure prints {"error": ..., "stack": ..., "seen": ...}.
 import { chromium } from 'playwright-core';
@@ -293,6 +294,28 @@ async function door() {
   }
 }
 
+// A task sent to a formation's lead: its wait on the worker links to the worker's page.
+async function formation() {
+  const { context, profile } = await launch();
+  try {
+    const page = context.pages()[0] || (await context.newPage());
+    watchConsole(page);
+    await page.goto(url);
+    await live(page);
+    await page.fill('#send-input', 'Ask the worker');
+    await page.click('#send-button');
+    const lead = task(page, 0);
+    const link = lead.locator('li.status a.peer');
+    await link.waitFor();
+    seen.link = { text: await link.textContent(), href: await link.getAttribute('href'), rel: await link.getAttribute('rel') };
+    await lead.locator('.badge', { hasText: 'completed' }).waitFor();
+    seen.state = await lead.locator('.badge').textContent();
+  } finally {
+    await context.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+}
+
 const timer = setTimeout(() => {
   print({ error: 'the scenario did not end within 90 s', seen });
   process.exit(1);
@@ -304,6 +327,7 @@ try {
   else if (scenario === 'gap') await gap();
   else if (scenario === 'busy') await busy();
   else if (scenario === 'door') await door();
+  else if (scenario === 'formation') await formation();
   else throw new Error('unknown scenario ' + scenario);
   print(seen);
   clearTimeout(timer);

@@ -18,6 +18,9 @@ JSON-RPC on /. What it does with a task depends on <behaviour>:
     hang    stays working until canceled; a cancel prints {"canceled": "<task id>"}
     token   as answer, for callers presenting `Authorization: Bearer s3cret-peer-token`;
             everyone else gets 401
+    big     working, then one artifact of BIG_CHUNKS chunks of BIG_CHUNK_BYTES letters
+            "x" each (50,000,000 bytes in all; append after the first, last_chunk on
+            the last), then completed: an answer far past any caller's bound
 """
 
 import asyncio
@@ -43,9 +46,12 @@ from a2a.types.a2a_pb2 import (
 )
 
 TOKEN = "s3cret-peer-token"
-BEHAVIOURS = ("answer", "input", "drop", "hang", "token")
+BEHAVIOURS = ("answer", "input", "drop", "hang", "token", "big")
 # Long enough for the caller to notice the cut and come back while the task still runs.
 DROP_SETTLES_SECONDS = 0.5
+# The `big` answer: 50 chunks of 1,000,000 bytes, each under a caller's one-event cap.
+BIG_CHUNKS = 50
+BIG_CHUNK_BYTES = 1_000_000
 
 
 def say(line):
@@ -77,6 +83,18 @@ class Peer(AgentExecutor):
         await updater.start_work()
         if self.behaviour == "hang":
             await asyncio.Event().wait()
+        if self.behaviour == "big":
+            chunk = "x" * BIG_CHUNK_BYTES
+            for n in range(BIG_CHUNKS):
+                await updater.add_artifact(
+                    [new_text_part(chunk)],
+                    artifact_id="big-answer",
+                    name="answer",
+                    append=n > 0,
+                    last_chunk=n == BIG_CHUNKS - 1,
+                )
+            await updater.complete()
+            return
         answer = f"sdk peer answers: {text}"
         if self.behaviour == "drop":
             await asyncio.sleep(DROP_SETTLES_SECONDS)

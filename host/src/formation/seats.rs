@@ -167,6 +167,10 @@ impl Callee for Relay {
             door.cancel(task);
         }
     }
+
+    fn page(&self) -> Option<String> {
+        self.current().and_then(|door| door.page())
+    }
 }
 
 #[cfg(test)]

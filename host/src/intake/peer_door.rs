@@ -7,7 +7,7 @@ use futures_util::future::BoxFuture;
 
 use super::{Arrived, Served};
 use crate::http1::{Reply, Request};
-use crate::peer::desk::{Admitted, Desk, Refusal as PeerRefusal};
+use crate::peer::desk::{Admitted, Call, Desk, Refusal as PeerRefusal};
 use crate::peer::member::{Callee, Progress};
 use crate::peer::{self, Ask, Chain, Failure, FailureKind};
 use crate::queue::{Acceptance, Origin, Refusal};
@@ -62,7 +62,13 @@ pub fn hold(served: &Served, task: &str, sent: Sent, traceparent: Option<&str>) 
         chain: &chain,
     });
     let _ = served.trace.under_session(Some(task), received);
-    served.desk.arrived(task, Some(sent.admitted), traceparent);
+    let call = Call {
+        call_id: sent.call_id.filter(|c| word(c)),
+        caller_task: sent.caller_task.filter(|c| word(c)),
+    };
+    served
+        .desk
+        .arrived(task, Some((sent.admitted, call)), traceparent);
 }
 
 /// An id a header may carry into a trace line: nothing else gets there.
@@ -123,9 +129,6 @@ impl Callee for Served {
             let mut changes = tasks.watch();
             loop {
                 if let Some(progress) = progress(self, task, after) {
-                    if !matches!(progress, Progress::Input { .. }) {
-                        self.desk.release(task);
-                    }
                     return progress;
                 }
                 if changes.changed().await.is_err() {
@@ -154,7 +157,10 @@ impl Callee for Served {
 
     fn cancel(&self, task: &str) {
         let _ = self.control.cancel(task);
-        self.desk.release(task);
+    }
+
+    fn page(&self) -> Option<String> {
+        Some(self.address.clone())
     }
 }
 

@@ -97,11 +97,26 @@ pub struct Seat {
 /// How many tasks' arrivals a desk keeps: far more than a capsule holds at once.
 const KEPT: usize = 1024;
 
-/// What a task arrived with that its own calls pass on.
+/// What a task arrived with that its own calls pass on, and its call's facts.
 #[derive(Default)]
 struct Arrival {
     admitted: Option<Admitted>,
     traceparent: Option<String>,
+    call: Option<Call>,
+}
+
+/// The caller's side of a peer task, as it arrived: for the callee's end line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Call {
+    pub call_id: Option<String>,
+    pub caller_task: Option<String>,
+}
+
+/// A peer task that ended: who sent it and how it was called.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answered {
+    pub caller: Option<String>,
+    pub call: Call,
 }
 
 pub struct Desk {
@@ -222,21 +237,26 @@ impl Desk {
 
     /// A task that arrived at the door: its caller's trace context, and for a peer
     /// task the chain its own calls extend.
-    pub fn arrived(&self, task: &str, admitted: Option<Admitted>, traceparent: Option<&str>) {
+    pub fn arrived(
+        &self,
+        task: &str,
+        admitted: Option<(Admitted, Call)>,
+        traceparent: Option<&str>,
+    ) {
         let traceparent = traceparent
             .filter(|t| is_traceparent(t))
             .map(str::to_string);
         if admitted.is_none() && traceparent.is_none() {
             return;
         }
+        let (admitted, call) = admitted.map_or((None, None), |(a, c)| (Some(a), Some(c)));
         let mut book = self.book();
-        book.insert(
-            task.to_string(),
-            Arrival {
-                admitted,
-                traceparent,
-            },
-        );
+        let arrival = Arrival {
+            admitted,
+            traceparent,
+            call,
+        };
+        book.insert(task.to_string(), arrival);
         while book.len() > KEPT {
             book.pop_first();
         }
@@ -259,9 +279,15 @@ impl Desk {
         self.book().get(task).and_then(|a| a.traceparent.clone())
     }
 
-    /// `task` ended: what it arrived with is no longer needed.
-    pub fn release(&self, task: &str) {
-        self.book().remove(task);
+    /// `task` ended: what it arrived with is no longer needed. A peer task's caller
+    /// and call come back, for its end line.
+    pub fn ended(&self, task: &str) -> Option<Answered> {
+        let arrival = self.book().remove(task)?;
+        let admitted = arrival.admitted?;
+        Some(Answered {
+            caller: admitted.caller,
+            call: arrival.call.unwrap_or_default(),
+        })
     }
 
     fn book(&self) -> MutexGuard<'_, BTreeMap<String, Arrival>> {
@@ -363,10 +389,15 @@ mod tests {
     fn a_held_task_passes_its_chain_on_to_its_calls() {
         let desk = Desk::new("worker", "ses_worker", true);
         let admitted = desk.admit(None, chain(&["lead"])).expect("admitted");
-        desk.arrived("tsk_1", Some(admitted), None);
+        desk.arrived("tsk_1", Some((admitted, Call::default())), None);
         assert_eq!(desk.chain_for("tsk_1"), chain(&["lead", "worker"]));
         assert_eq!(desk.chain_for("tsk_other"), chain(&["worker"]));
-        desk.release("tsk_1");
+        let answered = desk.ended("tsk_1").map(|a| a.caller);
+        assert_eq!(
+            answered,
+            Some(None),
+            "a peer task outside a formation has no caller"
+        );
         assert_eq!(desk.chain_for("tsk_1"), chain(&["worker"]));
     }
 }

@@ -18,6 +18,8 @@ pub trait Callee: Send + Sync {
     fn reply(&self, task: &str, text: String) -> Result<(), String>;
     /// The caller gave up on `task`: its task was canceled or ran out of time.
     fn cancel(&self, task: &str);
+    /// The member's address, where its page is: shown beside the caller's wait.
+    fn page(&self) -> Option<String>;
 }
 
 /// What a followed task did.
@@ -57,7 +59,7 @@ pub async fn call(
     watcher: &dyn Watcher,
 ) -> Result<Answer, Failure> {
     let task = callee.take(ask, credential)?;
-    watcher.taken(&task);
+    watcher.taken(&task, callee.page().as_deref());
     let mut hold = Hold {
         callee,
         task: task.clone(),

@@ -261,7 +261,7 @@ impl Call<'_> {
         self.seen.apply(event).map_err(Trouble::Garbled)?;
         if let (false, Some(task)) = (named, &self.seen.task_id) {
             self.abandon.task = Some(task.clone());
-            self.watcher.taken(task);
+            self.watcher.taken(task, None);
         }
         Ok(())
     }

@@ -173,8 +173,14 @@ struct Waiting<'a> {
 }
 
 impl Watcher for Waiting<'_> {
-    fn taken(&self, task_id: &str) {
-        let message = format!("waiting on peer {} (its task {task_id})", self.peer);
+    fn taken(&self, task_id: &str, page: Option<&str>) {
+        let message = match page {
+            Some(page) => format!(
+                "waiting on peer {} (its task {task_id}, at {page})",
+                self.peer
+            ),
+            None => format!("waiting on peer {} (its task {task_id})", self.peer),
+        };
         self.wire.status(State::Working, &message, None);
     }
 

@@ -207,6 +207,20 @@ impl LoopState {
         session
             .trace
             .write(running.place(), task_end)
+            .map_err(trace_failed)?;
+        let Some(answered) = session.tools.desk().and_then(|d| d.ended(&running.task.id)) else {
+            return Ok(());
+        };
+        let line = line::peer_task_answered(&line::PeerAnswered {
+            call_id: answered.call.call_id.as_deref(),
+            caller: answered.caller.as_deref(),
+            caller_task_id: answered.call.caller_task.as_deref(),
+            duration_ms,
+            outcome: end.exit_status.as_str(),
+        });
+        session
+            .trace
+            .write(running.place(), line)
             .map(|_| ())
             .map_err(trace_failed)
     }

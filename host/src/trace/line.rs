@@ -10,7 +10,9 @@ use crate::exit_status::ExitStatus;
 use crate::queue::Pending;
 
 mod peer;
-pub use peer::{MemberCall, PeerTask, member_call, peer_task_received};
+pub use peer::{
+    MemberCall, PeerAnswered, PeerTask, member_call, peer_task_answered, peer_task_received,
+};
 
 /// One trace event, ready to write: its type and its fields (a JSON object).
 #[derive(Debug)]

@@ -338,7 +338,8 @@
     }
     if (state === 'working') {
       const turn = /^inference turn (\d+)$/.exec(message);
-      entry(task, 'status', turn ? 'turn ' + turn[1] : message);
+      const item = entry(task, 'status', turn ? 'turn ' + turn[1] : message);
+      linkPeer(item, message);
     } else if (state === 'input-required') {
       askBox(task, message);
     } else if (state === 'completed') {
@@ -348,6 +349,19 @@
     } else {
       entry(task, 'status end', state + (message ? ': ' + message : ''));
     }
+  }
+
+  // A call waiting on a formation member names the member's address: its page gets a
+  // link (only an http(s) address; a remote agent's has none).
+  function linkPeer(item, message) {
+    const wait = /^waiting on peer ([a-z][a-z0-9-]*) \(its task (tsk_[0-9a-f]+), at (https?:\/\/[^\s)]+)\)$/.exec(message);
+    if (!wait) return;
+    const link = el('a', 'peer', 'open ' + wait[1] + "'s page");
+    link.href = wait[3];
+    link.target = '_blank';
+    link.rel = 'noopener noreferrer';
+    link.title = 'task ' + wait[2] + ' of ' + wait[1];
+    item.append(link);
   }
 
   function artifact(task, a) {

@@ -278,7 +278,7 @@ impl Watch {
 }
 
 impl Watcher for Watch {
-    fn taken(&self, task_id: &str) {
+    fn taken(&self, task_id: &str, _page: Option<&str>) {
         self.taken.lock().unwrap().push(task_id.to_string());
     }
 

@@ -59,3 +59,27 @@ pub fn peer_task_received(task: &PeerTask<'_>) -> Line {
         }),
     )
 }
+
+/// What the callee's `peer_task_answered` line records.
+pub struct PeerAnswered<'a> {
+    pub call_id: Option<&'a str>,
+    pub caller: Option<&'a str>,
+    pub caller_task_id: Option<&'a str>,
+    pub duration_ms: u64,
+    /// The task's exit status: `ok` when it answered.
+    pub outcome: &'a str,
+}
+
+/// `peer_task_answered`: a peer task this capsule took has ended (the line's task).
+pub fn peer_task_answered(task: &PeerAnswered<'_>) -> Line {
+    Line::new(
+        "peer_task_answered",
+        json!({
+            "call_id": task.call_id,
+            "caller": task.caller,
+            "caller_task_id": task.caller_task_id,
+            "duration_ms": task.duration_ms,
+            "outcome": task.outcome,
+        }),
+    )
+}
