@@ -26,6 +26,8 @@ use crate::guest_log;
 use crate::input::{self, Port};
 use crate::meter::{Account, Meter, Refused};
 use crate::peer::tool as peer_tool;
+
+mod peer_call;
 use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
 use crate::shell::{self, Background, Ran, ShellOutcome, ShellRequest};
 use crate::wire::Wire;
@@ -701,49 +703,6 @@ pub(crate) fn link_upstream(
 }
 
 /// A result over `max_tool_result_bytes`, in words; checked before anything copies it.
-impl Tools {
-    /// A `call-member` call: its answer fenced as the peer's, or the tool error why not.
-    async fn run_peer(
-        &self,
-        desk: &crate::peer::desk::Desk,
-        input: &str,
-        task: &TaskInfo,
-        wire: &Arc<Wire>,
-        port: Option<Port>,
-    ) -> Dispatched {
-        let (peer, text) = match peer_tool::parse(desk, input) {
-            Ok(parsed) => parsed,
-            Err(told) => return Dispatched::not_reached(told),
-        };
-        let max = usize::try_from(self.grants.max_result_bytes).unwrap_or(usize::MAX);
-        let traceparent = desk.traceparent_of(&task.id);
-        let ask = peer_tool::Outgoing {
-            text,
-            task: &task.id,
-            traceparent,
-            max_answer_bytes: max,
-            deadline: self.grants.deadline,
-        };
-        let called = peer_tool::call(desk, peer, ask, wire, port.as_ref()).await;
-        let source = peer_tool::source(&called.peer);
-        let (text, is_error, truncated) = match &called.outcome {
-            Ok(answer) if answer.truncated => {
-                let limit = self.grants.max_result_bytes;
-                let note = format!(
-                    "[the answer was cut at capabilities.limits.max_tool_result_bytes ({limit} bytes)]"
-                );
-                (format!("{}\n{note}", answer.text), false, true)
-            }
-            Ok(answer) => (answer.text.clone(), false, false),
-            Err(failure) => (failure.message.clone(), true, false),
-        };
-        let mut out = Dispatched::fenced_as(&source, &text, is_error);
-        out.truncated = truncated;
-        out.peer = Some(called);
-        out
-    }
-}
-
 fn oversized(
     result: &crate::bindings::tool::exports::murmur::tool::run::ToolResult,
     limit: u64,
