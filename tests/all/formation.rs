@@ -151,7 +151,17 @@ fn a_lead_hands_two_workers_their_parts_and_carries_on_with_their_answers() {
         "  - {from: lead, to: [researcher, writer]}\n",
     );
     let running = formation.spawn();
-    let frames = send(&running.address, "Tell me about lighthouses.");
+    // The caller's trace context is passed on to every callee.
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let raw = read_to_close(post(
+        &running.address,
+        &[JSON_CT, ("traceparent", traceparent)],
+        &message_stream_body("Tell me about lighthouses."),
+    ));
+    let frames = frames(
+        raw.strip_prefix(SSE_HEAD)
+            .unwrap_or_else(|| panic!("{raw}")),
+    );
     let waits: Vec<&str> = frames
         .iter()
         .filter(|(_, event, _)| event == "status")
@@ -206,6 +216,8 @@ fn a_lead_hands_two_workers_their_parts_and_carries_on_with_their_answers() {
         assert_eq!(received[0]["caller"], "lead");
         assert_eq!(received[0]["caller_task_id"], call["task_id"]);
         assert_eq!(received[0]["task_id"], call["member_task_id"]);
+        let arrived = events(&theirs, "a2a_task_received");
+        assert_eq!(arrived[0]["traceparent_from_caller"], traceparent);
         let start = events(&theirs, "task_start");
         assert_eq!(start[0]["origin"], "peer");
         assert_eq!(start[0]["lane"], "peer");
@@ -763,4 +775,50 @@ fn ps_lists_a_formations_members_under_it_and_stop_ends_one_member_then_the_form
     assert_eq!(doc["sessions"].as_array().unwrap().len(), 1, "{doc}");
     mur_in(&home, &["stop", &id]).assert_error("error[E-RUN-022]: no running formation is frm_");
     drop(alone);
+}
+
+#[test]
+fn a_busy_member_gives_the_caller_a_tool_error_saying_so() {
+    // The worker takes one task (`task_acceptance: single`): of two calls sent at once,
+    // one is taken and the other refused as busy.
+    let formation = Formation::new(
+        "formation-busy",
+        &[
+            M {
+                name: "lead",
+                entry: true,
+                extra: "lifecycle:\n  parallel_tools: 2\ntrace:\n  include_tool_output: true\n",
+                turns: &format!(
+                    "  - tool_calls:\n      - {{id: c1, name: call-member, input: {{member: solo, task: one}}}}\n      - {{id: c2, name: call-member, input: {{member: solo, task: two}}}}\n{}",
+                    text_turn("done")
+                ),
+            },
+            M {
+                name: "solo",
+                entry: false,
+                extra: "capabilities:\n  shell:\n    allow: [bash]\nlifecycle:\n  task_acceptance: single\nexports:\n  peer_tasks:\n    accept: true\n",
+                turns: &format!("{}{}", bash_turn("sleep 1"), text_turn("one done")),
+            },
+        ],
+        "  - {from: lead, to: [solo]}\n",
+    );
+    let run = formation.run("Go.");
+    run.assert_ok();
+    let lead = formation.trace("lead");
+    let mut statuses: Vec<String> = events(&lead, "member_call")
+        .iter()
+        .map(|c| c["status"].as_str().unwrap_or_default().to_string())
+        .collect();
+    statuses.sort();
+    assert_eq!(statuses, ["answered", "busy"], "{lead:?}");
+    let outputs: Vec<String> = events(&lead, "tool_call")
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    assert!(
+        outputs
+            .iter()
+            .any(|o| o.contains("solo is busy with other work and did not take the task")),
+        "{outputs:?}"
+    );
 }
