@@ -117,15 +117,6 @@ fn call_turn(id: &str, member: &str, task: &str) -> String {
     )
 }
 
-/// A task sent to `address` over `message/stream`, read to its end.
-fn send(address: &str, text: &str) -> Vec<(Option<u64>, String, Value)> {
-    let raw = read_to_close(post(address, &[JSON_CT], &message_stream_body(text)));
-    let body = raw
-        .strip_prefix(SSE_HEAD)
-        .unwrap_or_else(|| panic!("{raw}"));
-    frames(body)
-}
-
 fn fenced(peer: &str, text: &str) -> String {
     format!("<untrusted-content source=peer:{peer}>\n{text}\n</untrusted-content>")
 }
