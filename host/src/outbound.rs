@@ -5,6 +5,7 @@
 //! go out on connections kept open per model server ([`pool`]).
 
 mod pool;
+pub(crate) mod reply;
 
 pub(crate) use pool::PooledBody;
 

@@ -9,19 +9,20 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use mur_authority::NetRule;
 use serde_json::{Value, json};
 use wasmtime_wasi_http::Error;
 
+use crate::outbound::reply::{self, Unread};
 use crate::outbound::{self, PooledBody, Waits};
+
+pub(super) use crate::outbound::reply::said;
 
 /// The most one event of a stream (or one whole JSON answer) may hold.
 pub(super) const MAX_EVENT: usize = 4 * 1024 * 1024;
 /// The most of a refusal's body read for its message.
 const MAX_REFUSAL: usize = 64 * 1024;
-/// The most of a peer's own words a failure quotes.
-const MAX_SAID: usize = 300;
 /// The version header our door (and the SDKs) read; without it a v1.0 server takes the
 /// request for 0.3.
 const VERSION_HEADER: &str = "a2a-version";
@@ -118,7 +119,7 @@ impl Door {
             .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
         let mut body = response.into_body();
         if streams {
-            return Ok(Reply::Stream(Events::new(body)));
+            return Ok(Reply::Stream(Events(reply::Events::new(body, MAX_EVENT))));
         }
         let bytes = read_bounded(&mut body, MAX_EVENT).await?;
         serde_json::from_slice(&bytes)
@@ -181,7 +182,7 @@ pub(super) async fn send(
         .await
         .map_err(|e| match e {
             Error::HttpRequestDenied => Trouble::Denied,
-            e => Trouble::Transport(transport(&e)),
+            e => Trouble::Transport(reply::transport(&e)),
         })?;
     let status = response.status();
     if status.is_success() {
@@ -195,42 +196,15 @@ pub(super) async fn send(
     Err(Trouble::Status(status.as_u16(), said))
 }
 
-/// A transport error in words that name no address.
-fn transport(e: &Error) -> String {
-    match e {
-        Error::Connect(_) | Error::ConnectionRefused => "the connection was refused".into(),
-        Error::ConnectionTimeout => "connecting timed out".into(),
-        Error::ConnectionReadTimeout | Error::HttpResponseTimeout => {
-            "it stopped answering (timed out)".into()
-        }
-        Error::DnsTimeout | Error::DnsError { .. } | Error::DestinationNotFound => {
-            "its host name did not resolve".into()
-        }
-        Error::Tls(_)
-        | Error::TlsProtocolError
-        | Error::TlsCertificateError
-        | Error::TlsAlertReceived { .. }
-        | Error::InvalidDnsNameError(_) => "the TLS handshake failed".into(),
-        e => said(&e.to_string()),
-    }
-}
-
 /// A body read whole, up to `max` bytes; past that, garbled.
 pub(super) async fn read_bounded(body: &mut PooledBody, max: usize) -> Result<Vec<u8>, Trouble> {
-    let mut bytes = Vec::new();
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| Trouble::Transport(transport(&e)))?;
-        if let Ok(data) = frame.into_data() {
-            if bytes.len() + data.len() > max {
-                return Err(Trouble::Garbled(format!(
-                    "its door answered with more than {} KiB",
-                    max / 1024
-                )));
-            }
-            bytes.extend_from_slice(&data);
-        }
-    }
-    Ok(bytes)
+    reply::read_bounded(body, max).await.map_err(|e| match e {
+        Unread::TooBig { max } => Trouble::Garbled(format!(
+            "its door answered with more than {} KiB",
+            max / 1024
+        )),
+        e => unread(e),
+    })
 }
 
 /// What a refusal's JSON body says: `{"message"}`, `{"error": "…"}` or a JSON-RPC
@@ -244,17 +218,6 @@ fn refusal_message(body: &[u8]) -> Option<String> {
         .or_else(|| error.and_then(Value::as_str))
         .or_else(|| error.and_then(|e| e.get("message")).and_then(Value::as_str))?;
     (!text.trim().is_empty()).then(|| said(text))
-}
-
-/// A peer's own words, fit to quote in a failure: secrets redacted, one line, at most
-/// [`MAX_SAID`] characters.
-pub(super) fn said(text: &str) -> String {
-    let scrubbed = crate::secret::scrub(text.trim());
-    let line = crate::escape::line(&scrubbed);
-    match line.char_indices().nth(MAX_SAID) {
-        Some((at, _)) => format!("{}…", &line[..at]),
-        None => line.into_owned(),
-    }
 }
 
 /// The `result` of a JSON-RPC envelope, or its error.
@@ -275,130 +238,24 @@ pub(super) fn result(mut envelope: Value) -> Result<Value, Trouble> {
     }
 }
 
-/// One server-sent event: its data and the stream's last event id when it came.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) struct Event {
-    pub id: Option<String>,
-    pub data: String,
-}
-
-/// An event stream, read as it arrives: lines end with LF, CRLF or CR; `data` lines
-/// join with LF; comments (heartbeats) are skipped; nothing grows past
-/// [`MAX_EVENT`].
-pub(super) struct Events {
-    body: Option<PooledBody>,
-    buf: Vec<u8>,
-    /// Where unread bytes of `buf` start.
-    start: usize,
-    data: Vec<u8>,
-    has_data: bool,
-    last_id: Option<String>,
-}
+/// A peer's event stream: the shared reader, its failures said as a peer's.
+pub(super) struct Events(reply::Events);
 
 impl Events {
-    fn new(body: PooledBody) -> Events {
-        Events {
-            body: Some(body),
-            buf: Vec::new(),
-            start: 0,
-            data: Vec::new(),
-            has_data: false,
-            last_id: None,
-        }
-    }
-
-    /// The next event; `None` when the stream ended (an event it did not finish is
-    /// dropped, as the SSE rules say).
-    pub(super) async fn next(&mut self) -> Result<Option<Event>, Trouble> {
-        loop {
-            while let Some(line) = self.line() {
-                if let Some(event) = self.field(line)? {
-                    return Ok(Some(event));
-                }
-            }
-            let Some(body) = self.body.as_mut() else {
-                return Ok(None);
-            };
-            if self.buf.len() - self.start > MAX_EVENT {
-                return Err(too_big());
-            }
-            match body.frame().await {
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        self.buf.drain(..self.start);
-                        self.start = 0;
-                        self.buf.extend_from_slice(&data);
-                    }
-                }
-                Some(Err(e)) => return Err(Trouble::Transport(transport(&e))),
-                None => self.body = None,
-            }
-        }
-    }
-
-    /// The next whole line of what has arrived, without its end.
-    fn line(&mut self) -> Option<Vec<u8>> {
-        let unread = &self.buf[self.start..];
-        let at = unread.iter().position(|&b| b == b'\n' || b == b'\r')?;
-        let mut end = at + 1;
-        if unread[at] == b'\r' {
-            match unread.get(at + 1) {
-                Some(b'\n') => end += 1,
-                // A CR last of what came may be half of a CRLF still on its way.
-                None if self.body.is_some() => return None,
-                _ => {}
-            }
-        }
-        let line = unread[..at].to_vec();
-        self.start += end;
-        Some(line)
-    }
-
-    /// Takes in one line: an event when it is the blank line that ends one.
-    fn field(&mut self, line: Vec<u8>) -> Result<Option<Event>, Trouble> {
-        if line.is_empty() {
-            if !std::mem::take(&mut self.has_data) {
-                return Ok(None);
-            }
-            let data = String::from_utf8(std::mem::take(&mut self.data)).map_err(|_| {
-                Trouble::Garbled("its stream carried an event that is not UTF-8".into())
-            })?;
-            let id = self.last_id.clone();
-            return Ok(Some(Event { id, data }));
-        }
-        if line[0] == b':' {
-            return Ok(None);
-        }
-        let (name, value) = match line.iter().position(|&b| b == b':') {
-            Some(at) => {
-                let value = &line[at + 1..];
-                (&line[..at], value.strip_prefix(b" ").unwrap_or(value))
-            }
-            None => (&line[..], &[][..]),
-        };
-        match name {
-            b"data" => {
-                if self.data.len() + value.len() + 1 > MAX_EVENT {
-                    return Err(too_big());
-                }
-                if self.has_data {
-                    self.data.push(b'\n');
-                }
-                self.data.extend_from_slice(value);
-                self.has_data = true;
-            }
-            b"id" if !value.contains(&0) && value.len() <= 128 => {
-                self.last_id = std::str::from_utf8(value).ok().map(str::to_string);
-            }
-            _ => {}
-        }
-        Ok(None)
+    /// The next event; `None` when the stream ended.
+    pub(super) async fn next(&mut self) -> Result<Option<reply::Event>, Trouble> {
+        self.0.next().await.map_err(unread)
     }
 }
 
-fn too_big() -> Trouble {
-    Trouble::Garbled(format!(
-        "its stream carried an event over {} MiB",
-        MAX_EVENT / (1024 * 1024)
-    ))
+/// What went wrong reading an answer, as trouble with a peer.
+fn unread(e: Unread) -> Trouble {
+    match e {
+        Unread::Transport(why) => Trouble::Transport(why),
+        Unread::TooBig { max } => Trouble::Garbled(format!(
+            "its stream carried an event over {} MiB",
+            max / (1024 * 1024)
+        )),
+        Unread::NotUtf8 => Trouble::Garbled("its stream carried an event that is not UTF-8".into()),
+    }
 }
