@@ -35,6 +35,15 @@ pub struct Rules<'a> {
     pub proxy_port: Option<u16>,
 }
 
+/// One place a server is made of, checked (see `server`): canonical, existing, and
+/// clear of the workdir and the records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Installed {
+    pub path: PathBuf,
+    /// A folder (everything beneath it), or one file.
+    pub dir: bool,
+}
+
 /// Builds the ruleset once; each command's child restricts itself with it. The fixed
 /// part (the workdir, the system directories, the devices, the proxy's port) is built
 /// now, so a ruleset the kernel refuses stops the launch. The readable parts of `/etc`
@@ -64,7 +73,7 @@ pub fn ruleset(kernel: &Kernel, rules: &Rules<'_>) -> Result<(OwnedFd, Pending),
     std::thread::Builder::new()
         .name("mur-etc-rules".into())
         .spawn(move || {
-            let _ = done.send(Some(add_config(rest)));
+            let _ = done.send(Some(add_config(rest).map(drop)));
         })
         .map_err(|e| refused(format!("its thread could not be started: {e}")))?;
     Ok((fd, Pending(pending)))
@@ -89,9 +98,38 @@ impl Pending {
     }
 }
 
+/// A server's ruleset: the session's, and read and execute beneath each of its
+/// installation's places, never write. Built whole for each server, since a ruleset
+/// cannot grow once a process has restricted itself with it and the session's
+/// descriptor is shared by every command. Blocks while `/etc` is walked, when the last
+/// walk is stale.
+pub fn server_ruleset(
+    kernel: &Kernel,
+    rules: &Rules<'_>,
+    installed: &[Installed],
+) -> Result<OwnedFd, String> {
+    let abi = ABI::from(kernel.landlock_abi);
+    let mut ruleset = build(abi, rules)?;
+    let exec = AccessFs::ReadFile | AccessFs::ReadDir | AccessFs::Execute;
+    for place in installed {
+        // A right meant for folders on a file is refused by the kernel.
+        let access = if place.dir {
+            exec
+        } else {
+            exec & AccessFs::from_file(abi)
+        };
+        ruleset = ruleset
+            .add_rule(beneath(&place.path, access)?)
+            .map_err(|e| e.to_string())?;
+    }
+    let ruleset = add_config(ruleset)?;
+    Option::<OwnedFd>::from(ruleset)
+        .ok_or_else(|| "Landlock refused the ruleset (no ruleset was created)".to_string())
+}
+
 /// Adds what everyone may read in `/etc`. A path that cannot be opened any more (gone
 /// since the walk) is left out: leaving a rule out only narrows.
-fn add_config(mut ruleset: RulesetCreated) -> Result<(), String> {
+fn add_config(mut ruleset: RulesetCreated) -> Result<RulesetCreated, String> {
     let read = AccessFs::ReadFile | AccessFs::ReadDir;
     for rule in super::etc::config_rules().iter() {
         let access = if rule.dir {
@@ -106,7 +144,7 @@ fn add_config(mut ruleset: RulesetCreated) -> Result<(), String> {
             .add_rule(PathBeneath::new(fd, access))
             .map_err(|e| e.to_string())?;
     }
-    Ok(())
+    Ok(ruleset)
 }
 
 fn build(abi: ABI, rules: &Rules<'_>) -> Result<RulesetCreated, String> {

@@ -13,6 +13,8 @@
 //! - `spawn`: the clone that starts a command in its namespaces;
 //! - `child`: the steps the child takes before it execs;
 //! - `sealed`: the composed root of the `sealed` class;
+//! - `server`: long-running servers (MCP), confined as commands are, plus what they are
+//!   made of (read and execute, never write);
 //! - `proxy`: the HTTP(S) proxy of `capabilities.shell.network: proxy`;
 //! - `explain`: what a command can reach, in words, for `--explain-scope` and MURMUR.md.
 
@@ -26,6 +28,7 @@ mod kernel;
 mod pids;
 pub mod proxy;
 mod sealed;
+mod server;
 pub mod spawn;
 mod syscalls;
 pub mod watch;
@@ -38,6 +41,7 @@ use crate::error::Error;
 
 pub use cpu_group::in_force as cpu_in_force;
 pub use kernel::Kernel;
+pub use server::Installation;
 
 /// Variables that point a command's HTTP clients at the proxy, in both spellings.
 const PROXY_VARS: &[&str] = &[
@@ -183,6 +187,17 @@ pub struct Jail {
     armed: bool,
     /// The workdir quota, watched while commands run.
     watch: Arc<watch::Watch>,
+    /// Where `sealed` composes its roots; each server plans its own there.
+    scratch: Option<PathBuf>,
+    /// The host's records: no server's installation may lie in them or hold them.
+    records: Vec<PathBuf>,
+}
+
+/// What one server's sandbox has of its own: a ruleset that adds its installation, and
+/// under `sealed` the steps that enter a root holding it.
+struct Own {
+    ruleset: OwnedFd,
+    steps: Option<child::Steps>,
 }
 
 /// What a confined command holds while it runs: its pids cgroup, removed after it.
@@ -222,6 +237,8 @@ impl Jail {
             limits: policy.limits,
             armed: class == Class::Advisory,
             watch: Arc::default(),
+            scratch: None,
+            records: Vec::new(),
         })
     }
 
@@ -244,6 +261,8 @@ impl Jail {
             limits: Limits::unlimited(),
             armed: true,
             watch: Arc::default(),
+            scratch: None,
+            records: Vec::new(),
         }
     }
 
@@ -256,6 +275,8 @@ impl Jail {
     /// `E-CAP-01x` when a part cannot be built.
     pub fn arm(mut self, scratch: &Path, proxy: Option<proxy::Proxy>) -> Result<Jail, Error> {
         self.proxy = proxy;
+        self.scratch = Some(scratch.to_path_buf());
+        self.records.push(scratch.to_path_buf());
         if self.class == Class::Advisory {
             return Ok(self);
         }
@@ -284,6 +305,15 @@ impl Jail {
         );
         self.armed = true;
         Ok(self)
+    }
+
+    /// Names the host's records (`records_root`: every session's), which no server's
+    /// installation may lie in or hold; the scratch folder given to [`Jail::arm`] is
+    /// kept out already.
+    #[must_use]
+    pub fn keep_out(mut self, records: &Path) -> Jail {
+        self.records.push(records.to_path_buf());
+        self
     }
 
     pub fn class(&self) -> Class {
@@ -352,6 +382,17 @@ impl Jail {
                 )
             })?;
         }
+        let (launched, confined) = self.launch(req, spawn::Stdin::Null, None).await?;
+        Ok((launched.started(), confined))
+    }
+
+    /// Starts `req` confined: with the session's ruleset and steps, or a server's `own`.
+    async fn launch(
+        self: &Arc<Self>,
+        req: &spawn::Request<'_>,
+        stdin: spawn::Stdin,
+        own: Option<Own>,
+    ) -> Result<(spawn::Launched, Confined), String> {
         let cgroup = match &self.pids {
             Some(pids) => Some(
                 pids.group()
@@ -372,21 +413,33 @@ impl Jail {
             .map_or(self.limits.file_bytes, |room| {
                 room.min(self.limits.file_bytes)
             });
+        let flags = child::namespaces(
+            own.as_ref()
+                .and_then(|own| own.steps.as_ref())
+                .unwrap_or(&self.steps),
+        );
         let jail = self.clone();
         let enter: spawn::Enter = Box::new(move || {
-            let ruleset = jail.ruleset.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+            let ruleset = own
+                .as_ref()
+                .map_or(jail.ruleset.as_ref(), |own| Some(&own.ruleset))
+                .map(std::os::fd::AsRawFd::as_raw_fd);
+            let steps = own
+                .as_ref()
+                .and_then(|own| own.steps.as_ref())
+                .unwrap_or(&jail.steps);
             child::confine_self(
-                &jail.steps,
+                steps,
                 [join.as_deref(), cpu_join.as_deref()],
                 ruleset,
                 file_bytes,
                 &jail.filters,
             )
         });
-        let started = spawn::spawn(req, child::namespaces(&self.steps), enter)
+        let launched = spawn::launch(req, stdin, flags, enter)
             .await
             .map_err(|e| format!("failed to start '{}' in the sandbox: {e}", req.program))?;
-        Ok((started, Confined { _cgroup: cgroup }))
+        Ok((launched, Confined { _cgroup: cgroup }))
     }
 
     /// The environment of a confined command: `base` with a PATH it can execute from,

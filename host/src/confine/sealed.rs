@@ -1,7 +1,9 @@
 //! The composed root of the `sealed` class: a private mount namespace whose `/` is an
 //! empty tmpfs holding only the system directories (read-only), `/etc` (read-only), a
-//! few devices and the workdir at its own path. Paths outside simply do not exist, so a
-//! command cannot even name another session, the records or a socket elsewhere.
+//! few devices and the workdir at its own path; a server's root also holds its
+//! installation (read-only), each place at its own path. Paths outside simply do not
+//! exist, so a command cannot even name another session, the records or a socket
+//! elsewhere.
 //!
 //! Planned in the parent (every path a C string, every mount's flags read from the
 //! original mount), entered by the PID namespace's first process before exec.
@@ -12,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Error;
 
-use super::filesystem::{CONFIG_DIR, DEVICES_RO, DEVICES_RW, SYSTEM_DIRS};
+use super::filesystem::{CONFIG_DIR, DEVICES_RO, DEVICES_RW, Installed, SYSTEM_DIRS};
 
 /// One thing to put into the new root.
 enum Part {
@@ -24,6 +26,13 @@ enum Part {
     },
     /// A device file bind-mounted onto an empty file.
     Device { source: CString, target: CString },
+    /// A file of a server's installation bind-mounted onto an empty file, read-only
+    /// with the flags it had.
+    File {
+        source: CString,
+        target: CString,
+        read_only: libc::c_ulong,
+    },
     /// A symbolic link as it is outside (`/bin -> usr/bin`).
     Link { points_to: CString, target: CString },
     /// A directory on the way to a mount point.
@@ -40,6 +49,15 @@ pub struct Root {
 impl Root {
     /// Plans a root for `workdir`, composed on the empty folder `scratch`.
     pub fn plan(workdir: &Path, scratch: &Path) -> Result<Root, Error> {
+        Root::plan_with(workdir, scratch, &[])
+    }
+
+    /// Plans a server's root: a command's, and its `installed` places read-only.
+    pub fn plan_with(
+        workdir: &Path,
+        scratch: &Path,
+        installed: &[Installed],
+    ) -> Result<Root, Error> {
         let mut parts = Vec::new();
         for dir in SYSTEM_DIRS.iter().chain(std::iter::once(&CONFIG_DIR)) {
             let dir = Path::new(dir);
@@ -70,6 +88,9 @@ impl Root {
                     target: c_path(&scratch.join(relative(device)))?,
                 });
             }
+        }
+        for place in bound_apart(installed) {
+            install(&mut parts, scratch, place)?;
         }
         mkdirs(&mut parts, scratch, workdir)?;
         parts.push(Part::Dir {
@@ -128,14 +149,22 @@ impl Part {
                     check(libc::symlink(points_to.as_ptr(), target.as_ptr()))?;
                 }
                 Part::Device { source, target } => {
-                    let fd = libc::open(
-                        target.as_ptr(),
-                        libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
-                        0o644,
-                    );
-                    check(fd)?;
-                    libc::close(fd);
+                    touch(target)?;
                     mount(Some(source), target, None, libc::MS_BIND)?;
+                }
+                Part::File {
+                    source,
+                    target,
+                    read_only,
+                } => {
+                    touch(target)?;
+                    mount(Some(source), target, None, libc::MS_BIND)?;
+                    mount(
+                        None,
+                        target,
+                        None,
+                        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | read_only,
+                    )?;
                 }
                 Part::Dir {
                     source,
@@ -156,6 +185,72 @@ impl Part {
         }
         Ok(())
     }
+}
+
+/// An empty file to mount onto.
+unsafe fn touch(target: &std::ffi::CStr) -> std::io::Result<()> {
+    // SAFETY: open and close on a C string the caller owns.
+    unsafe {
+        let fd = libc::open(
+            target.as_ptr(),
+            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+            0o644,
+        );
+        check(fd)?;
+        libc::close(fd);
+    }
+    Ok(())
+}
+
+/// The installation's places that need a mount of their own: not those the root holds
+/// already (beneath a system directory or `/etc`), nor those beneath another place, whose
+/// mount is read-only and could not take a mount point made inside it.
+fn bound_apart(installed: &[Installed]) -> Vec<&Installed> {
+    let held: Vec<PathBuf> = SYSTEM_DIRS
+        .iter()
+        .chain(std::iter::once(&CONFIG_DIR))
+        .filter_map(|dir| Path::new(dir).canonicalize().ok())
+        .collect();
+    let mut places: Vec<&Installed> = installed
+        .iter()
+        .filter(|place| !held.iter().any(|dir| place.path.starts_with(dir)))
+        .collect();
+    // Shorter paths first, so a folder comes before what lies beneath it.
+    places.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut apart: Vec<&Installed> = Vec::new();
+    for place in places {
+        let beneath = apart
+            .iter()
+            .any(|outer| outer.dir && place.path.starts_with(&outer.path));
+        if !beneath {
+            apart.push(place);
+        }
+    }
+    apart
+}
+
+/// Mounts one place of a server's installation at its own path, read-only.
+fn install(parts: &mut Vec<Part>, scratch: &Path, place: &Installed) -> Result<(), Error> {
+    let target = c_path(&scratch.join(relative(&place.path)))?;
+    let read_only = read_only_flags(&place.path)?;
+    if place.dir {
+        mkdirs(parts, scratch, &place.path)?;
+        parts.push(Part::Dir {
+            source: c_path(&place.path)?,
+            target,
+            read_only: Some(read_only),
+        });
+    } else {
+        if let Some(folder) = place.path.parent() {
+            mkdirs(parts, scratch, folder)?;
+        }
+        parts.push(Part::File {
+            source: c_path(&place.path)?,
+            target,
+            read_only,
+        });
+    }
+    Ok(())
 }
 
 unsafe fn mount(

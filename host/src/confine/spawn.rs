@@ -36,6 +36,59 @@ pub struct Started {
     pub stderr: pipe::Receiver,
 }
 
+/// A started server: a command whose standard input is a pipe mur writes to.
+pub struct Served {
+    pub process: Process,
+    pub stdin: pipe::Sender,
+    pub stdout: pipe::Receiver,
+    pub stderr: pipe::Receiver,
+}
+
+/// Where the child's standard input comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stdin {
+    /// `/dev/null`: a shell command reads nothing, so one waiting for input ends at once.
+    Null,
+    /// A pipe whose write end the parent keeps (a server's requests).
+    Piped,
+}
+
+/// What [`launch`] started, whichever its standard input.
+pub struct Launched {
+    pub process: Process,
+    pub stdin: Option<pipe::Sender>,
+    pub stdout: pipe::Receiver,
+    pub stderr: pipe::Receiver,
+}
+
+impl Launched {
+    /// As a command's: its standard input (`/dev/null`) has no end here.
+    pub fn started(self) -> Started {
+        Started {
+            process: self.process,
+            stdout: self.stdout,
+            stderr: self.stderr,
+        }
+    }
+
+    /// As a server's.
+    ///
+    /// # Errors
+    ///
+    /// It was launched without a stdin pipe (the process is killed as it drops).
+    pub fn served(self) -> io::Result<Served> {
+        let stdin = self
+            .stdin
+            .ok_or_else(|| io::Error::other("the server was started without a stdin pipe"))?;
+        Ok(Served {
+            process: self.process,
+            stdin,
+            stdout: self.stdout,
+            stderr: self.stderr,
+        })
+    }
+}
+
 /// The steps the child takes after its standard streams and directory are set; they
 /// receive the child's own descriptors and run between clone and exec.
 pub type Enter = Box<dyn Fn() -> io::Result<()> + Send + Sync>;
@@ -65,7 +118,7 @@ unsafe impl Send for Plan {}
 const STACK_BYTES: usize = 256 * 1024;
 
 impl Plan {
-    fn new(req: &Request<'_>, enter: Enter) -> io::Result<(Plan, Pipes)> {
+    fn new(req: &Request<'_>, input: Stdin, enter: Enter) -> io::Result<(Plan, Pipes)> {
         let program = c_string(req.program.as_bytes())?;
         let mut argv_owned = vec![program.clone()];
         for arg in req.args {
@@ -81,7 +134,13 @@ impl Plan {
         let (out_read, out_write) = pipe_pair()?;
         let (err_read, err_write) = pipe_pair()?;
         let (report_read, report_write) = pipe_pair()?;
-        let stdin = std::fs::File::open("/dev/null")?.into();
+        let (stdin, stdin_write) = match input {
+            Stdin::Null => (std::fs::File::open("/dev/null")?.into(), None),
+            Stdin::Piped => {
+                let (read, write) = pipe_pair()?;
+                (read, Some(write))
+            }
+        };
         let plan = Plan {
             program,
             _argv: argv_owned,
@@ -97,6 +156,7 @@ impl Plan {
             stack: vec![0u8; STACK_BYTES],
         };
         let pipes = Pipes {
+            stdin: stdin_write,
             stdout: out_read,
             stderr: err_read,
             report: report_read,
@@ -107,6 +167,7 @@ impl Plan {
 
 /// The parent's ends.
 struct Pipes {
+    stdin: Option<OwnedFd>,
     stdout: OwnedFd,
     stderr: OwnedFd,
     report: OwnedFd,
@@ -135,13 +196,20 @@ fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// Starts `req` in new namespaces (`flags`: `CLONE_NEWUSER | CLONE_NEWPID`, and
-/// `CLONE_NEWNS` for the sealed root); `enter` then confines the child before it execs.
+/// `CLONE_NEWNS` for the sealed root), its standard input as `input` says; `enter` then
+/// confines the child before it execs. With `flags` 0 the child gets no namespace of its
+/// own (an `advisory` server), only its process group.
 ///
 /// # Errors
 ///
 /// The pipes, the clone or the child's steps failed; the command did not run.
-pub async fn spawn(req: &Request<'_>, flags: libc::c_int, enter: Enter) -> io::Result<Started> {
-    let (plan, pipes) = Plan::new(req, enter)?;
+pub async fn launch(
+    req: &Request<'_>,
+    input: Stdin,
+    flags: libc::c_int,
+    enter: Enter,
+) -> io::Result<Launched> {
+    let (plan, pipes) = Plan::new(req, input, enter)?;
     let (reply, answer) = tokio::sync::oneshot::channel();
     let job: Job = Box::new(move || {
         let _ = reply.send(clone_child(plan, flags));
@@ -179,11 +247,12 @@ pub async fn spawn(req: &Request<'_>, flags: libc::c_int, enter: Enter) -> io::R
                 return Err(cause);
             }
         };
-    Ok(Started {
+    Ok(Launched {
         process: Process {
             pid,
             pidfd: Some(pidfd),
         },
+        stdin: pipes.stdin.map(pipe::Sender::from_owned_fd).transpose()?,
         stdout: pipe::Receiver::from_owned_fd(pipes.stdout)?,
         stderr: pipe::Receiver::from_owned_fd(pipes.stderr)?,
     })
@@ -320,7 +389,8 @@ fn check(rc: libc::c_int) -> io::Result<()> {
 }
 
 /// A confined command's process, waited for through its pidfd. Dropped unreaped, it is
-/// killed (and with it, its namespace) and reaped on a thread of its own.
+/// killed with its process group (and with it, its namespace) and reaped on a thread of
+/// its own.
 pub struct Process {
     pid: i32,
     pidfd: Option<AsyncFd<OwnedFd>>,
@@ -356,6 +426,13 @@ impl Drop for Process {
     fn drop(&mut self) {
         if let Some(pidfd) = self.pidfd.take() {
             let pidfd = pidfd.into_inner();
+            // Without a PID namespace (`advisory`) the leader's death does not take its
+            // children along; its group does. The leader is not reaped yet, so its pid
+            // still names this group and no other.
+            // SAFETY: killpg takes plain integers; an empty group yields ESRCH.
+            unsafe {
+                libc::killpg(self.pid, libc::SIGKILL);
+            }
             send_kill(&pidfd);
             std::thread::spawn(move || reap(&pidfd));
         }

@@ -13,7 +13,8 @@
 //! The modules, in the order a load meets them: `tree` (the YAML tree), `schema` (the known
 //! keys and suggestions), `fields` (located, typed access), then one module per section
 //! (`artifacts` with `hooks`, `session_loop` for the top-level `loop`, `inference`,
-//! `capabilities` with `network`, `sections` for the small ones). Errors are `crate::error::Error`, the one type a user sees.
+//! `capabilities` with `network`, `peers`, `mcp` for `mcp_servers`, `sections` for the
+//! small ones). Errors are `crate::error::Error`, the one type a user sees.
 
 mod artifacts;
 mod authentication;
@@ -21,6 +22,7 @@ mod capabilities;
 mod fields;
 mod hooks;
 mod inference;
+mod mcp;
 mod network;
 mod peers;
 mod schema;
@@ -45,6 +47,7 @@ use fields::{Cx, Field, Section};
 use tree::{Node, Val, at, describe, is_null, parse_tree, show};
 
 pub use authentication::Authentication;
+pub use mcp::{McpServer, McpTransport};
 /// One `capabilities.network.allow` entry, as the shared authority parser reads it.
 pub use mur_authority::NetRule;
 pub use peers::RemotePeer;
@@ -89,6 +92,8 @@ pub struct Manifest {
     pub accepts_peer_tasks: bool,
     /// `peers[]`: the remote A2A agents it may call.
     pub peers: Vec<RemotePeer>,
+    /// `mcp_servers`: the MCP servers whose tools the model may call, in the order written.
+    pub mcp_servers: Vec<McpServer>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -522,6 +527,7 @@ fn build_manifest(cx: &mut Cx, root: Option<&Node>, path: PathBuf) -> Result<Man
     let capabilities = capabilities::capabilities(cx, &top)?;
     let remote_peers = peers::remote_peers(cx, &top)?;
     reach_peers(cx, &remote_peers, &capabilities)?;
+    let mcp_servers = mcp::mcp_servers(cx, &top, &capabilities)?;
     Ok(Manifest {
         path,
         dir: cx.dir.clone(),
@@ -538,6 +544,7 @@ fn build_manifest(cx: &mut Cx, root: Option<&Node>, path: PathBuf) -> Result<Man
         trace: sections::trace(cx, &top)?,
         accepts_peer_tasks: peers::accepts_peer_tasks(cx, &top)?,
         peers: remote_peers,
+        mcp_servers,
     })
 }
 

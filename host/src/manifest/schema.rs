@@ -5,10 +5,13 @@ use super::tree::join;
 #[rustfmt::skip]
 const SCHEMA: &[(&str, &[&str])] = &[
     ("", &["name", "version", "description", "artifacts", "loop", "inference", "context", "lifecycle",
-           "capabilities", "network", "trace", "exports", "peers"]),
+           "capabilities", "network", "trace", "exports", "peers", "mcp_servers"]),
     ("exports", &["peer_tasks"]),
     ("exports.peer_tasks", &["accept"]),
     ("peers[]", &["name", "card", "token_env"]),
+    (super::mcp::SCHEMA, &["command", "args", "env", "install", "cwd", "url",
+                           "bearer_token_env_var", "enabled_tools", "disabled_tools",
+                           "startup_timeout_sec", "tool_timeout_sec"]),
     ("artifacts[]", &["name", "version", "runtime", "source", "local_source", "capabilities",
                       "description", "on_overflow", "binding", "execution_mode",
                       "commit_policy"]),
@@ -74,7 +77,10 @@ pub(super) fn suggest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
 pub(super) fn misplaced(key: &str, schema: &str) -> Option<String> {
     let mut homes = SCHEMA
         .iter()
-        .filter(|(s, keys)| *s != schema && *s != "artifacts[]" && keys.contains(&key));
+        // An entry's keys are no home for a misplaced one: `env` stays `capabilities.env`.
+        .filter(|(s, keys)| {
+            *s != schema && *s != "artifacts[]" && *s != super::mcp::SCHEMA && keys.contains(&key)
+        });
     let (home, _) = homes.next()?;
     homes.next().is_none().then(|| join(home, key))
 }
