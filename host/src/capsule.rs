@@ -5,7 +5,9 @@
 
 mod chosen_loop;
 mod launch;
+pub mod mcp_ls;
 mod requeue;
+pub(crate) mod servers;
 mod stage;
 
 use std::path::{Path, PathBuf};

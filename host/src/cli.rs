@@ -55,6 +55,30 @@ pub enum Command {
     /// Read what sessions did, from their trace.jsonl; never needs a running capsule.
     #[command(subcommand)]
     Trace(crate::inspect::TraceCommand),
+    /// A capsule's MCP servers: start them confined and list the tools they offer.
+    #[command(subcommand)]
+    Mcp(McpCommand),
+}
+
+// ---------------------------------------------------------------------------------
+// `mur mcp ...`
+
+#[derive(Subcommand, Debug)]
+pub enum McpCommand {
+    /// Start a capsule's MCP servers as its session would (confined, through its allow
+    /// rules), print the tools each offers as the model sees them, and end them.
+    Ls(McpLsArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct McpLsArgs {
+    /// The capsule manifest whose mcp_servers are listed.
+    #[arg(long, default_value = "./murmur.yaml")]
+    pub manifest: PathBuf,
+    /// One JSON line per server: its tools (name, description, input_schema) and those
+    /// not offered, with why.
+    #[arg(long)]
+    pub json: bool,
 }
 
 // ---------------------------------------------------------------------------------

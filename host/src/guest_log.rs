@@ -57,6 +57,14 @@ impl Target {
         }
     }
 
+    /// `logs/mcp-<name>.log`: an MCP server's stderr.
+    pub fn mcp(logs_dir: &Path, name: &str) -> Self {
+        Target {
+            label: format!("mcp {}", escape_str(name)),
+            path: logs_dir.join(format!("mcp-{}.log", file_part(name))),
+        }
+    }
+
     pub fn driver(logs_dir: &Path) -> Self {
         Target {
             label: "driver".into(),

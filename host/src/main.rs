@@ -46,6 +46,7 @@ fn main() -> ExitCode {
             cli::Command::New(args) => kit::new::run(args),
             cli::Command::Component(cli::ComponentCommand::Check(args)) => check::check(&args),
             cli::Command::Trace(command) => inspect::run(command),
+            cli::Command::Mcp(cli::McpCommand::Ls(args)) => mur::mcp_ls::run(&args).await,
         }
     });
     match result {

@@ -27,10 +27,13 @@ use crate::input::{self, Port};
 use crate::meter::{Account, Meter, Refused};
 use crate::peer::tool as peer_tool;
 
+mod mcp;
 mod peer_call;
+mod specs;
 use crate::sandbox::{self, Grants, Sandbox, Sandboxed};
 use crate::shell::{self, Background, Ran, ShellOutcome, ShellRequest};
 use crate::wire::Wire;
+pub use mcp::listing as mcp_listing;
 
 pub struct ToolState {
     sandbox: Sandbox,
@@ -143,9 +146,10 @@ pub struct ToolGrants {
 
 pub struct Tools {
     pub list: Vec<Tool>,
-    /// The specs a loop and a driver receive, made once: every inference turn sends
-    /// them, and the list no longer changes once the session runs.
-    typed: std::sync::OnceLock<Vec<ToolSpec>>,
+    /// The specs a loop and a driver receive, made once for each state of the MCP
+    /// servers' lists (the generation they are keyed on): every inference turn sends
+    /// them, and only a server's changed list changes them once the session runs.
+    typed: std::sync::Mutex<Option<(u64, Arc<Vec<ToolSpec>>)>>,
     grants: ToolGrants,
     /// The sandbox shell commands start in, set once the workdir exists. Until then a
     /// shell call is refused, never run unconfined.
@@ -155,6 +159,8 @@ pub struct Tools {
     /// Who the capsule is among peers (`crate::peer`): also what its peer tasks' end
     /// lines are read from.
     desk: Option<Arc<crate::peer::desk::Desk>>,
+    /// The session's MCP servers ([`crate::mcp`]).
+    mcp: Vec<Arc<crate::mcp::supervisor::Server>>,
 }
 
 /// How far a call got, which decides its fence and its trace event.
@@ -230,11 +236,12 @@ impl Tools {
     pub fn new(grants: ToolGrants) -> Self {
         Tools {
             list: Vec::new(),
-            typed: std::sync::OnceLock::new(),
+            typed: std::sync::Mutex::new(None),
             grants,
             jail: None,
             meter: None,
             desk: None,
+            mcp: Vec::new(),
         }
     }
 
@@ -262,7 +269,7 @@ impl Tools {
     }
 
     pub fn add_shell(&mut self, binary: &str) {
-        self.typed = std::sync::OnceLock::new();
+        self.forget_specs();
         self.list.push(Tool {
             name: binary.to_string(),
             version: None,
@@ -283,7 +290,7 @@ impl Tools {
         if names.is_empty() {
             return;
         }
-        self.typed = std::sync::OnceLock::new();
+        self.forget_specs();
         let tool = Tool {
             name: peer_tool::NAME.to_string(),
             version: None,
@@ -295,7 +302,7 @@ impl Tools {
     }
 
     pub fn add_skill(&mut self, name: &str, text: PathBuf, description: String) {
-        self.typed = std::sync::OnceLock::new();
+        self.forget_specs();
         self.list.push(Tool {
             name: name.to_string(),
             version: None,
@@ -321,7 +328,7 @@ impl Tools {
             let pre = engine.linked(component, || link_upstream(engine, component, &label))?;
             let (description, schema) =
                 crate::upstream::tool::describe(entry.description, entry.source);
-            self.typed = std::sync::OnceLock::new();
+            self.forget_specs();
             self.list.push(Tool {
                 name: name.to_string(),
                 version,
@@ -360,7 +367,7 @@ impl Tools {
                 format!("{label} describes an input schema that is not JSON: {e}"),
             )
         })?;
-        self.typed = std::sync::OnceLock::new();
+        self.forget_specs();
         self.list.push(Tool {
             name: name.to_string(),
             version,
@@ -417,36 +424,6 @@ impl Tools {
         Ok(store)
     }
 
-    /// What the model is told about the tools: `[{name, description?, parameters}]`.
-    pub fn specs(&self) -> Vec<Value> {
-        self.list
-            .iter()
-            .map(|t| {
-                let mut spec = serde_json::Map::new();
-                spec.insert("name".into(), t.name.clone().into());
-                if !t.description.is_empty() {
-                    spec.insert("description".into(), t.description.clone().into());
-                }
-                spec.insert("parameters".into(), t.schema.clone());
-                Value::Object(spec)
-            })
-            .collect()
-    }
-
-    /// The specs as a session loop and a driver receive them.
-    pub fn typed_specs(&self) -> &[ToolSpec] {
-        self.typed.get_or_init(|| {
-            self.list
-                .iter()
-                .map(|t| ToolSpec {
-                    name: t.name.clone(),
-                    description: t.description.clone(),
-                    input_schema: t.schema.to_string(),
-                })
-                .collect()
-        })
-    }
-
     /// The peers `call-member` reaches, in order; none without the tool.
     pub fn peer_names(&self) -> Vec<String> {
         match self.get(peer_tool::NAME).map(|t| &t.kind) {
@@ -470,11 +447,12 @@ impl Tools {
         port: Option<Port>,
     ) -> Dispatched {
         let started = Instant::now();
-        let mut out = match self.get(name) {
-            None => Dispatched::not_reached(format!(
+        let mut out = match (self.get(name), self.find_mcp(name)) {
+            (Some(tool), _) => self.run(tool, input, task, wire, port).await,
+            (None, Some((server, tool))) => self.run_mcp(server, &tool, input, wire, port).await,
+            (None, None) => Dispatched::not_reached(format!(
                 "tool '{name}' is not declared in manifest allowlist"
             )),
-            Some(tool) => self.run(tool, input, task, wire, port).await,
         };
         if out.reach != Reach::NotReached {
             out.duration_ms = started.elapsed().as_millis() as u64;

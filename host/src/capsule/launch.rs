@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::stage::{Staged, granted_env};
+use super::stage::{Staged, granted_env, shell_env};
 use crate::confine::{self, Class, Jail, proxy};
 use crate::control::{Control, FinishedTasks, RunningTask};
 use crate::detached::Registry;
@@ -81,6 +81,8 @@ pub(super) async fn open_session(
             "reason": "no shell: capabilities.shell.allow is empty",
         }),
     };
+    let servers = super::servers::start(m, tools.jail().cloned(), &workdir, shell_env(m)).await?;
+    tools.add_mcp(servers);
     stage_hooks(m, &hooks, &workdir).await;
     if let Some(text) = launch {
         workdir
@@ -104,13 +106,14 @@ pub(super) async fn open_session(
         })?
         .with_max_bytes(m.capabilities.limits.max_trace_bytes);
     let capabilities = capabilities(m);
+    let declared = tools.names();
     let start = line::session_start(SessionStart {
         capsule_name: &m.name,
         capsule_version: &m.version,
         model: &m.inference.model,
         max_turns: m.inference.max_turns,
         grants: capabilities.clone(),
-        tools_declared: tools.list.iter().map(|t| t.name.as_str()).collect(),
+        tools_declared: declared.iter().map(String::as_str).collect(),
         system_prompt: m.inference.system_prompt.as_deref(),
         system_prompt_from_cli: m.inference.system_prompt_from_cli,
         resumed_from,
@@ -288,7 +291,7 @@ pub(super) fn plan_shell(
     workdir: &Workdir,
     nice: i32,
 ) -> Result<Option<Jail>, Error> {
-    if m.capabilities.shell_allow.is_empty() {
+    if m.capabilities.shell_allow.is_empty() && !runs_servers(m) {
         return Ok(None);
     }
     let c = &m.capabilities;
@@ -310,9 +313,17 @@ pub(super) fn plan_shell(
     Jail::plan(&policy, &workdir.root).map(Some)
 }
 
+/// Whether the capsule starts MCP servers over stdio, which run in the shell's sandbox
+/// whether or not it has a shell.
+fn runs_servers(m: &Manifest) -> bool {
+    m.mcp_servers
+        .iter()
+        .any(|s| matches!(s.transport, manifest::McpTransport::Stdio { .. }))
+}
+
 /// Builds the planned sandbox now that the workdir exists, with the session's proxy
 /// when commands may use the network through it.
-async fn arm_shell(
+pub(super) async fn arm_shell(
     m: &Manifest,
     jail: Jail,
     workdir: &Workdir,
@@ -330,7 +341,9 @@ async fn arm_shell(
     } else {
         None
     };
+    // No server's installation may reach into any session's records.
     jail.arm(&scratch, proxy)
+        .map(|jail| jail.keep_out(&workdir.records_root))
 }
 
 async fn start_proxy(

@@ -334,7 +334,7 @@ pub(super) fn granted_env(m: &Manifest) -> Vec<(String, String)> {
 }
 
 /// Shell commands need a PATH to find programs; everything else must be granted.
-fn shell_env(m: &Manifest) -> Vec<(String, String)> {
+pub(super) fn shell_env(m: &Manifest) -> Vec<(String, String)> {
     let mut env = vec![(
         "PATH".to_string(),
         std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()),

@@ -37,7 +37,7 @@ impl Current<'_> {
         {
             return Ok(Err(InferenceError::Refused(why)));
         }
-        let request = match settings.request.build(asked, session.tools.typed_specs()) {
+        let request = match settings.request.build(asked, &session.tools.typed_specs()) {
             Ok(request) => request,
             Err(why) => return Ok(Err(InferenceError::Refused(why))),
         };
