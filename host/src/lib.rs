@@ -41,6 +41,8 @@ mod intake;
 pub mod kit;
 mod limits;
 mod manifest;
+mod mcp;
+mod mcp_door;
 mod memory;
 mod meter;
 mod murmur_md;
@@ -74,3 +76,5 @@ pub mod warm;
 mod webview;
 mod wire;
 mod workdir;
+
+pub use capsule::mcp_ls;

@@ -373,7 +373,9 @@ impl Fleet {
         // The agent card beneath the address is public: it is how a client learns
         // that the address wants a token.
         let card = rest.strip_suffix(crate::a2a::CARD_PATH);
-        let address = card.unwrap_or(rest);
+        // The MCP door beneath the address wants the token, as the address does.
+        let mcp = rest.strip_suffix(crate::mcp_door::PATH);
+        let address = card.or(mcp).unwrap_or(rest);
         let Some(id) = address.strip_suffix('/').filter(|id| registry::is_id(id)) else {
             return not_found();
         };
@@ -381,7 +383,7 @@ impl Fleet {
             return not_found();
         };
         // The web view, like the card, is public: it asks for the token itself.
-        if card.is_none() && crate::webview::wants_page(request) {
+        if card.is_none() && mcp.is_none() && crate::webview::wants_page(request) {
             return Route::Answer;
         }
         if card.is_none() && !hosted.admits(request.header("authorization")) {

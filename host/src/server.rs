@@ -2,7 +2,7 @@
 //! `stream/watch` answered as server-sent events. `mur run` mounts one capsule at `/`;
 //! `mur serve` mounts a [`Router`] that finds the capsule a path names (and answers
 //! its own routes). The seed's wire is answered here; the A2A v1.0 door's methods go
-//! on to [`a2a`].
+//! on to [`a2a`], and `mcp` beneath the address to the MCP door ([`mcp_door`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +19,7 @@ use crate::frames;
 use crate::http1::event_stream::Stream;
 use crate::http1::{Reply, Request, read_request};
 use crate::intake::{Arrived, QUEUE_CLOSED, Served, peer_door};
+use crate::mcp_door::{self, is_mcp};
 use crate::queue::{Acceptance, Refusal};
 
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -117,8 +118,15 @@ async fn dispatch(mut socket: TcpStream, mount: Mount) {
         Err(_) => return reply_status(&mut socket, "408 Request Timeout").await,
     };
     match mount {
-        Mount::One(served, door) if request.path == "/" || is_card(&request) => {
-            if !door.admits(&request) && !peer_door::edge_admits(&served.desk, &request) {
+        Mount::One(served, door)
+            if request.path == "/" || is_card(&request) || is_mcp(&request) =>
+        {
+            let admitted = if is_mcp(&request) {
+                mcp_door::admits(&door, &request)
+            } else {
+                door.admits(&request)
+            };
+            if !admitted && !peer_door::edge_admits(&served.desk, &request) {
                 return crate::door::unauthorized().write(&mut socket).await;
             }
             handle(socket, request, &served).await
@@ -138,13 +146,17 @@ async fn dispatch(mut socket: TcpStream, mount: Mount) {
     }
 }
 
-/// A request to a capsule's address or its agent card (its path already matched).
+/// A request to a capsule's address, its agent card or its MCP door (its path already
+/// matched).
 async fn handle(mut socket: TcpStream, request: Request, served: &Served) {
     if let Some(refused) = peer_door::refused(&served.desk, &request) {
         return refused.write(&mut socket).await;
     }
     if is_card(&request) {
         return card(socket, &request, served).await;
+    }
+    if is_mcp(&request) {
+        return mcp_door::answer(socket, request, served).await;
     }
     // A browser's GET gets the live web view; every other request keeps its answer.
     if crate::webview::wants_page(&request) {

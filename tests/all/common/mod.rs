@@ -3,6 +3,8 @@
 
 pub mod browser;
 pub mod host;
+pub mod mcp_sdk;
+pub mod mcp_servers;
 pub mod mock_model;
 pub mod sdk;
 pub mod served;

@@ -113,13 +113,23 @@ impl Sdk {
 /// The virtualenv `target/a2a-sdk/venv` with the pinned `a2a-sdk` (and what it pulls
 /// in: httpx, protobuf, starlette, sse-starlette) and uvicorn.
 fn install_python(home: &Path) -> Result<Client, String> {
-    let venv = home.join("venv");
+    let python = venv_install(&home.join("venv"), PYTHON_PACKAGES)?;
+    Ok(Client {
+        sdk: Sdk::Python,
+        program: python,
+        args: vec![script(&repo().join("tests/sdk/python/scenarios.py"))?],
+    })
+}
+
+/// The virtualenv `venv` with `packages` pip-installed (again only when they changed);
+/// its python, returned.
+pub(super) fn venv_install(venv: &Path, packages: &[&str]) -> Result<PathBuf, String> {
     let python = venv.join("bin").join("python");
     let marker = venv.join(".mur-installed");
-    let packages = PYTHON_PACKAGES.join(" ");
-    if std::fs::read_to_string(&marker).ok().as_deref() != Some(packages.as_str()) {
+    let listed = packages.join(" ");
+    if std::fs::read_to_string(&marker).ok().as_deref() != Some(listed.as_str()) {
         let mut create = Command::new("python3");
-        create.args(["-m", "venv", "--clear"]).arg(&venv);
+        create.args(["-m", "venv", "--clear"]).arg(venv);
         run_bounded(&mut create, "python3 -m venv")?;
         let mut pip = Command::new(&python);
         pip.args([
@@ -130,15 +140,11 @@ fn install_python(home: &Path) -> Result<Client, String> {
             "--disable-pip-version-check",
         ])
         .args(["--no-input", "--retries", "2", "--timeout", "30"])
-        .args(PYTHON_PACKAGES);
-        run_bounded(&mut pip, &format!("pip install {packages}"))?;
-        write(&marker, &packages)?;
+        .args(packages);
+        run_bounded(&mut pip, &format!("pip install {listed}"))?;
+        write(&marker, &listed)?;
     }
-    Ok(Client {
-        sdk: Sdk::Python,
-        program: python,
-        args: vec![script(&repo().join("tests/sdk/python/scenarios.py"))?],
-    })
+    Ok(python)
 }
 
 /// The npm folder `target/a2a-sdk/npm`: `tests/sdk/js/package.json` (the pinned
