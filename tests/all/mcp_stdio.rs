@@ -379,3 +379,135 @@ fn canceling_the_task_cancels_the_call_at_the_server() {
             .is_ok_and(|log| log.contains("canceled: request"))
     });
 }
+
+#[test]
+fn a_server_that_asks_the_person_gets_their_answer_through_input_required() {
+    let capsule = capsule(
+        "mcp-elicit",
+        &hostile_server("elicit", ""),
+        &call_then_answer("mcp__hostile__echo", &json!({})),
+        "lifecycle:\n  task_acceptance: queue\n  after_task: sleep\n",
+    );
+    let running = capsule.spawn(&[]);
+    let asker = post(
+        &running.address,
+        &[("content-type", "application/json")],
+        &message_stream_body_in("go", "ctx_person"),
+    );
+    let session = running.session();
+    eventually(LIMIT, "the question to reach the person", || {
+        session
+            .trace_so_far()
+            .iter()
+            .any(|l| l["event_type"] == "input_requested")
+    });
+    let reply = read_to_close(post(
+        &running.address,
+        &[("content-type", "application/json")],
+        &message_stream_body_in("teal", "ctx_person"),
+    ));
+    let raw = read_to_close(asker);
+    let frames = frames(raw.strip_prefix(SSE_HEAD).unwrap_or(&raw));
+    let asked: Vec<&str> = frames
+        .iter()
+        .filter(|(_, event, d)| event == "status" && d["status"]["state"] == "input-required")
+        .filter_map(|(_, _, d)| d["status"]["message"].as_str())
+        .collect();
+    assert_eq!(
+        asked,
+        ["MCP server 'hostile' asks: Which colour? (answer: colour, string)"],
+        "{frames:?}\n{reply}"
+    );
+    let (_, _, last) = frames.last().unwrap();
+    assert_eq!(last["status"]["state"], "completed", "{frames:?}");
+    assert_eq!(
+        last["status"]["response"],
+        fenced(
+            "mcp:hostile/echo",
+            "the person said: {\"action\": \"accept\", \"content\": {\"colour\": \"teal\"}}"
+        )
+    );
+}
+
+#[test]
+fn a_changed_tool_list_is_followed_when_the_server_says_so() {
+    let turns = format!(
+        "  - tool_calls: [{{id: c1, name: mcp__hostile__echo, input: {{message: one}}}}]\n  - tool_calls: [{{id: c2, name: mcp__hostile__grown0, input: {{}}}}]\n{}",
+        text_turn("{{last_tool_result}}")
+    );
+    let capsule = capsule("mcp-changes", &hostile_server("changes", ""), &turns, "");
+    let (run, session) = run_task(&capsule);
+    run.assert_ok();
+    let calls = tool_calls(&session);
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[1]["status"], "ok", "{:?}", calls[1]);
+    assert_eq!(
+        session.read("out/result.txt").trim_end(),
+        fenced("mcp:hostile/grown0", "echo: ")
+    );
+}
+
+#[test]
+fn a_server_filling_the_workdir_is_stopped_at_the_quota() {
+    let capsule = capsule(
+        "mcp-fills",
+        &hostile_server("fills", ""),
+        &call_then_answer("mcp__hostile__echo", &json!({})),
+        "capabilities:\n  limits:\n    workdir_bytes: 4000000\n",
+    );
+    let run = capsule.run(&["--task", "go"]);
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "error[E-RUN-040]: the task did not complete: failed (error: workdir size breach"
+        ),
+        "{}",
+        run.stderr
+    );
+    let session = run.session();
+    let calls = tool_calls(&session);
+    assert_eq!(calls[0]["status"], "error", "{calls:?}");
+    // Stopped long before it wrote its 10,000 files (2.5 GB).
+    let written = std::fs::read_dir(&session.workdir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("fill-")
+        })
+        .count();
+    assert!(written < 1000, "{written} files were written");
+}
+
+#[test]
+fn mur_mcp_ls_lists_what_the_model_would_see_and_what_was_refused() {
+    let capsule = capsule(
+        "mcp-ls",
+        &hostile_server("well", "    disabled_tools: [wait]\n"),
+        &text_turn("unused"),
+        "",
+    );
+    let mut cmd = mur();
+    cmd.args(["mcp", "ls", "--manifest"])
+        .arg(capsule.manifest());
+    let run = finish(&mut cmd);
+    run.assert_ok();
+    assert_eq!(
+        run.stdout,
+        "hostile (stdio, protocol 2025-11-25): 1 tools\n  mcp__hostile__echo  Echoes its message.\n"
+    );
+    let mut cmd = mur();
+    cmd.args(["mcp", "ls", "--json", "--manifest"])
+        .arg(capsule.manifest());
+    let run = finish(&mut cmd);
+    run.assert_ok();
+    let listed: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(listed["server"], "hostile");
+    assert_eq!(listed["tools"][0]["name"], "mcp__hostile__echo");
+    assert_eq!(
+        listed["tools"][0]["input_schema"],
+        json!({"type": "object", "properties": {"message": {"type": "string"}}})
+    );
+}

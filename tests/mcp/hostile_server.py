@@ -17,6 +17,7 @@ Modes:
   changes   offers one more tool after each call, and says its list changed
   elicit    asks the person a question before it answers
   slow      sleeps 30 s in tools/call, logging a cancel on stderr
+  fills     writes files into its working folder until it is stopped
 """
 
 import json
@@ -119,6 +120,13 @@ def call(msg_id, name, args):
     if MODE == "garbage":
         while True:
             raw("garbage\n" * 1000)
+    if MODE == "fills":
+        block = b"x" * (256 * 1024)
+        for i in range(10000):
+            with open(f"fill-{i}.bin", "wb") as f:
+                f.write(block)
+        send({"jsonrpc": "2.0", "id": msg_id, "result": text("wrote every file")})
+        return
     if MODE == "exits":
         sys.stderr.write("exiting in the middle of a call\n")
         sys.stderr.flush()

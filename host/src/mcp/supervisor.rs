@@ -142,10 +142,36 @@ impl Server {
         hooks: &CallHooks<'_>,
     ) -> Result<Value, String> {
         let connection = self.connection().await?;
-        match connection.call_tool(tool, arguments, hooks).await {
-            Ok(result) => Ok(result),
-            Err(e) => Err(e.message),
+        let call = connection.call_tool(tool, arguments, hooks);
+        // While a call runs the server is watched against the workdir quota, as a shell
+        // command is: past it, the server is stopped (and restarted at the next call).
+        let Some(watched) = self.watched() else {
+            return call.await.map_err(|e| e.message);
+        };
+        tokio::select! {
+            called = call => called.map_err(|e| e.message),
+            () = watched.stopped() => {
+                self.kill().await;
+                Err(format!(
+                    "MCP server '{}' was stopped in the middle of the call: the workdir \
+                     passed {}",
+                    self.name,
+                    crate::confine::watch::LIMIT
+                ))
+            }
         }
+    }
+
+    /// The workdir quota's watch over a stdio server's call.
+    fn watched(&self) -> Option<crate::confine::watch::Watched> {
+        let jail = self.place.jail.as_ref()?;
+        matches!(self.spec.transport, McpTransport::Stdio { .. }).then(|| jail.watch().enter())
+    }
+
+    /// Kills the process; the next call starts it again, as after a crash.
+    async fn kill(&self) {
+        let mut live = self.live.lock().await;
+        live.process = None;
     }
 
     /// The live connection, or a new one after a crash.

@@ -78,10 +78,7 @@ impl Tools {
             }
         };
         let source = format!("mcp:{}/{tool}", server.name());
-        let asking = port.as_ref().map(|port| Asking {
-            port,
-            server: server.name(),
-        });
+        let asking = port.as_ref().map(|port| Asking { port });
         let progress = Status::new(wire.clone(), server.name(), tool);
         let hooks = CallHooks {
             person: asking.as_ref().map(|a| a as &dyn Person),
@@ -127,15 +124,12 @@ fn failed(source: &str, why: String) -> Dispatched {
 /// The person behind the task, asked through the seed's `input-required`.
 struct Asking<'a> {
     port: &'a Port,
-    server: &'a str,
 }
 
 impl Person for Asking<'_> {
     fn ask<'a>(&'a self, prompt: &'a str) -> BoxFuture<'a, Result<String, String>> {
-        Box::pin(async move {
-            let prompt = format!("MCP server {} asks: {prompt}", self.server);
-            self.port.ask(&prompt).await
-        })
+        // The prompt already names the server (`MCP server 'x' asks: …`).
+        Box::pin(self.port.ask(prompt))
     }
 }
 
