@@ -269,7 +269,21 @@ fn announce(
         }
     }
     if let Some(jail) = launched.tools.jail() {
-        eprintln!("{}", jail.launch_line());
+        eprintln!("{}", sandbox_line(m, &jail.launch_line()));
+    }
+}
+
+/// The sandbox's launch line, named for what runs in it: the shell, MCP servers, both.
+fn sandbox_line(m: &Manifest, line: &str) -> String {
+    let shell = !m.capabilities.shell_allow.is_empty();
+    let servers = m
+        .mcp_servers
+        .iter()
+        .any(|s| matches!(s.transport, manifest::McpTransport::Stdio { .. }));
+    match (shell, servers) {
+        (true, true) => line.replacen("shell:", "shell and mcp servers:", 1),
+        (false, true) => line.replacen("shell:", "mcp servers:", 1),
+        _ => line.to_string(),
     }
 }
 

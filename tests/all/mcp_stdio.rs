@@ -82,6 +82,15 @@ fn server_everything_runs_confined_and_its_tools_reach_the_model() {
     );
     let (run, session) = run_task(&capsule);
     run.assert_ok();
+    assert!(
+        run.stderr
+            .lines()
+            .any(|l| l.starts_with("mcp servers: scoped (landlock abi ")),
+        "the server ran in the sandbox: {}",
+        run.stderr
+    );
+    let start = &session.events("session_start")[0];
+    assert_eq!(start["containment"]["achieved"], "scoped", "{start}");
     let calls = tool_calls(&session);
     assert_eq!(calls.len(), 3, "{calls:?}");
     assert_eq!(calls[0]["tool_name"], "mcp__everything__echo");
