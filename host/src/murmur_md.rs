@@ -187,6 +187,16 @@ fn tools(out: &mut String, tools: &Tools) {
             sanitize(&tool.description)
         );
     }
+    for (name, server, description) in tools.mcp_tools() {
+        any = true;
+        let _ = writeln!(
+            out,
+            "- **{}** (MCP server {}) — {}",
+            sanitize(&name),
+            sanitize(&server),
+            sanitize(&description)
+        );
+    }
     if !any {
         let _ = writeln!(out, "No tools are declared in this capsule's manifest.");
     }

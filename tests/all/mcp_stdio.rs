@@ -91,6 +91,13 @@ fn server_everything_runs_confined_and_its_tools_reach_the_model() {
     );
     let start = &session.events("session_start")[0];
     assert_eq!(start["containment"]["achieved"], "scoped", "{start}");
+    let about = session.read("MURMUR.md");
+    assert!(
+        about.contains(
+            "- **mcp__everything__echo** (MCP server everything) — Echoes back the input string\n"
+        ),
+        "{about}"
+    );
     let calls = tool_calls(&session);
     assert_eq!(calls.len(), 3, "{calls:?}");
     assert_eq!(calls[0]["tool_name"], "mcp__everything__echo");

@@ -48,6 +48,18 @@ impl Tools {
         specs
     }
 
+    /// Every MCP tool offered now: its name, its server's, its description.
+    pub fn mcp_tools(&self) -> Vec<(String, String, String)> {
+        let mut tools = Vec::new();
+        for server in &self.mcp {
+            for tool in &server.catalog().offered {
+                let server = server.name().to_string();
+                tools.push((tool.name.clone(), server, tool.description.clone()));
+            }
+        }
+        tools
+    }
+
     /// The server and its own name for the tool the model calls `name`, while offered.
     pub(super) fn find_mcp(&self, name: &str) -> Option<(&Arc<Server>, String)> {
         self.mcp.iter().find_map(|server| {
