@@ -52,6 +52,8 @@ pub struct Server {
     catalog: Mutex<Arc<Catalog>>,
     /// Bumped with each new catalog: what the tool list's cache is keyed on.
     generation: AtomicU64,
+    /// The connection's count of list changes the last list was read after.
+    listed_changes: AtomicU64,
 }
 
 /// What a server offers now.
@@ -90,6 +92,7 @@ impl Server {
             live: tokio::sync::Mutex::default(),
             catalog: Mutex::default(),
             generation: AtomicU64::new(0),
+            listed_changes: AtomicU64::new(0),
         });
         let (connection, process) = server
             .connect()
@@ -146,10 +149,15 @@ impl Server {
         // While a call runs the server is watched against the workdir quota, as a shell
         // command is: past it, the server is stopped (and restarted at the next call).
         let Some(watched) = self.watched() else {
-            return call.await.map_err(|e| e.message);
+            let called = call.await.map_err(|e| e.message);
+            self.caught_up(&connection).await;
+            return called;
         };
         tokio::select! {
-            called = call => called.map_err(|e| e.message),
+            called = call => {
+                self.caught_up(&connection).await;
+                called.map_err(|e| e.message)
+            }
             () = watched.stopped() => {
                 self.kill().await;
                 Err(format!(
@@ -159,6 +167,15 @@ impl Server {
                     crate::confine::watch::LIMIT
                 ))
             }
+        }
+    }
+
+    /// Reads the list again now if the server said it changed during the call: the
+    /// model's next turn is then offered what the server offers, not what it did.
+    async fn caught_up(&self, connection: &Connection) {
+        let changes = *connection.tools_changed().borrow();
+        if changes != self.listed_changes.load(Ordering::Acquire) {
+            let _ = self.relist(connection).await;
         }
     }
 
@@ -290,7 +307,9 @@ impl Server {
 
     /// Lists the tools again and offers what passes the checks.
     async fn relist(&self, connection: &Connection) -> Result<(), String> {
+        let changes = *connection.tools_changed().borrow();
         let raw = connection.list_tools().await.map_err(|e| e.message)?;
+        self.listed_changes.store(changes, Ordering::Release);
         let (offered, refused) = catalog::offer(&self.name, raw, &self.filter);
         *self
             .catalog
