@@ -3,9 +3,12 @@
 //! eras of the protocol, getting the scripted capsule's answer and its progress; the
 //! door asks for the capsule's token as its A2A address does; a client that goes away
 //! cancels its task; a task that asks for input is answered; and raw requests, hostile
-//! and plain, get their exact answers ([`raw`]). Without the SDK the SDK tests skip,
-//! printing why.
+//! and plain, get their exact answers ([`raw`]); and the official TypeScript SDK
+//! (`@modelcontextprotocol/sdk`) does the same as a client ([`js`]). Without the SDK
+//! the SDK tests skip, printing why.
 
+// The official TypeScript SDK as the client.
+mod js;
 // The wire, raw: every exact answer.
 mod raw;
 

@@ -1,7 +1,9 @@
 //! The MCP servers the MCP tests run confined: the official `server-everything` (npm,
 //! pinned in `tests/mcp/npm/package.json`, installed once under `target/mcp/npm`), a
 //! server written with the official Python SDK (`tests/mcp/python_server.py`), and the
-//! hostile stdio server of `tests/mcp/hostile_server.py`.
+//! hostile stdio server of `tests/mcp/hostile_server.py`. And, from the same npm
+//! folder, the official TypeScript SDK (`@modelcontextprotocol/sdk`) as a client of a
+//! capsule's MCP door: `tests/mcp/npm/door_client.mjs`, run by [`door_client`].
 //!
 //! As for the A2A SDKs, an install that cannot happen skips the tests with the reason
 //! printed, unless `MUR_REQUIRE_SDKS` is set (CI), where it fails them.
@@ -12,11 +14,36 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
+
 use super::repo;
-use super::sdk::{Lock, REQUIRED, npm_install, required, run_bounded};
+use super::sdk::{Lock, REQUIRED, npm_install, required, run_bounded, run_within};
 
 /// How long the Python server may take to print its port.
 const STARTS_WITHIN: Duration = Duration::from_secs(30);
+/// How long the TypeScript door client may run: it stops itself at 25 s, reporting
+/// what it saw, so this only catches a process that hangs past that.
+const CLIENT_LIMIT: Duration = Duration::from_secs(60);
+
+/// The npm folder `target/mcp/npm` with `tests/mcp/npm/package.json` installed in it
+/// (once per test process, and once per target folder across processes), and its link
+/// `scripts` to `tests/mcp/npm`.
+fn npm() -> &'static Result<PathBuf, String> {
+    static CELL: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    CELL.get_or_init(|| {
+        let home = repo().join("target").join("mcp");
+        std::fs::create_dir_all(&home).map_err(|e| format!("{}: {e}", home.display()))?;
+        let _lock = Lock::take(&home.join("npm.lock"))?;
+        run_bounded(Command::new("node").arg("--version"), "node --version")?;
+        let npm = home.join("npm");
+        npm_install(
+            &npm,
+            &repo().join("tests/mcp/npm"),
+            "the MCP servers and SDK",
+        )?;
+        Ok(npm)
+    })
+}
 
 /// The folder `server-everything` was installed in: its `node_modules` and the
 /// server's entry point.
@@ -29,13 +56,7 @@ pub struct Everything {
 pub fn everything() -> Option<&'static Everything> {
     static CELL: OnceLock<Result<Everything, String>> = OnceLock::new();
     let installed = CELL.get_or_init(|| {
-        let home = repo().join("target").join("mcp");
-        std::fs::create_dir_all(&home).map_err(|e| format!("{}: {e}", home.display()))?;
-        let _lock = Lock::take(&home.join("npm.lock"))?;
-        run_bounded(Command::new("node").arg("--version"), "node --version")?;
-        let npm = home.join("npm");
-        npm_install(&npm, &repo().join("tests/mcp/npm"), "server-everything")?;
-        let node_modules = npm.join("node_modules");
+        let node_modules = npm().as_ref()?.join("node_modules");
         let entry = node_modules.join("@modelcontextprotocol/server-everything/dist/index.js");
         if !entry.exists() {
             return Err(format!("{} is missing after npm install", entry.display()));
@@ -46,6 +67,69 @@ pub fn everything() -> Option<&'static Everything> {
         })
     });
     skip_unless_installed(installed, "server-everything")
+}
+
+/// The TypeScript SDK's door client, `tests/mcp/npm/door_client.mjs`, run through the
+/// link beside `node_modules` (so `@modelcontextprotocol/sdk` resolves as in a user's
+/// project): `node` and its arguments.
+fn ts_client() -> Option<&'static [String]> {
+    static CELL: OnceLock<Result<Vec<String>, String>> = OnceLock::new();
+    let installed = CELL.get_or_init(|| {
+        let npm = npm().as_ref()?;
+        let sdk = npm.join("node_modules/@modelcontextprotocol/sdk/package.json");
+        if !sdk.exists() {
+            return Err(format!("{} is missing after npm install", sdk.display()));
+        }
+        let script = npm.join("scripts").join("door_client.mjs");
+        let script = script
+            .to_str()
+            .ok_or_else(|| format!("{}: not UTF-8", script.display()))?;
+        // Node resolves imports from where a file really is unless told to keep the
+        // link's path; the link is what puts the script beside `node_modules`.
+        Ok(vec![
+            "--preserve-symlinks".into(),
+            "--preserve-symlinks-main".into(),
+            script.into(),
+        ])
+    });
+    skip_unless_installed(installed, "the MCP TypeScript SDK").map(Vec::as_slice)
+}
+
+/// The official TypeScript SDK's `Client` over `StreamableHTTPClientTransport`, as a
+/// user writes one, against the MCP door at `url`: it lists the tools and calls the
+/// first with `task` and a progress callback, sending `token` as a bearer when given.
+/// What it saw, the one JSON line it printed: `tools` (names), `answer`, `isError`,
+/// `progress` (`{progress, total, message}` each), `protocol`, `server`, `content`
+/// (the types), `terminated` (its session ended with `DELETE`), `transportErrors`; or,
+/// when it failed (exit 1), `error` and `code` with what it saw so far.
+///
+/// `None` (a skip, the reason printed) without node or npm, unless `MUR_REQUIRE_SDKS`
+/// is set. A client that prints no JSON, or exits otherwise than its line says, fails
+/// the test with all it said.
+pub fn door_client(url: &str, task: &str, token: Option<&str>) -> Option<Value> {
+    let args = ts_client()?;
+    let mut cmd = Command::new("node");
+    cmd.args(args).args([url, task]).env_remove("MCP_TOKEN");
+    if let Some(token) = token {
+        cmd.env("MCP_TOKEN", token);
+    }
+    let out = run_within(&mut cmd, CLIENT_LIMIT)
+        .unwrap_or_else(|e| panic!("the TypeScript MCP client: {e}"));
+    let line = out.stdout.lines().last().unwrap_or_default();
+    let seen: Value = serde_json::from_str(line).unwrap_or_else(|e| {
+        panic!(
+            "the TypeScript MCP client printed no JSON line ({e}); exit {}\nstdout:\n{}\nstderr:\n{}",
+            out.status, out.stdout, out.stderr
+        )
+    });
+    let failed = seen.get("error").is_some();
+    assert_eq!(
+        out.status,
+        i32::from(failed),
+        "the TypeScript MCP client's exit disagrees with its line: {seen}\nstderr:\n{}",
+        out.stderr
+    );
+    Some(seen)
 }
 
 /// The hostile server's folder (its installation) and script.
