@@ -527,3 +527,37 @@ fn mur_mcp_ls_lists_what_the_model_would_see_and_what_was_refused() {
         json!({"type": "object", "properties": {"message": {"type": "string"}}})
     );
 }
+
+#[test]
+fn mur_mcp_ls_shows_what_a_server_that_did_not_start_printed() {
+    let capsule = capsule(
+        "mcp-ls-fails",
+        &hostile_server("many", ""),
+        &text_turn("unused"),
+        "",
+    );
+    let mut cmd = mur();
+    cmd.args(["mcp", "ls", "--manifest"])
+        .arg(capsule.manifest());
+    let run = finish(&mut cmd);
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("[mcp hostile] hostile server started in mode many\n"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(
+            "error[E-MCP-001]: MCP server 'hostile' (manifest line 8) did not start: server 'hostile' lists more tools than the 1024 allowed"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .ends_with("hint: what the servers printed on stderr is above\n"),
+        "{}",
+        run.stderr
+    );
+}

@@ -16,6 +16,9 @@ use crate::mcp::supervisor::Server;
 use crate::tools::mcp_listing;
 use crate::workdir::{RecordsChoice, Workdir};
 
+/// How many of a server's last stderr lines a failed listing shows.
+const LOG_LINES: usize = 20;
+
 /// # Errors
 ///
 /// The manifest does not load, the sandbox cannot be set up, or a server does not
@@ -32,7 +35,15 @@ pub async fn run(args: &McpLsArgs) -> Result<ExitCode, Error> {
     }
     // The scratch folder outlives the servers, whose working folder it holds.
     let scratch = Scratch::new()?;
-    let servers = list(m, &args.manifest, &scratch.0).await?;
+    let servers = match list(m, &args.manifest, &scratch.0).await {
+        Ok(servers) => servers,
+        Err(e) if e.code == "E-MCP-001" => {
+            // The logs go with the scratch folder: what the servers said is shown now.
+            show_logs(&scratch.0);
+            return Err(e.hint("what the servers printed on stderr is above"));
+        }
+        Err(e) => return Err(e),
+    };
     for server in &servers {
         print_server(m, server, args.json).await;
     }
@@ -106,6 +117,31 @@ async fn print_server(m: &manifest::Manifest, server: &Server, json: bool) {
             crate::escape::line(&refused.tool),
             crate::escape::line(&refused.why)
         );
+    }
+}
+
+/// The last lines each server printed on stderr (its log, already escaped and capped).
+fn show_logs(scratch: &Path) {
+    let logs = scratch.join("records").join("mcp-ls").join("logs");
+    let Ok(entries) = std::fs::read_dir(&logs) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(server) = name
+            .strip_prefix("mcp-")
+            .and_then(|n| n.strip_suffix(".log"))
+        else {
+            continue;
+        };
+        let Ok(text) = std::fs::read_to_string(entry.path()) else {
+            continue;
+        };
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(LOG_LINES)..];
+        for line in tail {
+            eprintln!("[mcp {server}] {line}");
+        }
     }
 }
 
