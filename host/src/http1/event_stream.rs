@@ -15,8 +15,9 @@ use tokio::time::{Instant, MissedTickBehavior, interval_at};
 use crate::bus::Next;
 use crate::frames::{Frame, HEARTBEAT};
 
-/// The heartbeat interval; tests shorten it through `MUR_HEARTBEAT_MS`.
-fn heartbeat_every() -> Duration {
+/// The heartbeat interval of every event stream mur writes; tests shorten it through
+/// `MUR_HEARTBEAT_MS`.
+pub(crate) fn heartbeat_every() -> Duration {
     std::env::var("MUR_HEARTBEAT_MS")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -21,12 +21,13 @@ use ::a2a::{Message, Part, Role, StreamResponse, TaskState};
 use serde_json::{Value, json};
 use tokio::time::sleep_until;
 
-use super::out::{Out, heartbeat_every};
+use super::out::Out;
 use super::sessions::table;
 use super::tool::Capsule;
 use super::wire::{self, Fault};
 use super::{Era, methods};
 use crate::http1::Request;
+use crate::http1::event_stream::heartbeat_every;
 use crate::intake::{Arrived, Served};
 use crate::queue::{Acceptance, Refusal};
 use crate::task_store::{Follower, Tasks};

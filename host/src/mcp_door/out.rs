@@ -6,7 +6,6 @@
 //! stream carries no event ids: it cannot be resumed, so a client never tries.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -16,15 +15,6 @@ use crate::http1::{Reply, Request};
 /// How much a client may send after its request before it counts as gone (it is
 /// owed nothing for it: the connection closes after the answer).
 const DISCARD_MAX: usize = 64 * 1024;
-
-/// The heartbeat interval, the same as the seed's streams; tests shorten it through
-/// `MUR_HEARTBEAT_MS`.
-pub fn heartbeat_every() -> Duration {
-    std::env::var("MUR_HEARTBEAT_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map_or(Duration::from_secs(15), Duration::from_millis)
-}
 
 /// What the request's `Accept` allows: JSON, and event streams. A request without
 /// one takes either, as HTTP reads a missing `Accept`.

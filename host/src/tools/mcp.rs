@@ -182,17 +182,10 @@ impl Progress for Status {
         let mut text = format!("{}: progress {done}", self.label);
         if let Some(message) = message {
             text.push_str(" (");
-            text.push_str(&crate::escape::line(&cut(message, 200)));
+            text.push_str(&crate::outbound::reply::said(message));
             text.push(')');
         }
         self.wire.status(State::Working, &text, None);
-    }
-}
-
-fn cut(text: &str, chars: usize) -> String {
-    match text.char_indices().nth(chars) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_string(),
     }
 }
 
