@@ -22,7 +22,7 @@ use std::time::Duration;
 use ::a2a::{Message, TaskState};
 use mur_authority::NetRule;
 use serde_json::json;
-use tokio::sync::OnceCell;
+use tokio::sync::{OnceCell, watch};
 
 use super::{Answer, Ask, Failure, FailureKind, Watcher};
 use card::Endpoint;
@@ -46,6 +46,8 @@ pub struct Remote {
     /// The card's interface, once read: a failed read leaves it empty, so the next
     /// call tries again.
     endpoint: OnceCell<Endpoint>,
+    /// How many cancels of abandoned calls are still on their way.
+    cancelling: Arc<watch::Sender<usize>>,
 }
 
 impl Remote {
@@ -61,7 +63,16 @@ impl Remote {
             token,
             allow,
             endpoint: OnceCell::new(),
+            cancelling: Arc::new(watch::Sender::new(0)),
         }
+    }
+
+    /// Waits (at most the time a cancel may take) until every abandoned call's cancel
+    /// has been sent and answered, so that a caller told "its task was canceled" is
+    /// told so only once the peer has heard it, even when the process ends next.
+    pub async fn settled(&self) {
+        let mut seen = self.cancelling.subscribe();
+        let _ = tokio::time::timeout(CANCEL_WITHIN, seen.wait_for(|n| *n == 0)).await;
     }
 
     /// One call. Never panics; every failure is a [`Failure`] naming the peer by name.
@@ -94,6 +105,7 @@ impl Remote {
             abandon: Abandon {
                 door: door.clone(),
                 task: None,
+                cancelling: self.cancelling.clone(),
             },
             door,
         };
@@ -412,6 +424,7 @@ fn failure(name: &str, trouble: Trouble, taken: bool) -> Failure {
 struct Abandon {
     door: Arc<Door>,
     task: Option<String>,
+    cancelling: Arc<watch::Sender<usize>>,
 }
 
 impl Drop for Abandon {
@@ -424,6 +437,8 @@ impl Drop for Abandon {
             return;
         };
         let door = self.door.clone();
+        let cancelling = self.cancelling.clone();
+        cancelling.send_modify(|n| *n += 1);
         runtime.spawn(async move {
             let cancel = async {
                 let sent = door.call("CancelTask", json!({"id": task}), None).await;
@@ -432,6 +447,7 @@ impl Drop for Abandon {
                 }
             };
             let _ = tokio::time::timeout(CANCEL_WITHIN, cancel).await;
+            cancelling.send_modify(|n| *n = n.saturating_sub(1));
         });
     }
 }

@@ -146,14 +146,19 @@ pub async fn call(
     // Dropping the call on its deadline cancels the callee's task.
     let outcome = match tokio::time::timeout(out.deadline, reached).await {
         Ok(outcome) => outcome,
-        Err(_) => Err(Failure::new(
-            FailureKind::Failed,
-            format!(
-                "{} did not answer within {} s (capabilities.limits.deadline_seconds); its task was canceled",
-                peer.name,
-                out.deadline.as_secs()
-            ),
-        )),
+        Err(_) => {
+            if let Target::Remote(remote) = &peer.target {
+                remote.settled().await;
+            }
+            Err(Failure::new(
+                FailureKind::Failed,
+                format!(
+                    "{} did not answer within {} s (capabilities.limits.deadline_seconds); its task was canceled",
+                    peer.name,
+                    out.deadline.as_secs()
+                ),
+            ))
+        }
     };
     Called {
         took: started.elapsed(),
