@@ -102,6 +102,38 @@ pub(crate) fn the_broken_tool_fails_on_its_trap() {
         failed[0]
     );
     assert_eq!(totals(&run), (4, 1, 0));
+    // Its valid input names a file, and it answers it: a pass with nothing to add.
+    assert!(
+        run.stdout
+            .contains("\nPASS tool: a schema-valid input answers within the deadline ("),
+        "{}",
+        run.stdout
+    );
+}
+
+/// Upstream's `jsonl-line-count` requires no property, so the check calls it with `{}`,
+/// which names no file: it answers with an error result saying so, which is right, and
+/// the check passes, quoting what it said.
+#[test]
+fn an_upstream_tool_refusing_an_input_naming_nothing_passes() {
+    let tool = repo().join("tests/fixtures/upstream/jsonl-line-count.wasm");
+    let run = check(&[tool.to_str().unwrap()]);
+    assert_eq!(
+        (run.status, failures(&run)),
+        (0, vec![]),
+        "{}{}",
+        run.stdout,
+        run.stderr
+    );
+    let valid = "PASS tool: a schema-valid input answers within the deadline: input {} names \
+                 nothing, and the tool answered with an error result: failed to read '{}': No \
+                 such file or directory (os error 44) (";
+    assert!(
+        run.stdout.lines().any(|l| l.starts_with(valid)),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(totals(&run), (4, 0, 1));
 }
 
 #[test]

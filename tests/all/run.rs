@@ -497,6 +497,23 @@ fn bad_manifest_value_is_an_error_naming_key_and_line() {
     );
 }
 
+/// A misspelt section is only a warning, so the manifest fails on what it left out; the
+/// error's hint names the misspelling.
+#[test]
+fn a_misspelt_section_is_named_by_the_error_it_causes() {
+    let yaml =
+        "name: e2e\nversion: \"0.1.0\"\ninferenc:\n  driver: scripted\n  script: ./script.yaml\n";
+    let capsule = Capsule::new("misspelt", yaml, ECHO_SCRIPT);
+    let run = capsule.run(&["--task", "hi"]);
+    run.assert_error(
+        "error[E-RUN-005]: murmur.yaml: driver not configured: 'inference.driver' is not set\n  \
+         hint: the manifest has an unknown key 'inferenc' at line 3: did you mean 'inference'? \
+         Otherwise: set 'inference.driver: {artifact: NAME}' naming an artifacts[] entry with \
+         'runtime: driver', or 'inference.driver: scripted' with 'inference.script: PATH'\n",
+    );
+    assert_eq!(run.stdout, "");
+}
+
 #[test]
 fn none_without_a_task_is_a_clear_error() {
     let capsule = Capsule::new("notask", &with_bash(""), ECHO_SCRIPT);

@@ -33,6 +33,10 @@ pub fn skip(reason: impl Into<String>) -> Outcome {
     Outcome::Skip(reason.into())
 }
 
+/// A step that may pass with something to say: `Ok(Some(note))`, as the scenario's line
+/// says it.
+pub type Noted = Result<Option<String>, Outcome>;
+
 /// `Ok(())` when `holds`, else the failure `message`.
 pub fn ensure(holds: bool, message: impl FnOnce() -> String) -> Step {
     if holds { Ok(()) } else { Err(fail(message())) }
@@ -43,20 +47,28 @@ pub fn ensure(holds: bool, message: impl FnOnce() -> String) -> Step {
 pub struct Scenario {
     pub name: String,
     pub outcome: Outcome,
+    /// What a pass has to say (how it passed), if anything.
+    pub note: Option<String>,
     pub duration: Duration,
 }
 
 impl Scenario {
     /// Runs `body` and times it.
     pub fn run(name: &str, body: impl FnOnce() -> Step) -> Scenario {
+        Scenario::run_noted(name, || body().map(|()| None))
+    }
+
+    /// [`Scenario::run`] for a body whose pass may carry a note.
+    pub fn run_noted(name: &str, body: impl FnOnce() -> Noted) -> Scenario {
         let started = Instant::now();
-        let outcome = match body() {
-            Ok(()) => Outcome::Pass,
-            Err(outcome) => outcome,
+        let (outcome, note) = match body() {
+            Ok(note) => (Outcome::Pass, note),
+            Err(outcome) => (outcome, None),
         };
         Scenario {
             name: name.to_string(),
             outcome,
+            note,
             duration: started.elapsed(),
         }
     }
@@ -66,6 +78,7 @@ impl Scenario {
         Scenario {
             name: name.to_string(),
             outcome: Outcome::Skip(reason.into()),
+            note: None,
             duration: Duration::ZERO,
         }
     }
@@ -80,7 +93,7 @@ impl Scenario {
 
     fn message(&self) -> Option<&str> {
         match &self.outcome {
-            Outcome::Pass => None,
+            Outcome::Pass => self.note.as_deref(),
             Outcome::Fail(m) | Outcome::Skip(m) => Some(m),
         }
     }
@@ -124,7 +137,10 @@ impl Report {
         for s in &self.scenarios {
             let ms = s.duration.as_millis();
             let _ = match &s.outcome {
-                Outcome::Pass => writeln!(out, "PASS {} ({ms} ms)", s.name),
+                Outcome::Pass => match &s.note {
+                    Some(note) => writeln!(out, "PASS {}: {} ({ms} ms)", s.name, shown(note)),
+                    None => writeln!(out, "PASS {} ({ms} ms)", s.name),
+                },
                 Outcome::Fail(m) => writeln!(out, "FAIL {}: {} ({ms} ms)", s.name, shown(m)),
                 Outcome::Skip(m) => writeln!(out, "SKIP {}: {}", s.name, shown(m)),
             };
@@ -178,7 +194,14 @@ impl Report {
                 s.duration.as_secs_f64()
             );
             let _ = match &s.outcome {
-                Outcome::Pass => writeln!(out, "{head}/>"),
+                Outcome::Pass => match &s.note {
+                    Some(note) => writeln!(
+                        out,
+                        "{head}>\n    <system-out>{}</system-out>\n  </testcase>",
+                        xml(note)
+                    ),
+                    None => writeln!(out, "{head}/>"),
+                },
                 Outcome::Fail(m) => writeln!(
                     out,
                     "{head}>\n    <failure message=\"{}\">{}</failure>\n  </testcase>",
@@ -253,13 +276,16 @@ mod tests {
                 Scenario {
                     name: "b <&>".into(),
                     outcome: Outcome::Fail("said \"no\"\nat 'once' \u{1}".into()),
+                    note: None,
                     duration: Duration::from_millis(3),
                 },
                 Scenario {
                     name: "c".into(),
                     outcome: Outcome::Pass,
+                    note: None,
                     duration: Duration::from_millis(5),
                 },
+                Scenario::run_noted("d", || Ok(Some("answered <error>\nin two".into()))),
             ],
         }
     }
@@ -271,17 +297,26 @@ mod tests {
         assert_eq!(lines[1], "SKIP a: why");
         assert_eq!(lines[2], "FAIL b <&>: said \"no\" at 'once' \\u{1} (3 ms)");
         assert_eq!(lines[3], "PASS c (5 ms)");
-        assert_eq!(lines[4], "1 passed, 1 failed, 1 skipped");
+        assert!(
+            lines[4].starts_with("PASS d: answered <error> in two ("),
+            "{}",
+            lines[4]
+        );
+        assert_eq!(lines[5], "2 passed, 1 failed, 1 skipped");
+        let doc = report().json();
+        assert_eq!(doc["scenarios"][2]["message"], Value::Null);
+        assert_eq!(doc["scenarios"][3]["message"], "answered <error>\nin two");
     }
 
     #[test]
     fn junit_escapes_what_xml_cannot_hold() {
         let xml = report().junit();
-        assert!(xml.contains("tests=\"3\" failures=\"1\" errors=\"0\" skipped=\"1\""));
+        assert!(xml.contains("tests=\"4\" failures=\"1\" errors=\"0\" skipped=\"1\""));
         assert!(xml.contains("name=\"b &lt;&amp;&gt;\""));
         assert!(xml.contains(
             "<failure message=\"said &quot;no&quot; at &apos;once&apos; \u{FFFD}\">said &quot;no&quot;&#10;at"
         ));
         assert!(xml.contains("<skipped message=\"why\"/>"));
+        assert!(xml.contains("<system-out>answered &lt;error&gt;&#10;in two</system-out>"));
     }
 }

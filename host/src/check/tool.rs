@@ -1,6 +1,7 @@
 //! The tool world's scenarios: `describe` gives a valid JSON Schema; inputs valid
-//! under it answer, within the deadline, as a non-error result; inputs it refuses get
-//! an error result, not a trap; and the tool reaches nothing outside its view.
+//! under it answer, within the deadline, as a non-error result (an error result too,
+//! when the input names nothing the tool could work on); inputs it refuses get an
+//! error result, not a trap; and the tool reaches nothing outside its view.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,7 +12,7 @@ use serde_json::{Value, json};
 use super::Target;
 use super::capsule::{Launch, Scratch, yaml_str};
 use super::provider::Provider;
-use super::report::{Scenario, Step, ensure, fail, skip};
+use super::report::{Noted, Scenario, Step, ensure, fail, skip};
 
 /// The wall-clock limit of one scenario's capsule.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -19,6 +20,8 @@ const LIMIT: Duration = Duration::from_secs(30);
 const DEADLINE_SECS: u64 = 10;
 /// What the canary beside the workdir holds: no result may carry it.
 const CANARY: &str = "mur-check-canary-5f1c2e";
+/// How much of what a tool said a note quotes.
+const SAID_AT_MOST: usize = 200;
 
 /// The behavioural scenarios of a tool component.
 pub fn scenarios(target: &Target) -> Vec<Scenario> {
@@ -39,7 +42,7 @@ pub fn scenarios(target: &Target) -> Vec<Scenario> {
         }
         return out;
     };
-    out.push(Scenario::run(VALID, || valid_inputs(target, &schema)));
+    out.push(Scenario::run_noted(VALID, || valid_inputs(target, &schema)));
     out.push(Scenario::run(INVALID, || invalid_inputs(target, &schema)));
     out.push(Scenario::run(VIEW, || stays_in_view(target, &schema)));
     out
@@ -262,7 +265,7 @@ fn invalid(schema: &Value, valid: &Value) -> Vec<(String, Value)> {
 // ---------------------------------------------------------------------------------
 // scenarios
 
-fn valid_inputs(target: &Target, schema: &Value) -> Step {
+fn valid_inputs(target: &Target, schema: &Value) -> Noted {
     let input = instance(schema, 0).ok_or_else(|| {
         skip("cannot make a valid input from this schema ($ref, pattern or an unknown type)")
     })?;
@@ -276,19 +279,65 @@ fn valid_inputs(target: &Target, schema: &Value) -> Step {
     })?;
     let started = Instant::now();
     let (_, calls) = call(target, "tool-valid", std::slice::from_ref(&input))?;
-    let c = &calls[0];
-    if let Some(error) = c["error"].as_str() {
-        return Err(fail(format!("input {input}: {error}")));
-    }
-    ensure(c["status"] == "ok", || {
-        format!(
-            "input {input} got an error result: {}",
-            c["output"].as_str().unwrap_or_default()
-        )
-    })?;
+    let judged = judge_valid(&target.name, &input, &calls[0])?;
     ensure(started.elapsed() < LIMIT, || {
         "the call did not answer within the scenario's limit".into()
-    })
+    })?;
+    Ok(judged)
+}
+
+/// One traced call of a schema-valid input. A trap, the deadline, or a result the host
+/// could not take (all of which the trace line's `error` says) fails, and so does a
+/// line without the result's status and text. An error result fails too, unless the
+/// input names nothing: a tool may rightly refuse to work on nothing, and the pass
+/// then says what it answered.
+fn judge_valid(tool: &str, input: &Value, call: &Value) -> Noted {
+    if let Some(error) = call["error"].as_str() {
+        return Err(fail(format!("input {input}: {error}")));
+    }
+    let said = said(tool, call).ok_or_else(|| {
+        fail(format!(
+            "input {input}: the call's trace line holds no result"
+        ))
+    })?;
+    match call["status"].as_str() {
+        Some("ok") => Ok(None),
+        Some("error") if names_nothing(input) => Ok(Some(format!(
+            "input {input} names nothing, and the tool answered with an error result: {said}"
+        ))),
+        Some("error") => Err(fail(format!("input {input} got an error result: {said}"))),
+        _ => Err(fail(format!(
+            "input {input}: the result's status is {}, neither ok nor error",
+            call["status"]
+        ))),
+    }
+}
+
+/// Whether a generated input names nothing: it holds no string (so no file, no text),
+/// only values of other types, or nothing at all when the schema requires nothing.
+fn names_nothing(input: &Value) -> bool {
+    match input {
+        Value::String(_) => false,
+        Value::Array(items) => items.iter().all(names_nothing),
+        Value::Object(fields) => fields.values().all(names_nothing),
+        _ => true,
+    }
+}
+
+/// The text of a traced call's result, taken out of the fence the model reads it in,
+/// on one line and cut to [`SAID_AT_MOST`] bytes (the report escapes what is left).
+fn said(tool: &str, call: &Value) -> Option<String> {
+    let output = call["output"].as_str()?;
+    let empty = crate::fence::fence(&crate::fence::tool_source(tool), "");
+    let body = empty.split_once("\n\n").and_then(|(open, close)| {
+        let rest = output.strip_prefix(open)?.strip_prefix('\n')?;
+        rest.strip_suffix(close)?.strip_suffix('\n')
+    });
+    let line = body
+        .unwrap_or(output)
+        .split_whitespace()
+        .collect::<Vec<_>>();
+    Some(crate::escape::cut(&line.join(" "), SAID_AT_MOST).into_owned())
 }
 
 fn invalid_inputs(target: &Target, schema: &Value) -> Step {
@@ -500,6 +549,60 @@ mod tests {
         let bad = invalid(&schema, &made);
         assert_eq!(bad.len(), 2);
         assert_eq!(bad[0].1, json!({"path": 12345, "n": 3, "mode": "a"}));
+    }
+
+    /// A trace line as `call_in` reads it: `output` fenced, `error` the host's words.
+    fn traced(status: &str, text: &str, error: Option<&str>) -> Value {
+        let output = crate::fence::fence("tool:t", text);
+        let mut line = json!({"tool_name": "t", "status": status, "output": output});
+        if let Some(error) = error {
+            line["error"] = json!(error);
+        }
+        line
+    }
+
+    #[test]
+    fn an_input_naming_nothing_may_get_an_error_result() {
+        let nothing = json!({});
+        let failed = "failed to read '{}': No such file\n (os error 44)";
+        let judged = judge_valid("t", &nothing, &traced("error", failed, None));
+        let note = "input {} names nothing, and the tool answered with an error result: \
+                    failed to read '{}': No such file (os error 44)";
+        assert_eq!(judged, Ok(Some(note.to_string())));
+        assert_eq!(
+            judge_valid("t", &nothing, &traced("ok", "3", None)),
+            Ok(None)
+        );
+        let numbers = json!({"n": 0, "flags": [false], "none": null});
+        assert!(names_nothing(&numbers));
+        assert!(judge_valid("t", &numbers, &traced("error", "no", None)).is_ok());
+        let long = "x".repeat(500);
+        let Ok(Some(note)) = judge_valid("t", &nothing, &traced("error", &long, None)) else {
+            panic!("an error result for {{}} passes");
+        };
+        assert!(note.ends_with("… [cut: 500 bytes in all]"), "{note}");
+    }
+
+    #[test]
+    fn traps_deadlines_and_malformed_results_still_fail() {
+        let nothing = json!({});
+        let trap = "tool 't' failed: wasm trap: wasm `unreachable` instruction executed";
+        let judged = judge_valid("t", &nothing, &traced("error", trap, Some(trap)));
+        assert_eq!(judged, Err(fail(format!("input {{}}: {trap}"))));
+        let late = "tool 't' failed: deadline of 10 s exceeded";
+        let judged = judge_valid("t", &nothing, &traced("error", late, Some(late)));
+        assert_eq!(judged, Err(fail(format!("input {{}}: {late}"))));
+        let judged = judge_valid("t", &nothing, &json!({"status": "error"}));
+        let want = "input {}: the call's trace line holds no result";
+        assert_eq!(judged, Err(fail(want)));
+        let judged = judge_valid("t", &nothing, &traced("maybe", "x", None));
+        let want = "input {}: the result's status is \"maybe\", neither ok nor error";
+        assert_eq!(judged, Err(fail(want)));
+        let file = json!({"path": "task.md"});
+        assert!(!names_nothing(&file));
+        let judged = judge_valid("t", &file, &traced("error", "unknown act", None));
+        let want = "input {\"path\":\"task.md\"} got an error result: unknown act";
+        assert_eq!(judged, Err(fail(want)));
     }
 
     #[test]

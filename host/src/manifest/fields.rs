@@ -82,11 +82,16 @@ impl Cx<'_> {
             "[capsule-runtime] warning[W-MAN-001]: {loc}: unknown key '{}' ignored",
             show(&key)
         );
-        if let Some(guess) = guess {
-            text.push_str(&format!(" (did you mean '{}'?)", show(&guess)));
+        if let Some(guess) = &guess {
+            text.push_str(&format!(" (did you mean '{}'?)", show(guess)));
         }
         let line = entry.line;
-        self.warnings.push(Warning { line, key, text });
+        self.warnings.push(Warning {
+            line,
+            key,
+            guess,
+            text,
+        });
     }
 }
 

@@ -314,3 +314,53 @@ fn max_session_tokens_is_a_positive_ceiling_or_none() {
         );
     }
 }
+
+/// A misspelt section is ignored (a warning), so the error that follows names it: the
+/// section is missing, and the hint says where the misspelling is.
+#[test]
+fn an_error_names_the_misspelt_section_behind_it() {
+    let s = Scratch::new();
+    let e = s.err("name: t\nversion: \"1\"\ninferenc:\n  driver: scripted\n  script: s.json\n");
+    let want = "error[E-RUN-005]: murmur.yaml: driver not configured: 'inference.driver' is not \
+                set\n  hint: the manifest has an unknown key 'inferenc' at line 3: did you mean \
+                'inference'? Otherwise: set 'inference.driver: {artifact: NAME}' naming an \
+                artifacts[] entry with 'runtime: driver', or 'inference.driver: scripted' with \
+                'inference.script: PATH'";
+    assert_eq!(text(&e), want);
+}
+
+/// A misspelt key inside a section: its suggestion is the very key the error misses.
+#[test]
+fn an_error_names_the_misspelt_key_it_misses() {
+    let s = Scratch::new();
+    let e = s.err("name: t\nversion: \"1\"\ninference:\n  model: m\n  drivr: openai\n");
+    let want = "error[E-RUN-005]: murmur.yaml:3: driver not configured: 'inference.driver' is \
+                not set\n  hint: the manifest has an unknown key 'inference.drivr' at line 5: did \
+                you mean 'inference.driver'? Otherwise: set 'inference.driver: {artifact: NAME}' \
+                naming an artifacts[] entry with 'runtime: driver', or 'inference.driver: \
+                scripted' with 'inference.script: PATH'";
+    assert_eq!(text(&e), want);
+}
+
+/// No suggestion holds what the error names: the top-level misspellings are named (a
+/// whole section ignored), a nested one elsewhere is not; without any, the hint stays.
+#[test]
+fn an_error_otherwise_names_top_level_misspellings() {
+    let s = Scratch::new();
+    let e = s.err(&base(
+        "  max_turns: 0\n  max_tokns: 5\nlifecycel:\n  queue_depth: 2\n",
+    ));
+    let want = "error[E-MAN-003]: murmur.yaml:6: invalid inference config for \
+                'inference.max_turns': must be at least 1, found 0\n  hint: the manifest has an \
+                unknown key 'lifecycel' at line 8: did you mean 'lifecycle'? Otherwise: \
+                max_turns caps the inference calls of one task; use 1 or more";
+    assert_eq!(text(&e), want);
+    let e = s.err("name: t\ninferenc: {}\nlifecycel: {}\nobservability: {}\n");
+    let want = "error[E-MAN-001]: murmur.yaml: missing required field 'version'\n  hint: the \
+                manifest has unknown keys 'inferenc' at line 2 (did you mean 'inference'?), \
+                'lifecycel' at line 3 (did you mean 'lifecycle'?)";
+    assert_eq!(text(&e), want);
+    let e = s.err(&base("  max_turns: 0\n  max_tokns: 5\nobservability: {}\n"));
+    let hint = "max_turns caps the inference calls of one task; use 1 or more";
+    assert_eq!(e.hint.as_deref(), Some(hint));
+}
