@@ -11,6 +11,7 @@ pub mod loops;
 pub mod provider;
 pub mod report;
 pub mod tool;
+pub mod upstream_capsule;
 pub mod world;
 
 use std::path::{Path, PathBuf};
@@ -92,6 +93,7 @@ fn behaviour(target: &Target) -> Vec<Scenario> {
         Kind::Driver => driver::scenarios(target),
         Kind::Hook => hook::scenarios(target),
         Kind::Loop => loops::scenarios(target),
+        Kind::Capsule => upstream_capsule::scenarios(target),
     }
 }
 
@@ -125,12 +127,13 @@ fn target(path: &Path, world: Option<Kind>) -> Result<Target, Error> {
                 ),
             )
             .hint(format!(
-                "a mur component exports one of {}; or name the world with --world tool|driver|hook|loop",
+                "a mur component exports one of {}, or upstream's {}; or name the world with --world tool|driver|hook|loop",
                 [Kind::Tool, Kind::Driver, Kind::Hook, Kind::Loop]
                     .iter()
                     .map(|k| format!("{}@{}", k.world().export, crate::engine::VERSION))
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join(", "),
+                crate::engine::UPSTREAM_CAPSULE
             )));
         }
     };

@@ -198,6 +198,12 @@ impl DriverComponent {
         })
     }
 
+    /// The capsule's network policy (`capabilities.network.allow`, the request
+    /// timeouts), which an upstream capsule component's own requests are held to too.
+    pub fn network(&self) -> &NetPolicy {
+        &self.network
+    }
+
     /// What the driver's requests ran into since the last call, oldest first.
     pub fn take_events(&self) -> Vec<Event> {
         std::mem::take(&mut *self.events.lock().unwrap_or_else(|p| p.into_inner()))

@@ -78,6 +78,14 @@ impl Target {
             path: logs_dir.join("loop.log"),
         }
     }
+
+    /// An upstream capsule component's output (its panic message, when it traps).
+    pub fn capsule(logs_dir: &Path) -> Self {
+        Target {
+            label: "capsule".into(),
+            path: logs_dir.join("capsule.log"),
+        }
+    }
 }
 
 /// A name as a file name piece: anything but `[A-Za-z0-9._-]` becomes `_`.

@@ -102,6 +102,10 @@ pub struct Limiter {
     own: StoreLimits,
     shared: Option<Arc<Budget>>,
     taken: u64,
+    /// The size a refused growth asked for, the first time one was refused: a guest's
+    /// allocator usually traps right after (`unreachable`), and this tells that trap
+    /// from any other.
+    refused: Option<u64>,
     /// `Cap::hostcall_bytes`, for `sandbox::limit` to hand wasmtime.
     pub hostcall_bytes: u64,
 }
@@ -115,8 +119,19 @@ impl Limiter {
                 .build(),
             shared: cap.shared.clone(),
             taken: 0,
+            refused: None,
             hostcall_bytes: cap.hostcall_bytes,
         }
+    }
+
+    /// The linear memory size the first refused growth asked for, if one was refused.
+    pub fn refused(&self) -> Option<u64> {
+        self.refused
+    }
+
+    fn refuse(&mut self, desired: usize) -> wasmtime::Result<bool> {
+        self.refused.get_or_insert(desired as u64);
+        Ok(false)
     }
 }
 
@@ -128,14 +143,14 @@ impl ResourceLimiter for Limiter {
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         if !self.own.memory_growing(current, desired, maximum)? {
-            return Ok(false);
+            return self.refuse(desired);
         }
         let Some(shared) = &self.shared else {
             return Ok(true);
         };
         let more = desired.saturating_sub(current) as u64;
         if !shared.take(more) {
-            return Ok(false);
+            return self.refuse(desired);
         }
         self.taken += more;
         Ok(true)
@@ -186,8 +201,10 @@ mod tests {
         let mut a = Limiter::new(&cap);
         let mut b = Limiter::new(&cap);
         assert!(a.memory_growing(0, 2 << 16, None).unwrap());
+        assert_eq!(a.refused(), None);
         // Its own cap refuses more, whatever the budget holds.
         assert!(!a.memory_growing(2 << 16, 3 << 16, None).unwrap());
+        assert_eq!(a.refused(), Some(3 << 16), "the refusal is remembered");
         assert!(b.memory_growing(0, 1 << 16, None).unwrap());
         // The budget refuses what each cap would allow.
         assert!(!b.memory_growing(1 << 16, 2 << 16, None).unwrap());

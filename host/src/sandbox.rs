@@ -46,6 +46,16 @@ pub struct Grants<'a> {
 
 impl Sandbox {
     pub fn new(grants: &Grants<'_>) -> Result<Self, Error> {
+        Self::build(grants, None)
+    }
+
+    /// [`Sandbox::new`], and `dir` preopened read-only at `guest` besides the workdir:
+    /// an upstream capsule component's runtime directory (`murmur-runtime`, its task).
+    pub fn with_read_only(grants: &Grants<'_>, dir: &Path, guest: &str) -> Result<Self, Error> {
+        Self::build(grants, Some((dir, guest)))
+    }
+
+    fn build(grants: &Grants<'_>, read_only: Option<(&Path, &str)>) -> Result<Self, Error> {
         let mut builder = WasiCtxBuilder::new();
         // Guest panics and prints are diagnostics for the component's author: its log,
         // escaped, never our stdout (which `--json` keeps to one line) nor raw on our
@@ -68,6 +78,16 @@ impl Sandbox {
                             "could not open the workdir {} for a component: {e:#}",
                             dir.display()
                         ),
+                    )
+                })?;
+        }
+        if let Some((dir, guest)) = read_only {
+            builder
+                .preopened_dir(dir, guest, FsPerms::ReadOnly)
+                .map_err(|e| {
+                    Error::new(
+                        "E-IO-003",
+                        format!("could not open {} for a component: {e:#}", dir.display()),
                     )
                 })?;
         }

@@ -12,6 +12,7 @@
 
 mod budget;
 mod call;
+mod capsule;
 mod current;
 mod ending;
 mod interrupt;
@@ -407,14 +408,27 @@ impl Session {
     }
 }
 
-/// The session loop component, linked once.
+/// The session loop component, linked once: a loop of ours, or an upstream capsule
+/// component run in its place (`capsule`).
 pub struct LoopComponent {
-    pre: SessionLoopPre<LoopState>,
+    flavor: Flavor,
     label: String,
+}
+
+enum Flavor {
+    Ours(SessionLoopPre<LoopState>),
+    Capsule(capsule::CapsuleComponent),
 }
 
 impl LoopComponent {
     pub fn new(engine: &Engine, component: &Component, label: String) -> Result<Self, Error> {
+        if engine::classify(engine.wasmtime(), component) == engine::Kind::UpstreamCapsule {
+            let linked = capsule::link(engine, component, &label)?;
+            return Ok(LoopComponent {
+                flavor: Flavor::Capsule(linked),
+                label,
+            });
+        }
         let pre = engine.linked(component, || {
             engine::check_world(engine, component, &engine::SESSION_LOOP, &label)?;
             let mut linker = Linker::<LoopState>::new(engine.wasmtime());
@@ -434,7 +448,15 @@ impl LoopComponent {
                 .and_then(SessionLoopPre::new)
                 .map_err(link)
         })?;
-        Ok(LoopComponent { pre, label })
+        Ok(LoopComponent {
+            flavor: Flavor::Ours(pre),
+            label,
+        })
+    }
+
+    /// An upstream capsule component, not a session loop of ours.
+    pub fn is_capsule(&self) -> bool {
+        matches!(self.flavor, Flavor::Capsule(_))
     }
 
     /// Runs the whole session. A task the loop left running when it returned or
@@ -442,6 +464,10 @@ impl LoopComponent {
     /// every task still queued. A loop past its deadline, or deaf to a stop or cancel
     /// (see `interrupt`), is dropped and ends the session.
     pub async fn run(&self, session: Session) -> (Totals, Result<(), Error>) {
+        let pre = match &self.flavor {
+            Flavor::Ours(pre) => pre,
+            Flavor::Capsule(capsule) => return capsule.run(&self.label, session).await,
+        };
         let grants = &session.settings.grants;
         let sandbox = match Sandbox::new(&Grants {
             workdir: Some(&session.workdir.root),
@@ -471,13 +497,13 @@ impl LoopComponent {
                 held_at: None,
             },
         };
-        let mut store = Store::new(self.pre.engine(), state);
+        let mut store = Store::new(pre.engine(), state);
         sandbox::limit(&mut store);
         hooks.session_start().await;
         store.data_mut().restart_deadline();
         let call = async {
             let started = Instant::now();
-            let bindings = self.pre.instantiate_async(&mut store).await?;
+            let bindings = pre.instantiate_async(&mut store).await?;
             store
                 .data()
                 .session

@@ -163,6 +163,15 @@ pub struct Tools {
     mcp: Vec<Arc<crate::mcp::supervisor::Server>>,
 }
 
+/// Who asked for a call: a model (through the session loop) sends a JSON object; an
+/// upstream capsule component sends `tool-input.data`, which upstream hands its tools
+/// as it is, JSON or not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Caller {
+    Model,
+    Capsule,
+}
+
 /// How far a call got, which decides its fence and its trace event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reach {
@@ -189,6 +198,18 @@ pub struct Dispatched {
     pub refused: Option<Refused>,
     /// A call to a peer: for its `member_call` line.
     pub peer: Option<peer_tool::Called>,
+    /// The result unfenced, for an upstream capsule component that made the call
+    /// (`crate::upstream::capsule`): a component is code, not a model, so it gets the
+    /// text as the tool gave it. `None` when the call did not run.
+    pub plain: Option<Plain>,
+}
+
+/// What a tool that ran gave, before the host fenced it for a model.
+#[derive(Debug)]
+pub enum Plain {
+    Text(String),
+    /// An upstream tool's own `tool-result`, as it returned it.
+    Upstream(upstream::exports::murmur::tool::run::ToolResult),
 }
 
 impl Dispatched {
@@ -206,6 +227,7 @@ impl Dispatched {
             detached: None,
             refused: None,
             peer: None,
+            plain: None,
         }
     }
 
@@ -228,6 +250,7 @@ impl Dispatched {
             detached: None,
             refused: None,
             peer: None,
+            plain: Some(Plain::Text(text.to_string())),
         }
     }
 }
@@ -444,11 +467,11 @@ impl Tools {
         input: &str,
         task: TaskInfo,
         wire: &Arc<Wire>,
-        port: Option<Port>,
+        (port, caller): (Option<Port>, Caller),
     ) -> Dispatched {
         let started = Instant::now();
         let mut out = match (self.get(name), self.find_mcp(name)) {
-            (Some(tool), _) => self.run(tool, input, task, wire, port).await,
+            (Some(tool), _) => self.run(tool, input, task, wire, (port, caller)).await,
             (None, Some((server, tool))) => self.run_mcp(server, &tool, input, wire, port).await,
             (None, None) => Dispatched::not_reached(format!(
                 "tool '{name}' is not declared in manifest allowlist"
@@ -466,14 +489,15 @@ impl Tools {
         input: &str,
         task: TaskInfo,
         wire: &Arc<Wire>,
-        port: Option<Port>,
+        (port, caller): (Option<Port>, Caller),
     ) -> Dispatched {
         match &tool.kind {
             Kind::Shell { binary } => self.run_shell(&tool.name, binary, input).await,
             Kind::Skill { text } => run_skill(&self.grants.workdir, text),
             Kind::Peer { desk } => self.run_peer(desk, input, &task, wire, port).await,
             Kind::Component { .. } | Kind::Upstream { .. } => {
-                if !matches!(serde_json::from_str::<Value>(input), Ok(Value::Object(_))) {
+                let as_is = caller == Caller::Capsule && matches!(tool.kind, Kind::Upstream { .. });
+                if !as_is && !matches!(serde_json::from_str::<Value>(input), Ok(Value::Object(_))) {
                     return Dispatched::not_reached(format!(
                         "tool '{}' input must be a JSON object",
                         tool.name
@@ -623,7 +647,10 @@ impl Tools {
             .bound(called)
             .await
             .unwrap_or_else(|| Err(wasmtime::Error::msg(deadline::exceeded(clock.limit()))));
+        // A capsule component that made the call gets the result as the tool returned it.
+        let mut kept = None;
         let read = called.map_err(|trap| trap_text(&trap)).and_then(|result| {
+            kept = Some(result.clone());
             crate::upstream::tool::outcome(
                 result,
                 &self.grants.workdir,
@@ -634,6 +661,7 @@ impl Tools {
             Ok(outcome) => {
                 let mut out = Dispatched::fenced(name, &outcome.text, outcome.is_error);
                 out.truncated = outcome.truncated;
+                out.plain = kept.map(Plain::Upstream);
                 out
             }
             Err(why) => {
@@ -709,6 +737,7 @@ fn run_skill(workdir: &std::path::Path, text: &std::path::Path) -> Dispatched {
         .and_then(|view| view.read_to_string(&text.to_string_lossy()));
     match read {
         Ok(content) => Dispatched {
+            plain: Some(Plain::Text(content.clone())),
             content,
             fence_source: None,
             is_error: false,

@@ -5,8 +5,11 @@
 //! the session, the trace and the wire never see the difference. The WIT is in
 //! `wit/upstream/`; `engine::classify` decides which components come here.
 //!
-//! Upstream's hook world (`murmur:hook/lifecycle@0.9.0`) is served through `hook`.
+//! Upstream's hook world (`murmur:hook/lifecycle@0.9.0`) is served through `hook`, and
+//! its capsule world (`murmur:capsule/run@0.1.0`, a whole capsule with no model) through
+//! `capsule`, which runs it in place of a session loop.
 
+pub mod capsule;
 pub mod driver;
 pub mod hook;
 pub mod tool;
@@ -47,6 +50,9 @@ pub const TOOL_IMPORTS: [&str; 2] = ["murmur:task/task@0.1.0", "murmur:stream/ev
 pub const HOOK_IMPORTS: [&str; 0] = [];
 /// The `murmur:` interfaces an upstream driver may import.
 pub const DRIVER_IMPORTS: [&str; 1] = ["murmur:stream/events@0.1.0"];
+/// The `murmur:` interfaces an upstream capsule may import: the tool registry, and the
+/// tool interface whose types the registry uses (types only: nothing to provide).
+pub const CAPSULE_IMPORTS: [&str; 2] = [capsule::REGISTRY, crate::engine::UPSTREAM_RUN];
 
 /// Refuses an upstream component importing a `murmur:` interface its world does not
 /// provide (ours included: upstream's worlds and ours do not mix in one component).

@@ -14,7 +14,19 @@ pub enum Kind {
     Driver,
     Hook,
     Loop,
+    /// Upstream Murmur's capsule world (`murmur:capsule/run@0.1.0`), run in place of a
+    /// session loop. It has no `--world` name: its export alone says what it is.
+    Capsule,
 }
+
+/// Upstream's capsule world, as the check names it: served through an adapter at
+/// upstream's version, so not one of `engine`'s worlds.
+const CAPSULE: engine::World = engine::World {
+    name: "capsule",
+    export: "murmur:capsule/run",
+    imports: &["murmur:tool-registry/invoke", "murmur:tool/run"],
+    later: &[],
+};
 
 impl Kind {
     /// The name users type (`--world`) and read (`world: tool`).
@@ -24,6 +36,7 @@ impl Kind {
             Kind::Driver => "driver",
             Kind::Hook => "hook",
             Kind::Loop => "loop",
+            Kind::Capsule => "capsule",
         }
     }
 
@@ -34,6 +47,7 @@ impl Kind {
             Kind::Driver => &engine::DRIVER,
             Kind::Hook => &engine::HOOK,
             Kind::Loop => &engine::SESSION_LOOP,
+            Kind::Capsule => &CAPSULE,
         }
     }
 }
@@ -139,6 +153,13 @@ pub fn detect(decoded: &Decoded) -> Option<Kind> {
     if upstream_run && decoded.http {
         return Some(Kind::Driver);
     }
+    if decoded
+        .exports
+        .iter()
+        .any(|e| e == engine::UPSTREAM_CAPSULE)
+    {
+        return Some(Kind::Capsule);
+    }
     const KINDS: [Kind; 4] = [Kind::Tool, Kind::Driver, Kind::Hook, Kind::Loop];
     KINDS.into_iter().find(|kind| {
         decoded
@@ -158,6 +179,7 @@ pub fn link(bytes: &[u8], kind: Kind, name: &str) -> Result<(), Error> {
         Kind::Driver => format!("driver artifact '{name}'"),
         Kind::Hook => format!("hook artifact '{name}'"),
         Kind::Loop => format!("session loop artifact '{name}'"),
+        Kind::Capsule => format!("capsule component '{name}'"),
     };
     let component = engine.load(bytes, &label)?;
     let upstream = engine::classify(engine.wasmtime(), &component) == engine::Kind::UpstreamRun;
@@ -172,6 +194,19 @@ pub fn link(bytes: &[u8], kind: Kind, name: &str) -> Result<(), Error> {
         Kind::Driver => crate::driver::link(&engine, &component, &label).map(drop),
         Kind::Hook => crate::hooks::link(&engine, &component, &label).map(drop),
         Kind::Loop => crate::session::LoopComponent::new(&engine, &component, label).map(drop),
+        // Linked as a capsule links it: in place of its session loop.
+        Kind::Capsule => {
+            match crate::session::LoopComponent::new(&engine, &component, label.clone())? {
+                linked if linked.is_capsule() => Ok(()),
+                _ => Err(Error::new(
+                    "E-RUN-031",
+                    format!(
+                        "{label} does not export run: func() in {}",
+                        engine::UPSTREAM_CAPSULE
+                    ),
+                )),
+            }
+        }
     }
 }
 
@@ -204,7 +239,8 @@ mod tests {
         assert_eq!(of("murmur:tool/run@0.1.0"), Some(Kind::Tool));
         assert_eq!(of("murmur:hook/lifecycle@0.9.0"), Some(Kind::Hook));
         assert_eq!(of("murmur:driver/inference@0.2.0"), Some(Kind::Driver));
-        assert_eq!(of("murmur:capsule/run@0.1.0"), None);
+        assert_eq!(of("murmur:capsule/run@0.1.0"), Some(Kind::Capsule));
+        assert_eq!(of("murmur:capsule/other@0.1.0"), None);
     }
 
     #[test]

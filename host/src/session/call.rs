@@ -16,8 +16,15 @@ use crate::bindings::message::{ToolCall, ToolResult};
 use crate::bindings::tool::murmur::task::task::TaskInfo;
 use crate::detached::{self, StartedFrom};
 use crate::input::Port;
-use crate::tools::{Dispatched, Reach};
+use crate::tools::{Caller, Dispatched, Plain, Reach};
 use crate::trace::line;
+
+/// What a tool that ran gave an upstream capsule component's call.
+pub(super) struct Invoked {
+    pub plain: Plain,
+    pub is_error: bool,
+    pub truncated: bool,
+}
 
 /// What becomes of one call once it has been admitted and decided.
 enum Step {
@@ -50,7 +57,7 @@ impl Current<'_> {
             .filter(|(_, step)| matches!(step, Step::Run))
             .map(|(call, _)| call)
             .collect();
-        let mut ran = self.dispatch_all(&runs).await.into_iter();
+        let mut ran = self.dispatch_all(&runs, Caller::Model).await.into_iter();
         let mut results = Vec::with_capacity(calls.len());
         for (call, step) in calls.iter().zip(steps) {
             let (content, is_error) = match step {
@@ -88,9 +95,46 @@ impl Current<'_> {
         })
     }
 
+    /// One call an upstream capsule component made through its tool registry, in its
+    /// task: admitted, decided, run and recorded as a call of a `call-tools` list is
+    /// (bounds, `on-tool-call` hooks, frame, trace lines, observation hooks). `Ok` is
+    /// what the tool gave, for a call that ran; `Err` what the component is told of one
+    /// that did not (refused, undeclared, trapped, or the workdir quota it broke).
+    pub(super) async fn invoke(
+        &mut self,
+        call: &ToolCall,
+    ) -> wasmtime::Result<Result<Invoked, String>> {
+        // A component has no model replies: each call is a reply of its own, so only
+        // the task's bound (`max_tool_calls_per_task`) counts its calls.
+        self.run.calls.replied();
+        let turn = self.run.counts.turns.saturating_sub(1);
+        let told = match self.decide(turn, call).await? {
+            Step::Refused(refusal) => self.refuse(turn, call, refusal)?.0,
+            Step::Denied(told) => told,
+            Step::Run => {
+                let Some(mut done) = self.dispatch_all(&[call], Caller::Capsule).await.pop() else {
+                    return Err(wasmtime::Error::msg("a dispatched call has no result"));
+                };
+                let ran = done.plain.take().map(|plain| Invoked {
+                    plain,
+                    is_error: done.is_error,
+                    truncated: done.truncated,
+                });
+                let (content, _) = self.record_run(turn, call, done).await?;
+                // The workdir quota ended the task over this call: its result is the
+                // breach, as a model would be told.
+                match ran {
+                    Some(ran) if self.run.breach.is_none() => return Ok(Ok(ran)),
+                    _ => content,
+                }
+            }
+        };
+        Ok(Err(told))
+    }
+
     /// Runs the admitted calls side by side, each under its own deadline; the loop's
     /// holds meanwhile. Results come back in call order.
-    async fn dispatch_all(&mut self, calls: &[&ToolCall]) -> Vec<Dispatched> {
+    async fn dispatch_all(&mut self, calls: &[&ToolCall], caller: Caller) -> Vec<Dispatched> {
         if calls.is_empty() {
             return Vec::new();
         }
@@ -107,7 +151,7 @@ impl Current<'_> {
             let port = Port::of(&session.inbox, &session.wire, &session.trace, task, &parent);
             session
                 .tools
-                .dispatch(&call.name, &call.input, info, &session.wire, port)
+                .dispatch(&call.name, &call.input, info, &session.wire, (port, caller))
         });
         let done = join_all(runs).await;
         self.resume_deadline();

@@ -328,7 +328,7 @@ fn outcome_bytes(outcome: &TaskOutcome) -> u64 {
 }
 
 /// `task.md` after reopens: the original task, then the feedback of each reopen.
-fn reopened_task_md(task: &str, feedback: &[(String, String)]) -> String {
+pub(super) fn reopened_task_md(task: &str, feedback: &[(String, String)]) -> String {
     let mut text = format!(
         "{task}\n\n---\n\n# Reopen feedback\n\nThe previous attempt was not accepted; \
          address the feedback below.\n"
