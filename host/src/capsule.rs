@@ -134,7 +134,7 @@ pub async fn stage(engine: &Engine, m: Arc<Manifest>, opts: Options<'_>) -> Resu
     let wire = Arc::new(wire);
     let memory = opts.memory.clone();
     let desk = Arc::new(Desk::for_capsule(&m, opts.seat, &session_id)?);
-    let (loop_component, staged) = stage::stage(
+    let (loop_component, mut staged) = stage::stage(
         engine,
         &m,
         opts.loop_path,
@@ -144,6 +144,21 @@ pub async fn stage(engine: &Engine, m: Arc<Manifest>, opts: Options<'_>) -> Resu
         &desk,
     )
     .await?;
+    if m.capsule.is_some() && opts.loop_path.is_none() && !loop_component.is_capsule() {
+        // A loop of ours passes its own world's check; without `inference` it has no model.
+        return Err(Error::new(
+            "E-RUN-031",
+            format!(
+                "{} is a session loop, not an upstream capsule component (murmur:capsule/run@0.1.0)",
+                staged.session_loop.label
+            ),
+        )
+        .hint("a manifest without 'inference' runs the capsule component beside it; set 'inference' to run this loop with a model"));
+    }
+    if m.capsule.is_some() {
+        // The stand-in driver is never called: the trace and MURMUR.md say there is none.
+        staged.driver_label = "none (upstream capsule component)".into();
+    }
     let alone = matches!(opts.launch, Launch::FromRun(_));
     // Before anything is made: a config or ledger in the way stops the launch here.
     let spend = crate::spend::Spend::for_capsule(m.inference.max_session_tokens, opts.spend)?;
@@ -417,6 +432,18 @@ pub fn component_sources(
 }
 
 pub fn unreachable_endpoint(m: &Manifest) -> Option<String> {
+    if m.capsule.is_some() {
+        // No model: nothing is ever sent to a model server.
+        return None;
+    }
+    // A gateway's origin is the driver's to reach, whatever the allow-list says.
+    if let DriverRef::Artifact { name, .. } = &m.inference.driver
+        && m.artifacts
+            .iter()
+            .any(|a| &a.name == name && a.gateway.is_some())
+    {
+        return None;
+    }
     let url = match (&m.inference.endpoint, &m.inference.driver) {
         (Some(url), _) => url.as_str(),
         (None, DriverRef::Builtin { name, .. }) if name == "openai" => builtin::OPENAI_ENDPOINT,

@@ -58,6 +58,58 @@ pub enum Command {
     /// A capsule's MCP servers: start them confined and list the tools they offer.
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Publish a component to an OCI registry: `mur push X.wasm host[:port]/ns/name:version`.
+    #[command(long_about = PUSH_ABOUT)]
+    Push(PushArgs),
+    /// Fetch a component from an OCI registry into the component cache, checking its digest.
+    Pull(PullArgs),
+    /// List a repository's versions (its tags), newest first.
+    Ls(LsArgs),
+    /// Resolve a capsule's artifacts by name and version, compile them, and pin them in
+    /// murmur.lock beside the manifest.
+    #[command(long_about = INSTALL_ABOUT)]
+    Install(InstallArgs),
+}
+
+const PUSH_ABOUT: &str = "Publish a component to an OCI registry in the CNCF Wasm layout (one \
+application/wasm layer; a config naming its world's imports and exports), as wkg and spin \
+registry do. The file must be a component of one of mur's worlds, or of upstream Murmur's. \
+Credentials come from MUR_REGISTRY_USERNAME and MUR_REGISTRY_PASSWORD, else the Docker \
+config.json (docker login). Plain HTTP is used only for a loopback registry or one that \
+insecure_registries in $MURMUR_HOME/config.yaml names.";
+
+const INSTALL_ABOUT: &str = "Resolve every artifacts[] entry without 'source:' through the \
+registry (the manifest's 'registry:', else 'registry' in $MURMUR_HOME/config.yaml), fetch each \
+component into the cache, compile it as mur warm does, and write murmur.lock beside the \
+manifest: name, version, digest and registry of each. mur run then runs exactly those digests, \
+offline. A lock that pins another digest for the same name and version is not overwritten: \
+the install is refused, naming both.";
+
+#[derive(clap::Args, Debug)]
+pub struct PushArgs {
+    /// The component to publish.
+    pub file: PathBuf,
+    /// Where: host[:port]/namespace/name:version.
+    pub reference: String,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PullArgs {
+    /// What: host[:port]/namespace/name:version, or …@sha256:<digest>.
+    pub reference: String,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct LsArgs {
+    /// The repository: host[:port]/namespace/name (a :version is ignored).
+    pub reference: String,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct InstallArgs {
+    /// The capsule manifest whose artifacts are resolved.
+    #[arg(long, default_value = "./murmur.yaml")]
+    pub manifest: PathBuf,
 }
 
 // ---------------------------------------------------------------------------------
@@ -382,6 +434,9 @@ pub struct RunArgs {
     /// Replaces the manifest's system prompt for this run (trimmed; empty clears it).
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     pub system_prompt: Option<String>,
+    /// Do not read a `.env` beside the manifest for its ${NAME} values.
+    #[arg(long)]
+    pub no_env_file: bool,
     /// A session loop component to run instead of the built-in one.
     #[arg(long = "loop", value_name = "PATH.wasm")]
     pub loop_path: Option<PathBuf>,

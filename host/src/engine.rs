@@ -208,6 +208,7 @@ impl Engine {
             )
             .hint("build it for wasm32-wasip2 (a component), not a core module")
         })?;
+        COMPILED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Some(path) = cached {
             store_in_cache(&component, &path);
         }
@@ -301,15 +302,27 @@ impl Pool {
     }
 }
 
-/// `MUR_CACHE_DIR`, else the XDG cache dir, else none (every run compiles).
-fn cache_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("MUR_CACHE_DIR")
+/// Components this process compiled from their WebAssembly (not found in memory, in
+/// the cache or in the binary): `/metrics` shows it, so an operator sees that tenants
+/// naming one component share its compiled form.
+static COMPILED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+pub fn compiled_total() -> u64 {
+    COMPILED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// `MUR_CACHE_DIR`, else `mur` in the XDG cache dir, else in `~/.cache`: where compiled
+/// components and pulled ones are kept.
+pub fn cache_root() -> Option<PathBuf> {
+    std::env::var_os("MUR_CACHE_DIR")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("mur")))
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("mur"))
-        })?;
-    let dir = dir.join("components");
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("mur")))
+}
+
+/// The compiled forms' folder under [`cache_root`], else none (every run compiles).
+fn cache_dir() -> Option<PathBuf> {
+    let dir = cache_root()?.join("components");
     std::fs::create_dir_all(&dir).ok()?;
     Some(dir)
 }
@@ -535,6 +548,9 @@ pub enum Kind {
     UpstreamRun,
     /// Upstream Murmur's hook, `murmur:hook/lifecycle@0.9.0`.
     UpstreamHook,
+    /// Upstream Murmur's whole capsule, `murmur:capsule/run@0.1.0` with its `run`
+    /// function: run in place of a session loop (`crate::session::capsule`).
+    UpstreamCapsule,
     /// No world this host knows.
     Unknown,
 }
@@ -543,6 +559,8 @@ pub enum Kind {
 pub const UPSTREAM_RUN: &str = "murmur:tool/run@0.1.0";
 /// Upstream's hook export.
 pub const UPSTREAM_HOOK: &str = "murmur:hook/lifecycle@0.9.0";
+/// Upstream's capsule export.
+pub const UPSTREAM_CAPSULE: &str = "murmur:capsule/run@0.1.0";
 
 #[allow(dead_code, reason = "`mur component check` names the world with it")]
 impl Kind {
@@ -552,6 +570,7 @@ impl Kind {
             Kind::Ours(name) => name,
             Kind::UpstreamRun => "upstream tool or driver (murmur:tool/run@0.1.0)",
             Kind::UpstreamHook => "upstream hook (murmur:hook/lifecycle@0.9.0)",
+            Kind::UpstreamCapsule => "upstream capsule (murmur:capsule/run@0.1.0)",
             Kind::Unknown => "unknown",
         }
     }
@@ -574,6 +593,9 @@ pub fn classify(engine: &wasmtime::Engine, component: &Component) -> Kind {
         }
         if name == UPSTREAM_HOOK {
             return Kind::UpstreamHook;
+        }
+        if name == UPSTREAM_CAPSULE && functions("run") {
+            return Kind::UpstreamCapsule;
         }
         if let Some(world) = WORLDS.iter().find(|w| split_version(name).0 == w.export) {
             kind = Kind::Ours(world.name);

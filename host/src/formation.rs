@@ -103,7 +103,9 @@ pub(crate) fn load_members(
         for warning in &loaded.warnings {
             warn(&warning.text);
         }
-        manifests.push(Arc::new(loaded.manifest));
+        let mut m = loaded.manifest;
+        crate::registry::resolve::resolve_here(&mut m, warn)?;
+        manifests.push(Arc::new(m));
     }
     for (member, m) in roster.members.iter().zip(&manifests) {
         let called = roster.edges.iter().any(|e| e.to == member.name);

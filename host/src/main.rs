@@ -47,6 +47,10 @@ fn main() -> ExitCode {
             cli::Command::Component(cli::ComponentCommand::Check(args)) => check::check(&args),
             cli::Command::Trace(command) => inspect::run(command),
             cli::Command::Mcp(cli::McpCommand::Ls(args)) => mur::mcp_ls::run(&args).await,
+            cli::Command::Push(args) => mur::registry::push(&args).await,
+            cli::Command::Pull(args) => mur::registry::pull(&args).await,
+            cli::Command::Ls(args) => mur::registry::ls(&args).await,
+            cli::Command::Install(args) => mur::registry::install(&args).await,
         }
     });
     match result {

@@ -184,13 +184,22 @@ pub(crate) struct Waits {
 /// pool makes them.
 pub(crate) async fn send_allowed(
     rules: &[NetRule],
-    mut request: Request<Full<Bytes>>,
+    request: Request<Full<Bytes>>,
     waits: Waits,
 ) -> Result<Response<PooledBody>> {
     let target = Origin::of(request.uri());
     if !rules.iter().any(|rule| rule.allows(&target)) {
         return Err(Error::HttpRequestDenied);
     }
+    send_own(request, waits).await
+}
+
+/// Sends a request the host makes for its own user, not a capsule's (to a component
+/// registry the user named), once, on the pool's connections, within `waits`.
+pub(crate) async fn send_own(
+    mut request: Request<Full<Bytes>>,
+    waits: Waits,
+) -> Result<Response<PooledBody>> {
     // The pool sends the request line in origin form, and HTTP/1.1 servers (uvicorn's
     // h11 among them) refuse a request without a Host.
     let host = request.uri().authority().map(|a| match a.port_u16() {

@@ -132,14 +132,16 @@ pub(crate) async fn run_seated(
 
 /// The manifest, with the command line's lifecycle overrides applied.
 pub(crate) fn load_manifest(args: &RunArgs) -> Result<Manifest, Error> {
-    let loaded = match args.system_prompt {
-        Some(_) => manifest::load_with_prompt_from_cli(&args.manifest)?,
-        None => manifest::load(&args.manifest)?,
-    };
+    let loaded = manifest::load_with(
+        &args.manifest,
+        args.system_prompt.is_some(),
+        !args.no_env_file,
+    )?;
     for warning in &loaded.warnings {
         eprintln!("{}", warning.text);
     }
     let mut m = loaded.manifest;
+    crate::registry::resolve::resolve_here(&mut m, &mut |line| eprintln!("{line}"))?;
     if let Some(warning) = capsule::unreachable_endpoint(&m) {
         eprintln!("{warning}");
     }
@@ -256,7 +258,10 @@ fn announce(
         if args.verbose {
             println!("workdir: {}", workdir.root.display());
             println!("manifest: {} v{}", m.name, m.version);
-            println!("driver: {} ({})", driver_name(m), m.inference.model);
+            match &m.capsule {
+                Some(_) => println!("driver: none (an upstream capsule component, no model)"),
+                None => println!("driver: {} ({})", driver_name(m), m.inference.model),
+            }
             let skills = m
                 .artifacts
                 .iter()

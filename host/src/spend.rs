@@ -21,7 +21,7 @@
 //! or a process killed) keeps its whole reservation: a ceiling errs on the side of
 //! counting.
 
-mod config;
+use crate::home_config as config;
 mod ledger;
 
 use std::path::{Path, PathBuf};

@@ -19,7 +19,9 @@ pub fn run(args: &WarmArgs) -> Result<ExitCode, Error> {
     for warning in &loaded.warnings {
         eprintln!("{}", warning.text);
     }
-    let sources = capsule::component_sources(&loaded.manifest, args.loop_path.as_deref())?;
+    let mut m = loaded.manifest;
+    crate::registry::resolve::resolve_here(&mut m, &mut |line| eprintln!("{line}"))?;
+    let sources = capsule::component_sources(&m, args.loop_path.as_deref())?;
     let engine = Engine::new()?;
     let mut failed = None;
     for ((_, label), result) in sources.iter().zip(engine.warm(&sources)) {
@@ -37,7 +39,7 @@ pub fn run(args: &WarmArgs) -> Result<ExitCode, Error> {
     }
 }
 
-fn said(origin: Origin, took: Duration, engine: &Engine) -> String {
+pub(crate) fn said(origin: Origin, took: Duration, engine: &Engine) -> String {
     let ms = took.as_secs_f64() * 1000.0;
     match (origin, engine.cache_dir()) {
         (Origin::Binary, _) => "compiled into mur itself".to_string(),

@@ -41,6 +41,10 @@ mod loops;
 mod mcp_door;
 mod mcp_http;
 mod mcp_stdio;
+mod oci;
+mod oci_hostile;
+mod oci_serve;
+mod oci_upstream;
 mod peer_lanes;
 mod peer_remote;
 mod queue_crash;
@@ -64,6 +68,7 @@ mod trace_calls;
 mod trace_cmd;
 mod trace_schema;
 mod upstream;
+mod upstream_capsule;
 mod watch;
 // `mur watch` and `mur stop` again, against capsules hosted by `mur serve`.
 #[path = "watch.rs"]

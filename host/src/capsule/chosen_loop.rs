@@ -1,10 +1,11 @@
 //! Which session loop a run uses, and how it is named wherever a user looks: `--loop
-//! PATH.wasm` first, else the manifest's loop artifact (`loop: NAME`, or its only
-//! `runtime: loop` entry), else the loop built into mur.
+//! PATH.wasm` first, else the upstream capsule component of a manifest without
+//! `inference` (it runs in the loop's place), else the manifest's loop artifact
+//! (`loop: NAME`, or its only `runtime: loop` entry), else the loop built into mur.
 
 use std::path::{Path, PathBuf};
 
-use super::stage::read_component;
+use super::stage::{artifact_wasm, read_component};
 use crate::builtin;
 use crate::engine::Wasm;
 use crate::error::Error;
@@ -16,6 +17,7 @@ enum Origin {
     Builtin,
     Artifact,
     Path(PathBuf),
+    Capsule,
 }
 
 /// The loop's identity: `name` and `version` go on `session_start` (`loop`,
@@ -64,6 +66,20 @@ impl LoopIdentity {
         }
     }
 
+    /// An upstream capsule component is named by its file, as upstream finds it.
+    fn capsule(path: &Path) -> Self {
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        LoopIdentity {
+            label: format!("capsule component '{name}'"),
+            name,
+            version: None,
+            origin: Origin::Capsule,
+        }
+    }
+
     /// One line for people: the launch line's `loop:` and MURMUR.md's "Session loop".
     pub fn shown(&self) -> String {
         match (&self.origin, &self.version) {
@@ -75,6 +91,7 @@ impl LoopIdentity {
             (Origin::Artifact, Some(version)) => format!("{} v{version}", self.name),
             (Origin::Artifact, None) => format!("{} (no version)", self.name),
             (Origin::Path(path), _) => format!("{} (--loop {})", self.name, path.display()),
+            (Origin::Capsule, _) => format!("{} (upstream capsule component, no model)", self.name),
         }
     }
 }
@@ -89,11 +106,14 @@ pub(super) fn choose(
         let identity = LoopIdentity::path(path);
         return Ok((Wasm::read(read_component(path, &identity.label)?), identity));
     }
+    if let Some(path) = &m.capsule {
+        let identity = LoopIdentity::capsule(path);
+        return Ok((Wasm::read(read_component(path, &identity.label)?), identity));
+    }
     match m.loop_artifact() {
         Some(artifact) => {
             let identity = LoopIdentity::artifact(&artifact.name, artifact.version.as_deref());
-            let bytes = read_component(&artifact.source, &identity.label)?;
-            Ok((Wasm::read(bytes), identity))
+            Ok((artifact_wasm(artifact, &identity.label)?, identity))
         }
         None => Ok((builtin::session_loop(), LoopIdentity::builtin())),
     }
@@ -127,5 +147,15 @@ mod tests {
         );
         assert_eq!(file.shown(), "my-loop.wasm (--loop /loops/my-loop.wasm)");
         assert_eq!(file.label, "session loop /loops/my-loop.wasm");
+
+        let capsule = LoopIdentity::capsule(Path::new("/c/capsule.wasm"));
+        assert_eq!(
+            (capsule.name.as_str(), capsule.label.as_str()),
+            ("capsule.wasm", "capsule component 'capsule.wasm'")
+        );
+        assert_eq!(
+            capsule.shown(),
+            "capsule.wasm (upstream capsule component, no model)"
+        );
     }
 }

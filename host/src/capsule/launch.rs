@@ -64,6 +64,7 @@ pub(super) async fn open_session(
         hooks,
         memory,
         cpu,
+        components,
     } = staged;
     workdir.create()?;
     let (verdicts, verdicts_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -122,6 +123,7 @@ pub(super) async fn open_session(
         loop_version: session_loop.version.as_deref(),
         driver: &driver_label,
         containment,
+        components,
     });
     let trace = SessionTrace::start(trace, start)
         .map_err(|e| Error::new("E-RUN-007", format!("trace write failed: {e}")))?;

@@ -36,6 +36,9 @@ pub(super) struct Staged {
     pub memory: Cap,
     /// What every instance's CPU time is charged to, under `mur serve`.
     pub cpu: Option<crate::cpu::Account>,
+    /// Every component that runs, by how errors name it, with its sha-256: what the
+    /// trace's `session_start` records, so a run names exactly what ran.
+    pub components: serde_json::Value,
 }
 
 pub(super) async fn stage(
@@ -62,6 +65,10 @@ pub(super) async fn stage(
         driver_label,
         driver_config,
     } = sources(m, loop_path)?;
+    let components = list
+        .iter()
+        .map(|(wasm, label)| json!({"component": label, "sha256": wasm.digest()}))
+        .collect();
     let tool_artifacts = artifacts(m, Runtime::Tool);
     let hook_artifacts = artifacts(m, Runtime::Hook);
     let driver_limits = DriverLimits {
@@ -71,7 +78,7 @@ pub(super) async fn stage(
         deadline: Duration::from_secs(m.capabilities.deadline_seconds),
         max_reply_bytes: m.capabilities.limits.max_driver_reply_bytes,
         network: outbound::NetPolicy {
-            allow: m.capabilities.network_allow.clone(),
+            allow: driver_allow(m),
             retry: m.inference.retry,
             timeouts: m.inference.timeouts,
         },
@@ -178,8 +185,29 @@ pub(super) async fn stage(
         hooks,
         memory,
         cpu,
+        components,
     };
     Ok((loop_component, staged))
+}
+
+/// Where the driver may send requests: the capsule's allow-list, and its gateway's
+/// origin when its artifact names one (upstream's rule: the operator who wrote the
+/// gateway chose where the driver's key goes; nothing else widens).
+fn driver_allow(m: &Manifest) -> Vec<mur_authority::NetRule> {
+    let mut allow = m.capabilities.network_allow.clone();
+    let gateway = match &m.inference.driver {
+        DriverRef::Artifact { name, .. } => m
+            .artifacts
+            .iter()
+            .find(|a| &a.name == name)
+            .and_then(|a| a.gateway.as_ref()),
+        DriverRef::Builtin { .. } => None,
+    };
+    let rule = gateway
+        .and_then(|g| outbound::origin_of(&g.endpoint))
+        .and_then(|origin| mur_authority::NetRule::parse(&origin).ok());
+    allow.extend(rule);
+    allow
 }
 
 /// What a loading thread returned; a panic there is an error here.
@@ -207,7 +235,7 @@ pub(super) fn sources(m: &Manifest, loop_path: Option<&Path>) -> Result<Sources,
     for (runtime, kind) in [(Runtime::Tool, "tool"), (Runtime::Hook, "hook")] {
         for artifact in artifacts(m, runtime) {
             let label = format!("{kind} artifact '{}'", artifact.name);
-            list.push((Wasm::read(read_component(&artifact.source, &label)?), label));
+            list.push((artifact_wasm(artifact, &label)?, label));
         }
     }
     Ok(Sources {
@@ -257,11 +285,7 @@ fn driver_source(m: &Manifest) -> Result<(Wasm, String, serde_json::Value), Erro
                 )
             })?;
             let label = format!("driver artifact '{name}'");
-            Ok((
-                Wasm::read(read_component(&artifact.source, &label)?),
-                label,
-                config.clone(),
-            ))
+            Ok((artifact_wasm(artifact, &label)?, label, config.clone()))
         }
     }
 }
@@ -301,6 +325,28 @@ fn read_script(path: &Path) -> Result<serde_json::Value, Error> {
         Error::new("E-MAN-002", format!("{}: {e}", path.display()))
             .hint("the script is YAML or JSON: {turns: [...]}")
     })
+}
+
+/// An artifact's component, checked against the digest its lock pins.
+pub(super) fn artifact_wasm(artifact: &manifest::Artifact, label: &str) -> Result<Wasm, Error> {
+    let wasm = Wasm::read(read_component(&artifact.source, label)?);
+    if let Some(pinned) = &artifact.pinned {
+        let found = format!("sha256:{}", wasm.digest());
+        if &found != pinned {
+            let what = format!(
+                "artifact '{}' {}",
+                artifact.full_name,
+                artifact.version.as_deref().unwrap_or_default()
+            );
+            return Err(crate::registry::cached_mismatch(
+                &what,
+                pinned,
+                &found,
+                &artifact.source,
+            ));
+        }
+    }
+    Ok(wasm)
 }
 
 pub(super) fn read_component(path: &Path, label: &str) -> Result<Vec<u8>, Error> {

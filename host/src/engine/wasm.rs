@@ -3,6 +3,7 @@
 //! taken when `mur` was built, so a launch neither copies nor hashes it.
 
 use std::borrow::Cow;
+use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
 
@@ -10,6 +11,9 @@ pub struct Wasm {
     bytes: Cow<'static, [u8]>,
     /// The sha-256 (hex) of `bytes`, when known ahead.
     sha256: Option<&'static str>,
+    /// Else taken once, when first asked: the engine's cache, a lock's check and the
+    /// trace all name the component by it.
+    taken: OnceLock<String>,
 }
 
 impl Wasm {
@@ -18,6 +22,7 @@ impl Wasm {
         Wasm {
             bytes: Cow::Owned(bytes),
             sha256: None,
+            taken: OnceLock::new(),
         }
     }
 
@@ -26,6 +31,7 @@ impl Wasm {
         Wasm {
             bytes: Cow::Borrowed(bytes),
             sha256: Some(sha256),
+            taken: OnceLock::new(),
         }
     }
 
@@ -37,7 +43,11 @@ impl Wasm {
     pub fn digest(&self) -> Cow<'static, str> {
         match self.sha256 {
             Some(known) => Cow::Borrowed(known),
-            None => Cow::Owned(hex(&Sha256::digest(&self.bytes))),
+            None => Cow::Owned(
+                self.taken
+                    .get_or_init(|| hex(&Sha256::digest(&self.bytes)))
+                    .clone(),
+            ),
         }
     }
 }

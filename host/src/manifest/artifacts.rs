@@ -43,8 +43,17 @@ pub(super) fn artifacts(cx: &mut Cx, top: &Section) -> Result<Vec<Artifact>> {
 
 fn artifact(cx: &mut Cx, item: &Field) -> Result<Artifact> {
     let sec = item.section(cx, "artifacts[]")?;
-    let (name, line) = sec.req_str(cx, "name")?;
-    let name = checked_name(cx, name, line, &join(&sec.path, "name"))?;
+    let (full_name, line) = sec.req_str(cx, "name")?;
+    let name_path = join(&sec.path, "name");
+    let name = match full_name.split_once('/') {
+        // Upstream's scoped names: the session knows the artifact by the part after
+        // the scope, the registry and the lock by the whole.
+        Some((scope, bare)) => {
+            checked_name(cx, scope.to_string(), line, &name_path)?;
+            checked_name(cx, bare.to_string(), line, &name_path)?
+        }
+        None => checked_name(cx, full_name.clone(), line, &name_path)?,
+    };
     let runtime = sec
         .opt_enum(cx, "runtime", RUNTIMES)?
         .unwrap_or(Runtime::Tool);
@@ -61,25 +70,40 @@ fn artifact(cx: &mut Cx, item: &Field) -> Result<Artifact> {
             None
         }
     };
+    let version = sec.opt_str(cx, "version")?.map(|(v, _)| v);
+    let source = artifact_source(cx, &sec, &name, runtime)?;
+    if source.is_none() && version.is_none() {
+        let hint = "an artifact without 'source' is fetched from the registry by its name and \
+                    version: add 'version', or set 'source' to its file";
+        return Err(cx.missing(sec.line, &join(&sec.path, "version")).hint(hint));
+    }
     Ok(Artifact {
-        version: sec.opt_str(cx, "version")?.map(|(v, _)| v),
         description: sec.opt_str(cx, "description")?.map(|(v, _)| v),
         on_overflow: on_overflow(cx, &sec, runtime)?,
         hook,
-        source: artifact_source(cx, &sec, &name, runtime)?,
+        gateway: super::gateway::gateway(cx, &sec, runtime)?,
+        from_registry: source.is_none(),
+        pinned: None,
+        source: source.unwrap_or_default(),
+        version,
         line: item.line,
         name,
+        full_name,
         runtime,
         capabilities,
     })
 }
 
-fn artifact_source(cx: &Cx, sec: &Section, name: &str, runtime: Runtime) -> Result<PathBuf> {
+/// The artifact's `source`, absolute; `None` when it has none (the registry's).
+fn artifact_source(
+    cx: &Cx,
+    sec: &Section,
+    name: &str,
+    runtime: Runtime,
+) -> Result<Option<PathBuf>> {
     let path = join(&sec.path, "source");
     let Some((rel, line)) = sec.opt_str(cx, "source")? else {
-        let hint = "there is no registry here: set 'source' to the artifact's file (a skill's \
-                    directory), relative to the manifest directory";
-        return Err(cx.missing(sec.line, &path).hint(hint));
+        return Ok(None);
     };
     let abs = cx.resolve(&rel);
     if !abs.exists() {
@@ -88,7 +112,7 @@ fn artifact_source(cx: &Cx, sec: &Section, name: &str, runtime: Runtime) -> Resu
         return Err(cx.not_found(line, what).hint(hint));
     }
     if runtime == Runtime::Skill {
-        return skill_dir(cx, abs, line, &path);
+        return skill_dir(cx, abs, line, &path).map(Some);
     }
     let is_wasm = abs.extension().is_some_and(|e| e == "wasm");
     if !abs.is_file() || !is_wasm {
@@ -99,7 +123,7 @@ fn artifact_source(cx: &Cx, sec: &Section, name: &str, runtime: Runtime) -> Resu
         );
         return Err(cx.invalid(line, &path, why));
     }
-    Ok(abs)
+    Ok(Some(abs))
 }
 
 fn skill_dir(cx: &Cx, abs: PathBuf, line: usize, path: &str) -> Result<PathBuf> {
@@ -182,11 +206,16 @@ mod tests {
         );
         assert_eq!(e.message, want);
 
-        let e = s.err(&artifact_yaml("    version: \"1\"\n"));
+        let e = s.err(&artifact_yaml("    runtime: tool\n"));
         assert_eq!(
-            e.message,
-            "murmur.yaml:7: missing required field 'artifacts[0].source'"
+            text(&e),
+            "error[E-MAN-001]: murmur.yaml:7: missing required field 'artifacts[0].version'\n  \
+             hint: an artifact without 'source' is fetched from the registry by its name and \
+             version: add 'version', or set 'source' to its file"
         );
+        let m = s.ok(&artifact_yaml("    version: \"1\"\n")).manifest;
+        assert!(m.artifacts[0].from_registry);
+        assert_eq!(m.artifacts[0].source, std::path::PathBuf::new());
         let e = s.err(&artifact_yaml(
             "    source: t.wasm\n    on_overflow: block\n",
         ));

@@ -29,11 +29,15 @@ pub(super) fn inference(cx: &mut Cx, top: &Section, artifacts: &[Artifact]) -> R
         "a number from 0 to 2",
     )?;
     let top_p = sec.opt_fraction(cx, "top_p")?;
+    let gateway = gateway_of(&driver, artifacts);
     let inference = Inference {
         transport,
-        endpoint: endpoint(cx, &sec, &driver, transport)?,
+        endpoint: match endpoint(cx, &sec, &driver, transport, gateway.is_some())? {
+            None => gateway.map(|g| g.endpoint.clone()),
+            given => given,
+        },
         model: model(cx, &sec, &driver)?,
-        api_key: api_key(cx, &sec)?,
+        api_key: api_key(cx, &sec)?.or_else(|| gateway.and_then(|g| g.api_key.clone())),
         max_turns: max_turns(cx, &sec)?,
         max_tokens: sec.opt_u32(cx, "max_tokens", 1)?.unwrap_or(8192),
         max_session_tokens: max_session_tokens(cx, &sec)?,
@@ -65,16 +69,66 @@ fn max_session_tokens(cx: &Cx, sec: &Section) -> Result<Option<u64>> {
 }
 
 /// `inference.retry`: how often and how patiently 429, 5xx and refused connections
-/// are retried.
+/// are retried. Upstream Murmur's keys (`max_retries`, `initial_delay_ms`,
+/// `max_delay_ms`, with its bounds) are read beside ours; one setting written both ways
+/// is refused.
 fn retry(cx: &mut Cx, sec: &Section) -> Result<Retry> {
     let retry = sec.sub(cx, "retry")?;
     let default = Retry::default();
     let ms = |v: Option<u64>, d: Duration| v.map_or(d, Duration::from_millis);
     let max_attempts = retry.opt_u32(cx, "max_attempts", 1)?;
+    let max_retries = retry.opt_uint(cx, "max_retries", 0, 20)?;
     let initial = retry.opt_uint(cx, "initial_backoff_ms", 0, 3_600_000)?;
+    let initial_delay = retry.opt_uint(cx, "initial_delay_ms", 1, 60_000)?;
     let max = retry.opt_uint(cx, "max_backoff_ms", 0, 3_600_000)?;
+    let max_delay = retry.opt_uint(cx, "max_delay_ms", 1, 3_600_000)?;
+    let one_of = |cx: &Cx, ours: &str, upstreams: &str, a: bool, b: bool| -> Result<()> {
+        match retry.field(upstreams).filter(|_| a && b) {
+            Some(f) => Err(cx
+                .invalid(
+                    f.line,
+                    &f.path,
+                    format!("'{ours}' and '{upstreams}' say the same; write one"),
+                )
+                .hint(format!(
+                    "keep '{upstreams}' (upstream Murmur's name) or '{ours}'"
+                ))),
+            None => Ok(()),
+        }
+    };
+    one_of(
+        cx,
+        "max_attempts",
+        "max_retries",
+        max_attempts.is_some(),
+        max_retries.is_some(),
+    )?;
+    one_of(
+        cx,
+        "initial_backoff_ms",
+        "initial_delay_ms",
+        initial.is_some(),
+        initial_delay.is_some(),
+    )?;
+    one_of(
+        cx,
+        "max_backoff_ms",
+        "max_delay_ms",
+        max.is_some(),
+        max_delay.is_some(),
+    )?;
+    let attempts = max_attempts.or(max_retries.map(|r| u32::try_from(r + 1).unwrap_or(21)));
+    let initial = initial.or(initial_delay);
+    let max = max.or(max_delay);
+    if let (Some(first), Some(most), Some(f)) =
+        (initial_delay, max_delay, retry.field("max_delay_ms"))
+        && most < first
+    {
+        let why = format!("must be at least inference.retry.initial_delay_ms ({first})");
+        return Err(cx.invalid(f.line, &f.path, why));
+    }
     Ok(Retry {
-        max_attempts: max_attempts.unwrap_or(default.max_attempts).min(100),
+        max_attempts: attempts.unwrap_or(default.max_attempts).min(100),
         initial_backoff: ms(initial, default.initial_backoff),
         max_backoff: ms(max, default.max_backoff),
     })
@@ -190,9 +244,13 @@ fn artifact_driver(cx: &mut Cx, field: &Field, artifacts: &[Artifact]) -> Result
         let why = "'inference.driver.artifact' is not set";
         return Err(not_configured(cx, sec.line, why));
     };
-    let Some(found) = artifacts.iter().find(|a| a.name == name) else {
+    let Some(found) = artifacts
+        .iter()
+        .find(|a| a.name == name || a.full_name == name)
+    else {
         return Err(unknown_driver_artifact(cx, &name, line, artifacts));
     };
+    let name = found.name.clone();
     if found.runtime != Runtime::Driver {
         let why = format!(
             "artifact '{name}' has runtime {}, not driver",
@@ -230,14 +288,28 @@ fn unknown_driver_artifact(cx: &Cx, name: &str, line: usize, artifacts: &[Artifa
     }
 }
 
+/// The `gateway` of the driver artifact `driver` names, if it has one.
+fn gateway_of<'a>(driver: &DriverRef, artifacts: &'a [Artifact]) -> Option<&'a super::Gateway> {
+    let DriverRef::Artifact { name, .. } = driver else {
+        return None;
+    };
+    artifacts
+        .iter()
+        .find(|a| &a.name == name)
+        .and_then(|a| a.gateway.as_ref())
+}
+
 fn endpoint(
     cx: &Cx,
     sec: &Section,
     driver: &DriverRef,
     transport: Transport,
+    has_gateway: bool,
 ) -> Result<Option<String>> {
     let Some((url, line)) = sec.opt_str(cx, "endpoint")? else {
-        let needs = transport == Transport::Http && matches!(driver, DriverRef::Artifact { .. });
+        let needs = transport == Transport::Http
+            && matches!(driver, DriverRef::Artifact { .. })
+            && !has_gateway;
         if needs {
             let hint = "the driver needs the model server's URL, e.g. \
                         'endpoint: http://127.0.0.1:11434'";
@@ -373,6 +445,37 @@ mod tests {
         );
         let e = s.err(&base("  retry: {max_attempts: 0}\n"));
         assert!(e.message.contains("'inference.retry.max_attempts'"), "{e}");
+        // Upstream Murmur's keys, with its bounds.
+        let m = s.ok(&base(
+            "  retry:\n    max_retries: 2\n    initial_delay_ms: 10\n    max_delay_ms: 2000\n",
+        ));
+        assert_eq!(
+            m.manifest.inference.retry,
+            Retry {
+                max_attempts: 3,
+                initial_backoff: Duration::from_millis(10),
+                max_backoff: Duration::from_secs(2),
+            }
+        );
+        assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+        for (yaml, key) in [
+            ("{max_retries: 21}", "'inference.retry.max_retries'"),
+            (
+                "{initial_delay_ms: 0}",
+                "'inference.retry.initial_delay_ms'",
+            ),
+            (
+                "{initial_delay_ms: 5000, max_delay_ms: 1000}",
+                "'inference.retry.max_delay_ms'",
+            ),
+            (
+                "{max_retries: 2, max_attempts: 3}",
+                "'inference.retry.max_retries'",
+            ),
+        ] {
+            let e = s.err(&base(&format!("  retry: {yaml}\n")));
+            assert!(e.message.contains(key), "{yaml}: {e}");
+        }
         let e = s.err(&base("  timeouts: {read_secs: 0}\n"));
         assert!(e.message.contains("'inference.timeouts.read_secs'"), "{e}");
     }

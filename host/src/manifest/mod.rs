@@ -19,7 +19,10 @@
 mod artifacts;
 mod authentication;
 mod capabilities;
+mod capsule;
+mod env_file;
 mod fields;
+mod gateway;
 mod hooks;
 mod inference;
 mod mcp;
@@ -65,6 +68,8 @@ pub struct Warning {
     pub line: usize,
     /// Dotted path, e.g. `lifecycle.queu_depth` or `artifacts[1].runtim`.
     pub key: String,
+    /// The dotted known key it may stand for, e.g. `lifecycle.queue_depth`.
+    pub guess: Option<String>,
     pub text: String,
 }
 
@@ -94,15 +99,34 @@ pub struct Manifest {
     pub peers: Vec<RemotePeer>,
     /// `mcp_servers`: the MCP servers whose tools the model may call, in the order written.
     pub mcp_servers: Vec<McpServer>,
+    /// `registry`: `host[:port]/namespace` where artifacts without `source:` are found,
+    /// before the machine's own (`$MURMUR_HOME/config.yaml`).
+    pub registry: Option<String>,
+    /// No `inference`: the upstream capsule component (absolute) the session runs in
+    /// place of a model-driven loop, and `inference` stands in with no model.
+    pub capsule: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Artifact {
+    /// The name the session knows it by: the model's tool name and its folder under
+    /// `tools/`. For a scoped name (`murmur/driver-anthropic`), the part after the `/`.
     pub name: String,
+    /// The name as written, scope included: what `driver.artifact` and `loop` may name,
+    /// what the registry and the lock know it by.
+    pub full_name: String,
     pub version: Option<String>,
     pub runtime: Runtime,
-    /// Absolute; a `.wasm` file, or for skills a directory holding `skill.md`.
+    /// Absolute; a `.wasm` file, or for skills a directory holding `skill.md`. Empty for
+    /// an artifact fetched by name until the registry (or the lock) resolves it.
     pub source: PathBuf,
+    /// No `source:`: fetched from the registry by `full_name` and `version`.
+    pub from_registry: bool,
+    /// The `sha256:<hex>` the lock pins for it: staging refuses a file that hashes to
+    /// another (the hash staging takes anyway, so checking costs nothing).
+    pub pinned: Option<String>,
+    /// A driver's `gateway`: the provider it reaches, and the key it presents.
+    pub gateway: Option<Gateway>,
     /// Line of the entry in the manifest.
     pub line: usize,
     pub description: Option<String>,
@@ -112,6 +136,16 @@ pub struct Artifact {
     pub on_overflow: OnOverflow,
     /// Hooks only: where and how the hook runs and what it may commit.
     pub hook: Option<HookContract>,
+}
+
+/// A driver artifact's `gateway {endpoint, api_key, keyless}` (upstream Murmur's form):
+/// where the driver sends inference, in place of `inference.endpoint` and `api_key`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gateway {
+    pub endpoint: String,
+    pub api_key: Option<String>,
+    /// The provider needs no key (a local model server).
+    pub keyless: bool,
 }
 
 /// A hook's contract (binding, execution mode, commit policy), written on its
@@ -401,21 +435,35 @@ pub struct TraceSettings {
 
 type Result<T> = std::result::Result<T, Error>;
 
-/// Reads and validates the manifest at `path`, resolving `${NAME}` from the process environment.
+/// Reads and validates the manifest at `path`, resolving `${NAME}` from the process
+/// environment, else from a `.env` beside the manifest.
 pub fn load(path: &Path) -> Result<Loaded> {
-    load_with_env(path, &|name| std::env::var(name).ok())
+    load_with(path, false, true)
 }
 
-/// Like [`load`], with `${NAME}` resolved by `env` — so a caller can layer a workspace `.env`
-/// under the process environment without mutating it (`set_var` is unsafe with threads).
+/// [`load`], saying whether the command line replaces the prompt and whether a `.env`
+/// beside the manifest is read (`mur run --no-env-file` reads none).
+pub fn load_with(path: &Path, prompt_from_cli: bool, env_file: bool) -> Result<Loaded> {
+    let file_vars = match (env_file, path.parent()) {
+        (true, Some(dir)) => env_file::read(if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        })?,
+        _ => Default::default(),
+    };
+    let env = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .or_else(|| file_vars.get(name).cloned())
+    };
+    load_file(path, &env, prompt_from_cli)
+}
+
+/// Like [`load`], with `${NAME}` resolved by `env` alone (the tests' environments).
+#[cfg(test)]
 pub fn load_with_env(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Loaded> {
     load_file(path, env, false)
-}
-
-/// Like [`load`], for `mur run --system-prompt`: the command line's prompt replaces the
-/// manifest's, so `inference.system_prompt_file` is not read and may be missing.
-pub fn load_with_prompt_from_cli(path: &Path) -> Result<Loaded> {
-    load_file(path, &|name| std::env::var(name).ok(), true)
 }
 
 fn load_file(
@@ -452,9 +500,11 @@ fn load_bytes(
         warnings: Vec::new(),
         prompt_from_cli,
     };
-    let manifest = build_manifest(&mut cx, root.as_ref(), path)?;
+    let built = build_manifest(&mut cx, root.as_ref(), path);
     let mut warnings = cx.warnings;
     warnings.sort_by_key(|w| w.line);
+    // A misspelt key is only a warning, but the error it leads to names it.
+    let manifest = built.map_err(|e| schema::name_unknown_keys(e, &warnings))?;
     Ok(Loaded { manifest, warnings })
 }
 
@@ -523,7 +573,12 @@ fn build_manifest(cx: &mut Cx, root: Option<&Node>, path: PathBuf) -> Result<Man
     let description = top.opt_str(cx, "description")?.map(|(text, _)| text);
     let artifacts = artifacts::artifacts(cx, &top)?;
     let session_loop = session_loop::session_loop(cx, &top, &artifacts)?;
-    let inference = inference::inference(cx, &top, &artifacts)?;
+    capsule::runtime(cx, &top)?;
+    let capsule = capsule::component(cx, &top, &artifacts)?;
+    let inference = match capsule {
+        Some(_) => capsule::no_inference(),
+        None => inference::inference(cx, &top, &artifacts)?,
+    };
     let capabilities = capabilities::capabilities(cx, &top)?;
     let remote_peers = peers::remote_peers(cx, &top)?;
     reach_peers(cx, &remote_peers, &capabilities)?;
@@ -545,7 +600,22 @@ fn build_manifest(cx: &mut Cx, root: Option<&Node>, path: PathBuf) -> Result<Man
         accepts_peer_tasks: peers::accepts_peer_tasks(cx, &top)?,
         peers: remote_peers,
         mcp_servers,
+        registry: registry(cx, &top)?,
+        capsule,
     })
+}
+
+/// The top-level `registry: host[:port]/namespace`.
+fn registry(cx: &Cx, top: &Section) -> Result<Option<String>> {
+    let Some((text, line)) = top.opt_str(cx, "registry")? else {
+        return Ok(None);
+    };
+    crate::registry::config::checked_prefix(&text)
+        .map(Some)
+        .map_err(|why| {
+            cx.invalid(line, "registry", why)
+                .hint("write it as host[:port]/namespace, e.g. 127.0.0.1:5000/team")
+        })
 }
 
 /// Every remote peer's card is reached through `capabilities.network.allow`, like any

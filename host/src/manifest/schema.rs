@@ -1,11 +1,14 @@
 //! The keys each section knows, for the unknown-key warnings and their "did you mean".
 
-use super::tree::join;
+use super::Warning;
+use super::tree::{join, show};
+use crate::error::Error;
 
 #[rustfmt::skip]
 const SCHEMA: &[(&str, &[&str])] = &[
     ("", &["name", "version", "description", "artifacts", "loop", "inference", "context", "lifecycle",
-           "capabilities", "network", "trace", "exports", "peers", "mcp_servers"]),
+           "capabilities", "network", "trace", "exports", "peers", "mcp_servers",
+           "registry", "runtime"]),
     ("exports", &["peer_tasks"]),
     ("exports.peer_tasks", &["accept"]),
     ("peers[]", &["name", "card", "token_env"]),
@@ -14,14 +17,16 @@ const SCHEMA: &[(&str, &[&str])] = &[
                            "startup_timeout_sec", "tool_timeout_sec"]),
     ("artifacts[]", &["name", "version", "runtime", "source", "local_source", "capabilities",
                       "description", "on_overflow", "binding", "execution_mode",
-                      "commit_policy"]),
+                      "commit_policy", "gateway"]),
+    ("artifacts[].gateway", &["endpoint", "api_key", "keyless"]),
     ("inference", &["transport", "endpoint", "model", "api_key", "driver", "script", "max_turns",
                     "max_tokens", "system_prompt", "system_prompt_file", "temperature", "top_p",
                     "stream", "compaction", "retry", "timeouts", "max_session_tokens"]),
     ("inference.driver", &["artifact", "config"]),
     ("inference.compaction", &["threshold", "model", "system_prompt", "system_prompt_file",
                                "dump_summaries"]),
-    ("inference.retry", &["max_attempts", "initial_backoff_ms", "max_backoff_ms"]),
+    ("inference.retry", &["max_attempts", "initial_backoff_ms", "max_backoff_ms",
+                          "max_retries", "initial_delay_ms", "max_delay_ms"]),
     ("inference.timeouts", &["connect_secs", "read_secs"]),
     ("context", &["max_tokens", "seed_budget", "seed_overflow_margin"]),
     ("lifecycle", &["task_acceptance", "after_task", "queue_depth", "conversation",
@@ -83,6 +88,76 @@ pub(super) fn misplaced(key: &str, schema: &str) -> Option<String> {
         });
     let (home, _) = homes.next()?;
     homes.next().is_none().then(|| join(home, key))
+}
+
+/// At most this many unknown keys are named in one error's hint.
+const NAMED_AT_MOST: usize = 3;
+
+/// `err` with the unknown keys that may have caused it named first in its hint: those whose
+/// "did you mean" is a key the error names or a section holding one (`inferenc` for a missing
+/// `inference.driver`); failing those, the top-level ones with a "did you mean", since a
+/// misspelt section is ignored whole and anything may follow from that.
+pub(super) fn name_unknown_keys(mut err: Error, warnings: &[Warning]) -> Error {
+    let named = named_keys(&err);
+    let guessed = || {
+        warnings
+            .iter()
+            .filter_map(|w| w.guess.as_deref().map(|guess| (w, guess)))
+    };
+    let mut causes: Vec<(&Warning, &str)> = guessed()
+        .filter(|(_, guess)| named.iter().any(|key| holds(guess, key)))
+        .collect();
+    if causes.is_empty() {
+        causes = guessed()
+            .filter(|(w, _)| !w.key.contains(['.', '[']))
+            .collect();
+    }
+    let note = match causes.as_slice() {
+        [] => return err,
+        [(w, guess)] => format!(
+            "the manifest has an unknown key '{}' at line {}: did you mean '{}'?",
+            show(&w.key),
+            w.line,
+            show(guess)
+        ),
+        many => {
+            let each = many.iter().take(NAMED_AT_MOST).map(|(w, guess)| {
+                let (key, guess) = (show(&w.key), show(guess));
+                format!("'{key}' at line {} (did you mean '{guess}'?)", w.line)
+            });
+            let mut each: Vec<String> = each.collect();
+            if many.len() > NAMED_AT_MOST {
+                each.push(format!("{} more", many.len() - NAMED_AT_MOST));
+            }
+            format!("the manifest has unknown keys {}", each.join(", "))
+        }
+    };
+    err.hint = Some(match err.hint.take() {
+        Some(hint) => format!("{note} Otherwise: {hint}"),
+        None => note,
+    });
+    err
+}
+
+/// What an error names in quotes, each cut to its leading dotted key: `inference.driver`
+/// from `'inference.driver' is not set` and from `'inference.driver: scripted'`.
+fn named_keys(err: &Error) -> Vec<&str> {
+    let key_char = |c: char| c.is_ascii_alphanumeric() || "_-.[]".contains(c);
+    [Some(err.message.as_str()), err.hint.as_deref()]
+        .into_iter()
+        .flatten()
+        // Every piece after a quote: an apostrophe in the prose does no harm here, as a
+        // piece that is not a key matches no suggestion.
+        .flat_map(|text| text.split('\'').skip(1))
+        .map(|piece| &piece[..piece.find(|c| !key_char(c)).unwrap_or(piece.len())])
+        .filter(|key| !key.is_empty())
+        .collect()
+}
+
+/// Whether `outer` is `key` or a section (or list) holding it.
+fn holds(outer: &str, key: &str) -> bool {
+    key.strip_prefix(outer)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {

@@ -26,9 +26,13 @@ pub(super) fn session_loop(
             several => Err(undecided(cx, several)),
         };
     };
-    let Some(found) = artifacts.iter().find(|a| a.name == name) else {
+    let Some(found) = artifacts
+        .iter()
+        .find(|a| a.name == name || a.full_name == name)
+    else {
         return Err(unknown_loop(cx, &name, line, &loops));
     };
+    let name = found.name.clone();
     if found.runtime != Runtime::Loop {
         let why = format!(
             "artifact '{name}' has runtime {}, not loop",

@@ -65,6 +65,7 @@ pub(super) fn test_env(name: &str) -> Option<String> {
         "LOCAL_MODEL_KEY" => Some("sk-local".to_string()),
         "MODEL_URL" => Some("http://127.0.0.1:11434/v1".to_string()),
         "MODEL_NAME" => Some("qwen2.5-coder".to_string()),
+        "ANTHROPIC_API_KEY" => Some("sk-test".to_string()),
         _ => None,
     }
 }

@@ -5,7 +5,7 @@
 //! The format is upstream Murmur 0.8.0's, refusal texts and `E-ROS` codes included, so a
 //! roster written for Murmur reads the same here. One extension: a member may name the
 //! folder holding its `murmur.yaml` with `path`. Upstream's `capsule` + `version` keep their
-//! shape checks, but there is no component registry to resolve them from yet, so admission
+//! shape checks, but a registry here holds components, not whole capsules, so admission
 //! refuses such a member (E-ROS-007) rather than guessing where it lives.
 //!
 //! The parse is strict: an unknown key is refused, not warned about as `murmur.yaml` does,
@@ -600,8 +600,8 @@ impl Cx<'_> {
             Source::Capsule { capsule, version } => {
                 let msg = format!(
                     "{file}: member '{name}' ({capsule}@{version}) cannot be admitted: mur \
-                     resolves members by path: for now there is no component registry to \
-                     resolve a capsule and version from"
+                     resolves members by path: a registry holds components by name and \
+                     version, not whole capsules"
                 );
                 return Err(Error::new(UNRESOLVABLE, msg).hint(PATH_HINT));
             }

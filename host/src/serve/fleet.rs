@@ -438,6 +438,8 @@ impl Drop for Reserved<'_> {
 /// The capsule's manifest, with its creation ceilings applied.
 fn load(entry: &Entry) -> Result<Manifest, Error> {
     let mut m = manifest::load(&entry.manifest)?.manifest;
+    // Its lock's digests, or the registry's; what a capsule resolves is in its trace.
+    crate::registry::resolve::resolve_here(&mut m, &mut |_| {})?;
     if let Some(queued) = entry.limits.queued_tasks {
         let queued = usize::try_from(queued).unwrap_or(usize::MAX);
         m.lifecycle.queue_depth = m.lifecycle.queue_depth.min(queued.max(1));

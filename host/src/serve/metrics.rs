@@ -65,6 +65,12 @@ pub fn render(fleet: &Fleet) -> String {
     let frames_dropped = bus.frames_dropped;
     let counters = [
         (
+            "mur_components_compiled_total",
+            "counter",
+            "Components compiled from their WebAssembly; one shared by several capsules counts once.",
+            crate::engine::compiled_total(),
+        ),
+        (
             "mur_tasks_total",
             "counter",
             "Tasks the hosted capsules have run.",

@@ -105,6 +105,8 @@ pub struct SessionStart<'a> {
     pub driver: &'a str,
     /// The shell sandbox's record: declared and achieved class.
     pub containment: Value,
+    /// Every component that runs: `[{component, sha256}]`.
+    pub components: Value,
 }
 
 /// `session_start`: the first line, parent of every task.
@@ -134,6 +136,7 @@ pub fn session_start(s: SessionStart<'_>) -> Line {
             "loop_version": s.loop_version,
             "driver": s.driver,
             "containment": s.containment,
+            "components": s.components,
         }),
     )
 }

@@ -6,6 +6,7 @@ pub mod host;
 pub mod mcp_sdk;
 pub mod mcp_servers;
 pub mod mock_model;
+pub mod registry;
 pub mod sdk;
 pub mod served;
 pub mod sse_frames;

@@ -47,16 +47,17 @@ fn session_start_records_the_capsule_and_hashes_the_prompt() {
         loop_version: Some("0.9.0"),
         driver: "built-in scripted driver",
         containment: json!({"declared": "scoped"}),
+        components: json!([{"component": "built-in session loop", "sha256": "ab"}]),
     };
     check(
         session_start(start(Some("be brief"), Some("ses_0"))),
         "session_start",
-        r#"{"capsule_name":"hello","capsule_version":"0.1.0","model":"m","max_turns":4,"capabilities":["filesystem","shell"],"tools_declared":["bash"],"system_prompt_source":"manifest","system_prompt_sha256":"b0d336336bae9756708102764ccc977778d8c408df38d7050d69f9e4d22c9a43","resumed_from":"ses_0","context_id":null,"effective_grants":{"network":[],"filesystem":".","shell":["bash"]},"session_loop":"built-in session loop","loop":"default","loop_version":"0.9.0","driver":"built-in scripted driver","containment":{"declared":"scoped"}}"#,
+        r#"{"capsule_name":"hello","capsule_version":"0.1.0","model":"m","max_turns":4,"capabilities":["filesystem","shell"],"tools_declared":["bash"],"system_prompt_source":"manifest","system_prompt_sha256":"b0d336336bae9756708102764ccc977778d8c408df38d7050d69f9e4d22c9a43","resumed_from":"ses_0","context_id":null,"effective_grants":{"network":[],"filesystem":".","shell":["bash"]},"session_loop":"built-in session loop","loop":"default","loop_version":"0.9.0","driver":"built-in scripted driver","containment":{"declared":"scoped"},"components":[{"component":"built-in session loop","sha256":"ab"}]}"#,
     );
     check(
         session_start(start(None, None)),
         "session_start",
-        r#"{"capsule_name":"hello","capsule_version":"0.1.0","model":"m","max_turns":4,"capabilities":["filesystem","shell"],"tools_declared":["bash"],"system_prompt_source":"none","system_prompt_sha256":null,"resumed_from":null,"context_id":null,"effective_grants":{"network":[],"filesystem":".","shell":["bash"]},"session_loop":"built-in session loop","loop":"default","loop_version":"0.9.0","driver":"built-in scripted driver","containment":{"declared":"scoped"}}"#,
+        r#"{"capsule_name":"hello","capsule_version":"0.1.0","model":"m","max_turns":4,"capabilities":["filesystem","shell"],"tools_declared":["bash"],"system_prompt_source":"none","system_prompt_sha256":null,"resumed_from":null,"context_id":null,"effective_grants":{"network":[],"filesystem":".","shell":["bash"]},"session_loop":"built-in session loop","loop":"default","loop_version":"0.9.0","driver":"built-in scripted driver","containment":{"declared":"scoped"},"components":[{"component":"built-in session loop","sha256":"ab"}]}"#,
     );
     // `--system-prompt` is the source whether it set a prompt or cleared it.
     for (prompt, sha) in [

@@ -531,7 +531,7 @@ fn a_capsule_and_version_member_cannot_be_admitted_yet() {
     assert_eq!(
         e.message,
         "roster.yaml: member 'coder' (local/coder@1.10) cannot be admitted: mur resolves members \
-         by path: for now there is no component registry to resolve a capsule and version from"
+         by path: a registry holds components by name and version, not whole capsules"
     );
     assert_eq!(
         e.hint.as_deref(),

@@ -1,9 +1,13 @@
 //! `$MURMUR_HOME/config.yaml`: what the user sets for every capsule they run on this
-//! machine, whichever command hosts it. Today it holds one section:
+//! machine, whichever command hosts it:
 //!
 //! ```yaml
 //! spend:
 //!   machine_tokens_per_day: 2000000
+//! registry: 127.0.0.1:5000/team          # where artifacts without `source:` are found
+//! insecure_registries: [registry.lan:5000]  # reached over plain HTTP (loopback always is)
+//! registry_scopes:                        # a scoped name `murmur/x` is found at
+//!   murmur: 127.0.0.1:5000/upstream       #   <this>/x instead of <registry>/murmur/x
 //! ```
 //!
 //! A key the file does not know is an error, not a warning: a misspelt ceiling that was
@@ -20,7 +24,12 @@ use crate::error::Error;
 /// Larger than any real config; reading stops there.
 const MAX_BYTES: u64 = 64 * 1024;
 
-const TOP: &[&str] = &["spend"];
+const TOP: &[&str] = &[
+    "spend",
+    "registry",
+    "insecure_registries",
+    "registry_scopes",
+];
 const SPEND: &[&str] = &["machine_tokens_per_day"];
 
 /// What the config file sets (all of it optional).
@@ -28,6 +37,8 @@ const SPEND: &[&str] = &["machine_tokens_per_day"];
 pub struct Config {
     /// `spend.machine_tokens_per_day`.
     pub machine_tokens_per_day: Option<u64>,
+    /// `registry`, `insecure_registries` and `registry_scopes`.
+    pub registry: crate::registry::config::Registries,
 }
 
 pub fn path(home: &Path) -> PathBuf {
@@ -43,17 +54,21 @@ pub fn load(home: &Path) -> Result<Config, Error> {
     parse(&text, &path)
 }
 
-/// The file's text, `None` when there is none. It may be a link (a config kept with
-/// the user's other dotfiles is), but it must lead to a regular file: a FIFO there
-/// neither hangs the open nor the read.
+/// The file's text, `None` when there is none.
 fn read(path: &Path) -> Result<Option<String>, Error> {
-    let unreadable = |why: String| {
+    read_small(path, MAX_BYTES).map_err(|why| {
         Error::new(
             "E-CFG-001",
             format!("could not read {}: {why}", path.display()),
         )
         .hint("make it a readable YAML file, or remove it (no machine-wide settings)")
-    };
+    })
+}
+
+/// A small text file the user keeps, `None` when there is none. It may be a link (a
+/// config kept with the user's other dotfiles is), but it must lead to a regular file:
+/// a FIFO there neither hangs the open nor the read, and at most `max` bytes are read.
+pub(crate) fn read_small(path: &Path, max: u64) -> Result<Option<String>, String> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -61,25 +76,22 @@ fn read(path: &Path) -> Result<Option<String>, Error> {
     let file = match file {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(unreadable(e.to_string())),
+        Err(e) => return Err(e.to_string()),
     };
-    let meta = file.metadata().map_err(|e| unreadable(e.to_string()))?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
     if !meta.file_type().is_file() {
-        return Err(unreadable("it is not a regular file".into()));
+        return Err("it is not a regular file".into());
     }
     let mut bytes = Vec::new();
-    file.take(MAX_BYTES + 1)
+    file.take(max + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| unreadable(e.to_string()))?;
-    if bytes.len() as u64 > MAX_BYTES {
-        return Err(unreadable(format!(
-            "it is larger than {} KiB",
-            MAX_BYTES / 1024
-        )));
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > max {
+        return Err(format!("it is larger than {} KiB", max / 1024));
     }
     String::from_utf8(bytes)
         .map(Some)
-        .map_err(|_| unreadable("it is not UTF-8 text".into()))
+        .map_err(|_| "it is not UTF-8 text".into())
 }
 
 fn parse(text: &str, path: &Path) -> Result<Config, Error> {
@@ -99,8 +111,16 @@ fn parse(text: &str, path: &Path) -> Result<Config, Error> {
         }
     };
     known(&top, TOP, "", path)?;
+    Ok(Config {
+        machine_tokens_per_day: spend(&top, path)?,
+        registry: crate::registry::config::Registries::read(&top, path)?,
+    })
+}
+
+/// `spend.machine_tokens_per_day`.
+fn spend(top: &serde_json::Map<String, Value>, path: &Path) -> Result<Option<u64>, Error> {
     let spend = match top.get("spend") {
-        None | Some(Value::Null) => return Ok(Config::default()),
+        None | Some(Value::Null) => return Ok(None),
         Some(Value::Object(spend)) => spend,
         Some(_) => {
             return Err(bad(
@@ -135,12 +155,10 @@ fn parse(text: &str, path: &Path) -> Result<Config, Error> {
             }
         },
     };
-    Ok(Config {
-        machine_tokens_per_day,
-    })
+    Ok(machine_tokens_per_day)
 }
 
-fn known(
+pub(crate) fn known(
     map: &serde_json::Map<String, Value>,
     keys: &[&str],
     prefix: &str,
@@ -152,7 +170,7 @@ fn known(
             &format!("{prefix}{key}"),
             "is not a setting mur knows",
             &format!(
-                "the keys here are {}; a misspelt ceiling is refused rather than ignored",
+                "the keys here are {}; a misspelt setting is refused rather than ignored",
                 keys.iter()
                     .map(|k| format!("{prefix}{k}"))
                     .collect::<Vec<_>>()
@@ -163,7 +181,7 @@ fn known(
     }
 }
 
-fn bad(path: &Path, key: &str, why: &str, hint: &str) -> Error {
+pub(crate) fn bad(path: &Path, key: &str, why: &str, hint: &str) -> Error {
     Error::new("E-CFG-002", format!("{}: {key} {why}", path.display())).hint(hint)
 }
 
@@ -180,7 +198,8 @@ mod tests {
         assert_eq!(
             parsed("spend:\n  machine_tokens_per_day: 2000000\n").unwrap(),
             Config {
-                machine_tokens_per_day: Some(2_000_000)
+                machine_tokens_per_day: Some(2_000_000),
+                ..Config::default()
             }
         );
         for empty in ["", "# nothing\n", "spend:\n", "spend: {}\n"] {
