@@ -95,6 +95,20 @@ fn the_graduation_capsule_runs_its_tool_and_answers_with_what_it_wrote() {
             &json!("none (upstream capsule component)")
         )
     );
+    // What ran: the capsule component and its tool, no driver.
+    let ran: Vec<&str> = start["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["component"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ran,
+        [
+            "capsule component 'capsule.wasm'",
+            "tool artifact 'jsonl-line-count'"
+        ]
+    );
     let kinds: Vec<String> = s
         .trace()
         .iter()

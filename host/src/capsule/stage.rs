@@ -65,9 +65,13 @@ pub(super) async fn stage(
         driver_label,
         driver_config,
     } = sources(m, loop_path)?;
+    // A capsule component's run calls no driver: the placeholder staged for it is not
+    // one of the components that run.
     let components = list
         .iter()
-        .map(|(wasm, label)| json!({"component": label, "sha256": wasm.digest()}))
+        .enumerate()
+        .filter(|(i, _)| !(*i == 1 && m.capsule.is_some()))
+        .map(|(_, (wasm, label))| json!({"component": label, "sha256": wasm.digest()}))
         .collect();
     let tool_artifacts = artifacts(m, Runtime::Tool);
     let hook_artifacts = artifacts(m, Runtime::Hook);

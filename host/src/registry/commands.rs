@@ -179,9 +179,7 @@ pub async fn install(args: &InstallArgs) -> Result<ExitCode, Error> {
     }
     let mut m = loaded.manifest;
     let started = Instant::now();
-    let resolution = resolve::resolve(&mut m, Mode::Install).await?;
-    let fetched = started.elapsed();
-    for r in &resolution.resolved {
+    let mut each = |r: &resolve::Resolved| {
         let how = if r.cached { "cached" } else { "fetched" };
         println!(
             "{} {}: {} ({}, {how} in {} ms)",
@@ -191,7 +189,9 @@ pub async fn install(args: &InstallArgs) -> Result<ExitCode, Error> {
             mib(r.size),
             r.fetching.as_millis()
         );
-    }
+    };
+    let resolution = resolve::resolve(&mut m, Mode::Install, &mut each).await?;
+    let fetched = started.elapsed();
     let sources = crate::capsule::component_sources(&m, None)?;
     let engine = Engine::new()?;
     let compiling = Instant::now();

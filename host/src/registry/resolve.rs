@@ -43,8 +43,13 @@ pub struct Resolution {
 }
 
 /// Resolves every artifact of `m` fetched by name, setting its `source` to the
-/// component in the store. A manifest with none asks nothing of anyone.
-pub async fn resolve(m: &mut Manifest, mode: Mode) -> Result<Resolution, Error> {
+/// component in the store, and telling `each` of every one as it is resolved. A
+/// manifest with none asks nothing of anyone.
+pub async fn resolve(
+    m: &mut Manifest,
+    mode: Mode,
+    each: &mut dyn FnMut(&Resolved),
+) -> Result<Resolution, Error> {
     if !m.artifacts.iter().any(|a| a.from_registry) {
         return Ok(Resolution {
             resolved: Vec::new(),
@@ -66,6 +71,7 @@ pub async fn resolve(m: &mut Manifest, mode: Mode) -> Result<Resolution, Error> 
         .await?;
         artifact.source = one.path.clone();
         artifact.pinned = Some(one.entry.digest.clone());
+        each(&one);
         resolved.push(one);
     }
     Ok(Resolution { resolved })
@@ -198,9 +204,11 @@ pub fn resolve_here(m: &mut Manifest, say: &mut dyn FnMut(&str)) -> Result<(), E
             "artifacts were to be fetched outside the async runtime",
         )
     })?;
-    let resolution = tokio::task::block_in_place(|| handle.block_on(resolve(m, Mode::Run)))?;
-    for r in resolution.resolved.iter().filter(|r| !r.locked) {
-        say(&said(r));
-    }
+    let mut each = |r: &Resolved| {
+        if !r.locked {
+            say(&said(r));
+        }
+    };
+    tokio::task::block_in_place(|| handle.block_on(resolve(m, Mode::Run, &mut each)))?;
     Ok(())
 }
