@@ -249,6 +249,9 @@ async fn follow(
     let every = heartbeat_every();
     let mut beat_at = tokio::time::Instant::now() + every;
     loop {
+        // The end is looked at before the progress is read, so a task that ends between
+        // the two still has every status before its end sent.
+        let end = ended(tasks, task, after);
         if let (Some(reading), Some(token)) = (&follower, token) {
             match working(reading) {
                 Some(notes) => {
@@ -263,7 +266,7 @@ async fn follow(
                 None => follower = None,
             }
         }
-        if let Some(end) = ended(tasks, task, after) {
+        if let Some(end) = end {
             return Some(end);
         }
         let woke = tokio::select! {

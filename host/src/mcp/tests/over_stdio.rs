@@ -272,7 +272,11 @@ async fn junk_lines_are_skipped_and_counted_until_there_are_too_many() {
 
 #[tokio::test]
 async fn a_flood_of_notifications_neither_queues_nor_starves_the_answer() {
-    let (connection, mut far) = open(false).await;
+    // The call's own timeout is not what is tested: a debug build reading 100,000 lines
+    // on a loaded machine may take longer than the default bounds' 5 s.
+    let mut bounds = bounds();
+    bounds.tool_timeout = Duration::from_secs(60);
+    let (connection, mut far) = open_with(bounds, false).await;
     let heard = Heard::default();
     let server = async {
         let call = far.recv().await;
