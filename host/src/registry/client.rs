@@ -38,7 +38,9 @@ pub struct Client {
     /// `http://host:port` or `https://host`.
     base: String,
     registry: String,
-    found: Option<Found>,
+    /// The user's credential for it, looked up when the registry first asks (a lookup
+    /// may run a Docker credential helper; an anonymous registry never needs one).
+    found: std::sync::OnceLock<Option<Found>>,
     /// The `Authorization` header that last worked, per scope it was got for.
     authorization: Mutex<Option<String>>,
 }
@@ -60,7 +62,7 @@ impl Client {
         Client {
             base: format!("{scheme}://{}", reference.registry),
             registry: reference.registry.clone(),
-            found: super::auth::find(&reference.registry),
+            found: std::sync::OnceLock::new(),
             authorization: Mutex::new(None),
         }
     }
@@ -252,6 +254,12 @@ impl Client {
         Ok(answer)
     }
 
+    fn found(&self) -> Option<&Found> {
+        self.found
+            .get_or_init(|| super::auth::find(&self.registry))
+            .as_ref()
+    }
+
     fn held(&self) -> Option<String> {
         self.authorization.lock().ok().and_then(|a| a.clone())
     }
@@ -260,7 +268,7 @@ impl Client {
     async fn answer(&self, challenge: &Challenge) -> Result<String, Error> {
         match challenge.scheme.as_str() {
             "basic" => self
-                .found
+                .found()
                 .as_ref()
                 .and_then(|f| f.credential.basic())
                 .ok_or_else(|| self.refused(false)),
@@ -296,7 +304,7 @@ impl Client {
             return Err(self.garbled("its token realm is not https"));
         }
         let mut request = Request::get(uri);
-        let credential = self.found.as_ref().map(|f| &f.credential);
+        let credential = self.found().map(|f| &f.credential);
         if let Some(basic) = credential.and_then(Credential::basic) {
             request = request.header(header::AUTHORIZATION, basic);
         }
@@ -311,7 +319,7 @@ impl Client {
             .map_err(|e| self.unreachable(&transport(&e)))?;
         let (parts, mut body) = response.into_parts();
         if parts.status == StatusCode::UNAUTHORIZED || parts.status == StatusCode::FORBIDDEN {
-            return Err(self.refused(self.found.is_some()));
+            return Err(self.refused(self.found().is_some()));
         }
         let bytes = self.read(&mut body, MAX_SMALL, "a token").await?;
         if !parts.status.is_success() {
@@ -455,7 +463,7 @@ impl Client {
 
     /// The registry wants credentials: none were found, or those found were refused.
     fn refused(&self, presented: bool) -> Error {
-        match (&self.found, presented) {
+        match (self.found(), presented) {
             (Some(found), true) => Error::new(
                 "E-REG-004",
                 format!(

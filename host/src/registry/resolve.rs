@@ -8,6 +8,7 @@
 //! - `mur install`: each resolved at the registry, refused when a lock pins another
 //!   digest for the same name and version, and the lock written.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -59,16 +60,16 @@ pub async fn resolve(
     let lock = Lock::read(&lock::path_beside(&m.path))?;
     let store = Store::open()?;
     let mut resolved = Vec::new();
+    let at = Where {
+        registry: m.registry.as_deref(),
+        registries: &registries,
+        lock: lock.as_ref(),
+        store: &store,
+    };
+    // One client per registry, so a challenge is answered once for all its artifacts.
+    let mut clients = HashMap::new();
     for artifact in m.artifacts.iter_mut().filter(|a| a.from_registry) {
-        let one = resolve_one(
-            artifact,
-            m.registry.as_deref(),
-            &registries,
-            lock.as_ref(),
-            mode,
-            &store,
-        )
-        .await?;
+        let one = resolve_one(artifact, &at, mode, &mut clients).await?;
         artifact.source = one.path.clone();
         artifact.pinned = Some(one.entry.digest.clone());
         each(&one);
@@ -77,14 +78,27 @@ pub async fn resolve(
     Ok(Resolution { resolved })
 }
 
+/// Where an artifact is looked for.
+struct Where<'a> {
+    /// The manifest's own `registry:`.
+    registry: Option<&'a str>,
+    registries: &'a Registries,
+    lock: Option<&'a Lock>,
+    store: &'a Store,
+}
+
 async fn resolve_one(
     artifact: &Artifact,
-    registry: Option<&str>,
-    registries: &Registries,
-    lock: Option<&Lock>,
+    at: &Where<'_>,
     mode: Mode,
-    store: &Store,
+    clients: &mut HashMap<String, Client>,
 ) -> Result<Resolved, Error> {
+    let Where {
+        registry,
+        registries,
+        lock,
+        store,
+    } = *at;
     let name = artifact.full_name.as_str();
     let version = artifact.version.as_deref().unwrap_or_default();
     if artifact.runtime == Runtime::Skill {
@@ -122,8 +136,10 @@ async fn resolve_one(
             fetching: Duration::ZERO,
         });
     }
-    let client = Client::new(&reference, &registries.insecure);
-    let layer = fetch::look_up(&client, &reference).await?;
+    let client = clients
+        .entry(reference.registry.clone())
+        .or_insert_with(|| Client::new(&reference, &registries.insecure));
+    let layer = fetch::look_up(client, &reference).await?;
     if let Some(pin) = pinned
         && pin.digest != layer.digest
     {
@@ -139,7 +155,7 @@ async fn resolve_one(
              wanted, delete its entry from murmur.lock and run `mur install`",
         ));
     }
-    let fetched = fetch::component(&client, &reference, &layer, store).await?;
+    let fetched = fetch::component(client, &reference, &layer, store).await?;
     Ok(Resolved {
         entry: Entry {
             name: name.to_string(),

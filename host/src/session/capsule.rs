@@ -423,16 +423,7 @@ fn trace_requests(state: &mut LoopState, events: &Mutex<Vec<Event>>) -> wasmtime
         return Ok(());
     };
     for event in taken {
-        let line = match event {
-            Event::Denied { origin } => line::http_denied(&origin),
-            Event::Retry {
-                url,
-                attempt,
-                cause,
-                delay,
-            } => line::http_retry(&url, attempt, &cause, delay.as_millis() as u64),
-        };
-        current.record(line)?;
+        current.record(line::outbound(event))?;
     }
     Ok(())
 }

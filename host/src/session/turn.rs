@@ -16,7 +16,6 @@ use crate::conversation::estimate_tokens;
 use crate::driver::reply;
 use crate::driver::{request, trap_text};
 use crate::frames::State;
-use crate::outbound::Event;
 use crate::trace::line;
 
 type Replied = Result<InferenceReply, InferenceError>;
@@ -163,16 +162,7 @@ impl Current<'_> {
     /// the turn's own line.
     pub fn trace_outbound(&mut self) -> wasmtime::Result<()> {
         for event in self.session.driver.take_events() {
-            let line = match event {
-                Event::Denied { origin } => line::http_denied(&origin),
-                Event::Retry {
-                    url,
-                    attempt,
-                    cause,
-                    delay,
-                } => line::http_retry(&url, attempt, &cause, delay.as_millis() as u64),
-            };
-            self.record(line)?;
+            self.record(line::outbound(event))?;
         }
         Ok(())
     }

@@ -358,8 +358,21 @@ pub fn hook_dispatch_error(hook: &str, event: &str, arm: &str) -> Line {
     )
 }
 
+/// What a component's outbound request ran into: `http_denied` or `http_retry`.
+pub fn outbound(event: crate::outbound::Event) -> Line {
+    match event {
+        crate::outbound::Event::Denied { origin } => http_denied(&origin),
+        crate::outbound::Event::Retry {
+            url,
+            attempt,
+            cause,
+            delay,
+        } => http_retry(&url, attempt, &cause, delay.as_millis() as u64),
+    }
+}
+
 /// A driver request refused: its origin is not allowed.
-pub fn http_denied(origin: &str) -> Line {
+fn http_denied(origin: &str) -> Line {
     Line::new(
         "http_denied",
         json!({"origin": origin, "reason": "not in capabilities.network.allow"}),
@@ -367,7 +380,7 @@ pub fn http_denied(origin: &str) -> Line {
 }
 
 /// A driver request that failed and is tried again after `delay_ms`.
-pub fn http_retry(url: &str, attempt: u32, cause: &str, delay_ms: u64) -> Line {
+fn http_retry(url: &str, attempt: u32, cause: &str, delay_ms: u64) -> Line {
     Line::new(
         "http_retry",
         json!({"url": url, "attempt": attempt, "cause": cause, "delay_ms": delay_ms}),
