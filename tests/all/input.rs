@@ -81,9 +81,10 @@ fn send(address: &str, text: &str, context_id: &str) -> Sse {
     open(address, &message_stream_body_in(text, context_id))
 }
 
+/// The ids of the tasks a running session started, from the trace so far.
 fn task_ids(session: &Session) -> Vec<String> {
     session
-        .events("task_start")
+        .events_so_far("task_start")
         .iter()
         .map(|e| e["task_id"].as_str().unwrap().to_string())
         .collect()
@@ -188,7 +189,7 @@ fn a_wait_that_times_out_fails_the_call_and_the_task_goes_on() {
     let completed = seen.last().unwrap();
     assert_eq!(completed.data["id"], task.as_str());
     assert_eq!(completed.data["status"]["response"], content);
-    assert_eq!(running.session().events("input_timeout").len(), 1);
+    assert_eq!(running.session().events_so_far("input_timeout").len(), 1);
 
     // A late reply is a new task in that context, not an answer.
     let mut late = send(&address, "too late", "ctx_alone");

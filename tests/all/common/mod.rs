@@ -499,6 +499,14 @@ impl Session {
         json_lines_so_far(&self.records.join("trace.jsonl"))
     }
 
+    /// [`Session::events`] while the session runs: its last line may be half written.
+    pub fn events_so_far(&self, kind: &str) -> Vec<Value> {
+        self.trace_so_far()
+            .into_iter()
+            .filter(|e| e["event_type"] == kind)
+            .collect()
+    }
+
     pub fn events(&self, kind: &str) -> Vec<Value> {
         self.trace()
             .into_iter()
