@@ -42,14 +42,49 @@ pub fn speaks(method: &str) -> bool {
     METHODS.contains(&method)
 }
 
-/// Answers one v1.0 call on `socket`.
+/// Answers one v1.0 call on `socket`; with export on, the call is a server span named
+/// for its method, under the `traceparent` it came with.
 pub async fn answer(socket: TcpStream, request: &Request, served: &Served, call: Value) {
+    let started = std::time::SystemTime::now();
+    let method = call
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let task = answer_call(socket, request, served, call).await;
+    let Some(feed) = served.trace.feed() else {
+        return;
+    };
+    let state = task
+        .as_deref()
+        .and_then(|t| served.wire.tasks().snapshot(t))
+        .map(|(snapshot, _)| methods::state_name(&snapshot.status.state));
+    let state = state.as_deref().map(crate::telemetry::genai::a2a_state);
+    feed.request(&crate::telemetry::Served {
+        method: &method,
+        traceparent: request.header("traceparent"),
+        started,
+        task: task.as_deref(),
+        state: state.as_deref(),
+    });
+}
+
+async fn answer_call(
+    socket: TcpStream,
+    request: &Request,
+    served: &Served,
+    call: Value,
+) -> Option<String> {
     let id = match rpc::request_id(&call) {
         Ok(id) => id,
-        Err(fault) => return stream::reply(socket, rpc::error(&Value::Null, &fault)).await,
+        Err(fault) => {
+            stream::reply(socket, rpc::error(&Value::Null, &fault)).await;
+            return None;
+        }
     };
     if let Err(fault) = version(request) {
-        return stream::reply(socket, rpc::error(&id, &fault)).await;
+        stream::reply(socket, rpc::error(&id, &fault)).await;
+        return None;
     }
     let method = call
         .get("method")
@@ -59,7 +94,7 @@ pub async fn answer(socket: TcpStream, request: &Request, served: &Served, call:
         None | Some(Value::Null) => Value::Object(Default::default()),
         Some(params) => params.clone(),
     };
-    methods::call(socket, request, served, method, id, params).await;
+    methods::call(socket, request, served, method, id, params).await
 }
 
 /// `A2A-Version`, as the specification reads it: absent or empty means 0.3, which this

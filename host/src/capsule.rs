@@ -65,6 +65,8 @@ pub struct Options<'a> {
     pub spend: Option<crate::spend::Capsule>,
     /// Its place in a formation: its roster name, who may call it and whom it calls.
     pub seat: Option<crate::peer::desk::Seat>,
+    /// Where its trace's lines also go as spans, when export is on.
+    pub telemetry: Option<crate::telemetry::Attach>,
 }
 
 /// Where the launch task comes from.
@@ -94,6 +96,7 @@ pub struct Staged {
     alone: bool,
     spend: crate::spend::Spend,
     desk: Arc<Desk>,
+    telemetry: Option<crate::telemetry::Attach>,
 }
 
 /// What a shell command of the capsule could reach (`mur run --explain-scope`),
@@ -192,6 +195,7 @@ pub async fn stage(engine: &Engine, m: Arc<Manifest>, opts: Options<'_>) -> Resu
         alone,
         spend,
         desk,
+        telemetry: opts.telemetry,
     })
 }
 
@@ -213,6 +217,7 @@ impl Staged {
             alone,
             spend,
             desk,
+            telemetry,
         } = self;
         let session_loop = staged.session_loop.clone();
         let driver_label = staged.driver_label.clone();
@@ -224,6 +229,7 @@ impl Staged {
             wire,
             (staged, jail),
             (launch.as_deref(), resumed_id),
+            telemetry,
         )
         .await?;
         session.settings.idle_shed = alone;
@@ -323,6 +329,7 @@ impl Opened {
         if let Some(text) = launch {
             launched.queue.push_own(Pending {
                 breach: None,
+                traceparent: None,
                 id: ids::task(),
                 context_id: ids::context(),
                 text,

@@ -363,6 +363,15 @@ pub struct ServeArgs {
     /// which is what a crash needs); each acceptance then waits for a disk flush.
     #[arg(long)]
     pub sync_queue: bool,
+    /// Export every capsule's spans over OTLP/HTTP to this collector (its base URL, e.g.
+    /// http://127.0.0.1:4318) when OTEL_EXPORTER_OTLP_ENDPOINT does not name one.
+    /// Capsules' own `observability.otel_endpoint` is not used under serve.
+    #[arg(long, value_name = "URL")]
+    pub otel_endpoint: Option<String>,
+    /// Put each capsule's id on its spans (`mur.capsule.id`); without it no span says
+    /// which tenant it came from beyond the capsule's name.
+    #[arg(long)]
+    pub otel_capsule_ids: bool,
     /// The tokens a capsule's inference may use per UTC day when its creation set no
     /// `limits.tokens_per_day`; without it such a capsule has no daily ceiling.
     #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1..))]

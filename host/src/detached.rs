@@ -240,6 +240,7 @@ impl Registry {
             origin: Origin::Completion,
             source: Source::DetachedShell,
             message_id: None,
+            traceparent: None,
         });
     }
 

@@ -84,6 +84,8 @@ pub struct DriverComponent {
     events: Arc<Mutex<Vec<Event>>>,
     /// For an upstream driver: the key its requests to the endpoint carry.
     credential: Option<Arc<crate::outbound::Credential>>,
+    /// The `traceparent` of the turn under way, which its requests carry.
+    context: crate::outbound::TraceContext,
     pub label: String,
 }
 
@@ -133,6 +135,7 @@ impl DriverComponent {
             output: guest_log::Target::driver(&limits.logs_dir),
             events: Arc::default(),
             credential,
+            context: crate::outbound::TraceContext::default(),
             label,
         })
     }
@@ -154,7 +157,8 @@ impl DriverComponent {
             wire,
             http: WasiHttpCtx::new(),
             outbound: Outbound::new(self.network.clone(), self.events.clone())
-                .with_credential(self.credential.clone()),
+                .with_credential(self.credential.clone())
+                .with_context(self.context.clone()),
         };
         let engine = match &self.pre {
             Pre::Ours(pre) => pre.engine(),
@@ -202,6 +206,12 @@ impl DriverComponent {
     /// timeouts), which an upstream capsule component's own requests are held to too.
     pub fn network(&self) -> &NetPolicy {
         &self.network
+    }
+
+    /// The turn the driver's requests are part of from now on: they carry its
+    /// `traceparent`, so the model server's spans join the turn's.
+    pub fn set_traceparent(&self, traceparent: Option<String>) {
+        self.context.set(traceparent);
     }
 
     /// What the driver's requests ran into since the last call, oldest first.

@@ -88,6 +88,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, Error> {
     for member in running {
         let _ = tokio::time::timeout(WIND_DOWN, member.session).await;
     }
+    crate::telemetry::flush_at_exit().await;
     ended
 }
 
@@ -156,6 +157,7 @@ async fn open_member(
         cpu: None,
         spend: None,
         seat,
+        telemetry: crate::telemetry::for_run(&m.observability)?,
     };
     let door = door::plan(
         m.network.authentication.is_some(),

@@ -59,6 +59,8 @@ pub struct Answer {
     pub policy: CommitPolicy,
     /// `Err` is the hook's own failure, a trap or a timeout, in words.
     pub verdict: Result<Verdict, String>,
+    /// How long the call took, a fresh instance's start included.
+    pub took: std::time::Duration,
 }
 
 /// Something that went wrong with a hook outside the caller's view (async hooks), for
@@ -311,7 +313,9 @@ fn receives(bound: Option<Binding>, event: Binding) -> bool {
 impl Blocking {
     async fn call(&self, event: &Event) -> Answer {
         let mut live = self.live.lock().await;
+        let started = Instant::now();
         let verdict = self.loaded.handle(&mut live, event).await;
+        let took = started.elapsed();
         if let Err(why) = &verdict {
             self.loaded.log(&format!("{}: {why}", event_name(event)));
         }
@@ -319,6 +323,7 @@ impl Blocking {
             hook: self.loaded.name.clone(),
             policy: self.loaded.contract.policy,
             verdict,
+            took,
         }
     }
 }

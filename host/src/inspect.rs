@@ -12,6 +12,7 @@
 
 mod calls;
 mod diff;
+mod export;
 mod fmt;
 mod parse;
 mod report;
@@ -43,6 +44,9 @@ pub enum TraceCommand {
     /// A formation's call tree: each task of the entry member's session, the calls it
     /// made to other members, and what each callee's task did, down the chain.
     Calls(CallsArgs),
+    /// Sends a session to an OpenTelemetry collector over OTLP/HTTP as the spans it
+    /// would have given live, with the same ids: for a run that had no collector.
+    Export(ExportArgs),
 }
 
 /// Where sessions are looked for, and how to print.
@@ -137,6 +141,22 @@ pub struct CallsArgs {
     pub json: bool,
 }
 
+#[derive(clap::Args, Debug)]
+pub struct ExportArgs {
+    #[arg(value_name = "SESSION", help = SELECTOR_HELP)]
+    pub session: Option<String>,
+    /// The collector's OTLP/HTTP base URL (spans go to its /v1/traces), when
+    /// OTEL_EXPORTER_OTLP_ENDPOINT does not name one.
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// Send the text the trace holds (tools' arguments and results, a task's text and
+    /// answer when they were kept) as the GenAI content attributes.
+    #[arg(long)]
+    pub capture_content: bool,
+    #[command(flatten)]
+    pub place: Where,
+}
+
 /// Runs one `mur trace` subcommand.
 ///
 /// # Errors
@@ -144,9 +164,11 @@ pub struct CallsArgs {
 /// `E-TRC-001` for a malformed trace line, `E-TRC-002` when no session matches,
 /// `E-TRC-003` when a trace cannot be read, `E-TRC-004` for a bad `--since`,
 /// `E-TRC-005` when no roster is where `calls` looks, `E-TRC-006` when its entry member
-/// has no session.
-pub fn run(command: TraceCommand) -> Result<ExitCode, Error> {
+/// has no session, `E-TRC-007` when `export` has no collector to send to, `E-TRC-008`
+/// when the collector did not take every span.
+pub async fn run(command: TraceCommand) -> Result<ExitCode, Error> {
     match command {
+        TraceCommand::Export(args) => export::run(&args).await,
         TraceCommand::Show(args) => show::run(&args),
         TraceCommand::Steps(args) => steps::run(&args),
         TraceCommand::Diff(args) => diff::run(&args),

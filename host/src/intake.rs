@@ -57,6 +57,17 @@ impl Served {
         request: &Request,
         arrived: Arrived,
     ) -> (String, String, Result<(), Refusal>) {
+        self.take_traced(request, arrived, None)
+    }
+
+    /// [`Served::take`], with the trace context the request's body carried (an MCP
+    /// call's `_meta.traceparent`), which comes before its `traceparent` header.
+    pub fn take_traced(
+        &self,
+        request: &Request,
+        arrived: Arrived,
+        traceparent: Option<&str>,
+    ) -> (String, String, Result<(), Refusal>) {
         let origin = Origin::claimed(request.header(peer::ORIGIN_HEADER));
         let peer = (origin == Origin::Peer)
             .then(|| peer_door::admitted(&self.desk, request).ok())
@@ -66,7 +77,8 @@ impl Served {
                 caller_task: request.header(peer::CALLER_TASK_HEADER).map(str::to_string),
                 admitted,
             });
-        self.enter(arrived, origin, request.header("traceparent"), peer)
+        let traceparent = traceparent.or_else(|| request.header("traceparent"));
+        self.enter(arrived, origin, traceparent, peer)
     }
 
     /// A new task of `origin` into the queue, from either door or another member.
@@ -79,6 +91,9 @@ impl Served {
     ) -> (String, String, Result<(), Refusal>) {
         let task = Pending {
             breach: None,
+            traceparent: traceparent
+                .filter(|t| crate::telemetry::context::is_traceparent(t))
+                .map(str::to_string),
             id: ids::task(),
             context_id: arrived.context_id.unwrap_or_else(ids::context),
             text: arrived.text,

@@ -69,6 +69,7 @@ mod shell;
 pub mod spend;
 pub mod sse;
 mod task_store;
+mod telemetry;
 mod threads;
 mod token;
 mod tools;

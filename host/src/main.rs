@@ -45,7 +45,7 @@ fn main() -> ExitCode {
             cli::Command::Wit(args) => kit::wit::run(args),
             cli::Command::New(args) => kit::new::run(args),
             cli::Command::Component(cli::ComponentCommand::Check(args)) => check::check(&args),
-            cli::Command::Trace(command) => inspect::run(command),
+            cli::Command::Trace(command) => inspect::run(command).await,
             cli::Command::Mcp(cli::McpCommand::Ls(args)) => mur::mcp_ls::run(&args).await,
             cli::Command::Push(args) => mur::registry::push(&args).await,
             cli::Command::Pull(args) => mur::registry::pull(&args).await,

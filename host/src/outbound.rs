@@ -56,6 +56,36 @@ pub struct Outbound {
     policy: Arc<NetPolicy>,
     events: Arc<Mutex<Vec<Event>>>,
     credential: Option<Arc<Credential>>,
+    context: TraceContext,
+}
+
+/// The W3C `traceparent` a driver's requests carry: the turn under way, set by the
+/// session before each call and shared by the driver's instances.
+#[derive(Debug, Clone, Default)]
+pub struct TraceContext(Arc<Mutex<Option<String>>>);
+
+impl TraceContext {
+    pub fn set(&self, traceparent: Option<String>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = traceparent;
+    }
+
+    fn get(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Puts the turn's `traceparent` on `request`, unless the driver set its own.
+    fn apply(&self, request: &mut Request<WasiBody>) {
+        let Some(traceparent) = self.get() else {
+            return;
+        };
+        let headers = request.headers_mut();
+        if headers.contains_key("traceparent") {
+            return;
+        }
+        if let Ok(value) = http::HeaderValue::from_str(&traceparent) {
+            headers.insert("traceparent", value);
+        }
+    }
 }
 
 /// The key the host adds to a driver's requests to the model server, for drivers that
@@ -73,7 +103,14 @@ impl Outbound {
             policy,
             events,
             credential: None,
+            context: TraceContext::default(),
         }
+    }
+
+    /// Requests carry the `traceparent` `context` holds when they are sent.
+    pub fn with_context(mut self, context: TraceContext) -> Self {
+        self.context = context;
+        self
     }
 
     /// Adds `credential` to requests for its origin that carry no key of their own.
@@ -128,6 +165,7 @@ impl WasiHttpHooks for Outbound {
         let policy = self.policy.clone();
         let events = self.events.clone();
         let credential = self.credential.clone();
+        self.context.apply(&mut request);
         Box::new(async move {
             let target = Origin::of(request.uri());
             if !policy.allows(&target) {

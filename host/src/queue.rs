@@ -127,6 +127,8 @@ pub struct Pending {
     pub origin: Origin,
     pub source: Source,
     pub message_id: Option<String>,
+    /// The W3C `traceparent` it arrived with, well formed: its spans' parent.
+    pub traceparent: Option<String>,
     /// Set when the task must fail as it starts: the workdir passed its quota while
     /// the detached command it reports on ran.
     pub breach: Option<String>,
@@ -365,6 +367,7 @@ mod tests {
     fn task(id: &str, origin: Origin) -> Pending {
         Pending {
             breach: None,
+            traceparent: None,
             id: id.into(),
             context_id: "ctx".into(),
             text: String::new(),

@@ -125,6 +125,7 @@ pub fn report(queue: &Queue, session_id: &str, resumed: &Resumed) {
     );
     queue.push_own(Pending {
         breach: None,
+        traceparent: None,
         id: task_id,
         context_id: first.context_id.clone().unwrap_or_else(ids::context),
         text: report_text(&resumed.session_id, &marked),

@@ -39,6 +39,7 @@ pub(crate) async fn run_seated(
 ) -> Result<ExitCode, Error> {
     let started = Instant::now();
     let m = Arc::new(load_manifest(&args)?);
+    let seated = seat.is_some();
     // Before any command runs, so whatever a command leaves behind is ours to kill.
     let adopted = crate::reaper::adopt_orphans();
     let options = Options {
@@ -53,6 +54,7 @@ pub(crate) async fn run_seated(
         cpu: None,
         spend: None,
         seat,
+        telemetry: crate::telemetry::for_run(&m.observability)?,
     };
     if args.explain_scope {
         print!("{}", capsule::explain_scope(&m, &options)?);
@@ -101,6 +103,7 @@ pub(crate) async fn run_seated(
     let listed = registration.as_ref().map(|r| r.path().to_path_buf());
     let signals = tokio::spawn(stop_on_signals(caught, control, listed));
     let json = args.json;
+    let trace = launched.trace.clone();
     let ended = opened
         .run(started, |ended| {
             if ended.ran.is_ok() && !json {
@@ -115,6 +118,7 @@ pub(crate) async fn run_seated(
     signals.abort();
     server.abort();
     drop(registration);
+    crate::telemetry::wind_down(trace, !seated).await;
     ended.ran?;
     match ended.last {
         Some(task) if !task.completed => Err(Error::new(

@@ -78,13 +78,15 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Error> {
     };
     let shares = crate::cpu::Scheduler::start()?;
     crate::queue::backlog::sync_accepted(args.sync_queue);
-    let fleet = Arc::new(Fleet::new(
+    let exporter = crate::telemetry::for_serve(args.otel_endpoint.as_deref())?;
+    let fleet = Fleet::new(
         engine,
         registry,
         base_url.clone(),
         admin,
         (ceilings, shares),
-    ));
+    );
+    let fleet = Arc::new(fleet.with_telemetry(exporter, args.otel_capsule_ids));
     let server = tokio::spawn(server::serve(listener, Mount::Many(fleet.clone())));
     let problems = fleet.restore().await;
     announce(
@@ -109,6 +111,8 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, Error> {
     });
     drain(&fleet, Duration::from_secs(args.drain_secs)).await;
     server.abort();
+    let _ =
+        tokio::task::spawn_blocking(|| crate::telemetry::flush_all(Duration::from_secs(5))).await;
     Ok(ExitCode::SUCCESS)
 }
 

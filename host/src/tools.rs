@@ -461,18 +461,26 @@ impl Tools {
 
     /// Runs one call. Never fails: every outcome is something the model is told.
     /// `port` lets a tool component ask for input (`None` outside an A2A task).
+    /// Runs one call. `traceparent` names the call's span: a peer or an MCP server it
+    /// reaches is told it, so their spans join the caller's trace.
     pub async fn dispatch(
         &self,
         name: &str,
         input: &str,
         task: TaskInfo,
         wire: &Arc<Wire>,
-        (port, caller): (Option<Port>, Caller),
+        (port, caller, traceparent): (Option<Port>, Caller, Option<String>),
     ) -> Dispatched {
         let started = Instant::now();
         let mut out = match (self.get(name), self.find_mcp(name)) {
-            (Some(tool), _) => self.run(tool, input, task, wire, (port, caller)).await,
-            (None, Some((server, tool))) => self.run_mcp(server, &tool, input, wire, port).await,
+            (Some(tool), _) => {
+                self.run(tool, input, task, wire, (port, caller, traceparent))
+                    .await
+            }
+            (None, Some((server, tool))) => {
+                let via = (port, traceparent.as_deref());
+                self.run_mcp(server, &tool, input, wire, via).await
+            }
             (None, None) => Dispatched::not_reached(format!(
                 "tool '{name}' is not declared in manifest allowlist"
             )),
@@ -489,12 +497,15 @@ impl Tools {
         input: &str,
         task: TaskInfo,
         wire: &Arc<Wire>,
-        (port, caller): (Option<Port>, Caller),
+        (port, caller, traceparent): (Option<Port>, Caller, Option<String>),
     ) -> Dispatched {
         match &tool.kind {
             Kind::Shell { binary } => self.run_shell(&tool.name, binary, input).await,
             Kind::Skill { text } => run_skill(&self.grants.workdir, text),
-            Kind::Peer { desk } => self.run_peer(desk, input, &task, wire, port).await,
+            Kind::Peer { desk } => {
+                let via = (port, traceparent);
+                self.run_peer(desk, input, &task, wire, via).await
+            }
             Kind::Component { .. } | Kind::Upstream { .. } => {
                 let as_is = caller == Caller::Capsule && matches!(tool.kind, Kind::Upstream { .. });
                 if !as_is && !matches!(serde_json::from_str::<Value>(input), Ok(Value::Object(_))) {

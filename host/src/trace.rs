@@ -3,6 +3,7 @@
 //! `line`; this module writes the envelope before them.
 
 pub mod line;
+mod spans;
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -13,7 +14,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{Map, Value};
 
 use crate::ids;
+use crate::telemetry::{Feed, context::SpanRef};
 pub use line::Line;
+pub use spans::CALLER_FIELD;
+use spans::Spans;
 
 pub struct Trace {
     file: Mutex<Sink>,
@@ -24,12 +28,15 @@ pub struct Trace {
     session_id: String,
     /// `capabilities.limits.max_trace_bytes`.
     max_bytes: u64,
+    /// Where each line also goes as a span or a span's event, when export is on.
+    feed: Option<Feed>,
 }
 
 struct Sink {
     file: File,
     /// What this session wrote, the lines before it in the file not counted.
     written: u64,
+    spans: Spans,
 }
 
 /// Kept free below the ceiling for the lines that close a task and the session, so a
@@ -55,16 +62,41 @@ impl Trace {
     pub fn create(path: &Path, session_id: &str) -> std::io::Result<Self> {
         let file = OpenOptions::new().create(true).append(true).open(path)?;
         Ok(Trace {
-            file: Mutex::new(Sink { file, written: 0 }),
+            file: Mutex::new(Sink {
+                file,
+                written: 0,
+                spans: Spans::new(session_id, None),
+            }),
             failure: Mutex::new(None),
             path: path.to_path_buf(),
             session_id: session_id.to_string(),
             max_bytes: u64::MAX,
+            feed: None,
         })
     }
 
-    pub fn with_max_bytes(self, max_bytes: u64) -> Self {
-        Trace { max_bytes, ..self }
+    pub fn with_max_bytes(mut self, max_bytes: u64) -> Self {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// Lines also go to `feed` as spans; `caller` (a `TRACEPARENT` the session was
+    /// started with) is the session's parent.
+    pub fn with_telemetry(mut self, feed: Option<Feed>, caller: Option<SpanRef>) -> Self {
+        let session_id = self.session_id.clone();
+        self.sink().spans = Spans::new(&session_id, caller);
+        self.feed = feed;
+        self
+    }
+
+    fn sink(&self) -> std::sync::MutexGuard<'_, Sink> {
+        self.file.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The span the line `event_id` (not yet written) will be, under `task`: what a
+    /// request sent before the line names as its parent.
+    pub fn future_span(&self, task: Option<&str>, event_id: &str) -> SpanRef {
+        self.sink().spans.future(task, event_id)
     }
 
     /// Whether a line of `len` bytes still fits: other lines stop short of the closing
@@ -99,13 +131,29 @@ impl Trace {
     /// Appends one event and returns its `event_id` (for children to name as parent).
     /// The line's fields follow the envelope.
     pub fn write(&self, place: Place<'_>, line: Line) -> std::io::Result<String> {
+        self.write_as(ids::event(), place, line)
+    }
+
+    /// [`Trace::write`] with an event id chosen before: the line of a call whose
+    /// requests named its span (see [`Trace::future_span`]) while it ran.
+    pub fn write_as(
+        &self,
+        event_id: String,
+        place: Place<'_>,
+        line: Line,
+    ) -> std::io::Result<String> {
         let event_type = line.kind();
-        self.append(event_type, place, line.into_fields())
+        self.append(event_id, event_type, place, line.into_fields())
             .map_err(|e| self.failed(e))
     }
 
-    fn append(&self, event_type: &str, place: Place<'_>, fields: Value) -> std::io::Result<String> {
-        let event_id = ids::event();
+    fn append(
+        &self,
+        event_id: String,
+        event_type: &str,
+        place: Place<'_>,
+        fields: Value,
+    ) -> std::io::Result<String> {
         let mut line = Map::new();
         line.insert("event_type".into(), event_type.into());
         line.insert("event_id".into(), event_id.clone().into());
@@ -113,12 +161,18 @@ impl Trace {
         line.insert("session_id".into(), self.session_id.clone().into());
         line.insert("timestamp".into(), now_ms().into());
         line.insert("task_id".into(), place.task.into());
+        let mut sink = self.sink();
+        let caller = fields.get(CALLER_FIELD).and_then(Value::as_str);
+        sink.spans
+            .stamp(event_type, &event_id, (place.task, caller), &mut line);
         if let Value::Object(fields) = fields {
             line.extend(fields);
         }
-        let mut text = crate::secret::scrub(&Value::Object(line).to_string()).into_owned();
+        let line = Value::Object(line);
+        let serialized = line.to_string();
+        let scrubbed = crate::secret::scrub(&serialized);
+        let mut text = scrubbed.to_string();
         text.push('\n');
-        let mut sink = self.file.lock().unwrap_or_else(|p| p.into_inner());
         if !self.fits(event_type, sink.written, text.len() as u64) {
             // The write that fails ends the task and the session: the loop traps on it.
             return Err(std::io::Error::other(format!(
@@ -130,7 +184,61 @@ impl Trace {
         sink.file.write_all(text.as_bytes())?;
         sink.file.flush()?;
         sink.written += text.len() as u64;
+        if let Some(feed) = &self.feed {
+            // What the file holds goes out, a scrubbed secret scrubbed there too.
+            match scrubbed {
+                std::borrow::Cow::Borrowed(_) => feed.line(&line),
+                std::borrow::Cow::Owned(_) => {
+                    if let Ok(scrubbed) = serde_json::from_str(&text) {
+                        feed.line(&scrubbed);
+                    }
+                }
+            }
+        }
         Ok(event_id)
+    }
+}
+
+/// Span ids for lines written without them (by an older `mur`, or upstream Murmur's
+/// runtime), as a live run would have given them: for `mur trace export`.
+#[derive(Default)]
+pub struct SpanStamp {
+    sessions: std::collections::HashMap<String, Spans>,
+}
+
+impl SpanStamp {
+    pub fn fill(&mut self, line: &mut Map<String, Value>) {
+        if line.contains_key("span_id") {
+            return;
+        }
+        let text = |k: &str| line.get(k).and_then(Value::as_str).map(str::to_string);
+        let (Some(kind), Some(event), Some(session)) =
+            (text("event_type"), text("event_id"), text("session_id"))
+        else {
+            return;
+        };
+        let (task, caller) = (text("task_id"), text(CALLER_FIELD));
+        let spans = self
+            .sessions
+            .entry(session.clone())
+            .or_insert_with(|| Spans::new(&session, None));
+        let mut ids = Map::new();
+        spans.stamp(
+            &kind,
+            &event,
+            (task.as_deref(), caller.as_deref()),
+            &mut ids,
+        );
+        line.extend(ids);
+    }
+}
+
+impl Drop for Trace {
+    /// Spans a session left open (it failed without its closing lines) go as they stand.
+    fn drop(&mut self) {
+        if let Some(feed) = &self.feed {
+            feed.finish();
+        }
     }
 }
 
@@ -151,6 +259,29 @@ impl SessionTrace {
 
     pub fn write(&self, place: Place<'_>, line: Line) -> std::io::Result<String> {
         self.trace.write(place, line)
+    }
+
+    pub fn write_as(
+        &self,
+        event_id: String,
+        place: Place<'_>,
+        line: Line,
+    ) -> std::io::Result<String> {
+        self.trace.write_as(event_id, place, line)
+    }
+
+    pub fn future_span(&self, task: Option<&str>, event_id: &str) -> SpanRef {
+        self.trace.future_span(task, event_id)
+    }
+
+    /// Whether the operator asked for prompt and reply text on the spans.
+    pub fn captures_content(&self) -> bool {
+        self.trace.feed.as_ref().is_some_and(Feed::captures_content)
+    }
+
+    /// The session's feed to the exporter, when export is on.
+    pub fn feed(&self) -> Option<&Feed> {
+        self.trace.feed.as_ref()
     }
 
     /// A line under `session_start`, about `task` if it names one.
@@ -274,6 +405,9 @@ mod tests {
                 "session_id",
                 "timestamp",
                 "task_id",
+                "trace_id",
+                "span_id",
+                "parent_span_id",
                 "lane"
             ]
         );

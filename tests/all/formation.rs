@@ -207,8 +207,20 @@ fn a_lead_hands_two_workers_their_parts_and_carries_on_with_their_answers() {
         assert_eq!(received[0]["caller"], "lead");
         assert_eq!(received[0]["caller_task_id"], call["task_id"]);
         assert_eq!(received[0]["task_id"], call["member_task_id"]);
+        // The callee's task is a span in the caller's trace, under the lead's call.
         let arrived = events(&theirs, "a2a_task_received");
-        assert_eq!(arrived[0]["traceparent_from_caller"], traceparent);
+        let passed = arrived[0]["traceparent_from_caller"].as_str().unwrap();
+        let parts: Vec<&str> = passed.split('-').collect();
+        assert_eq!(parts[1], traceparent.split('-').nth(1).unwrap(), "{passed}");
+        let call_spans: Vec<&Value> = events(&lead, "tool_call")
+            .into_iter()
+            .filter(|l| l["tool_name"] == "call-member")
+            .map(|l| &l["span_id"])
+            .collect();
+        assert!(
+            call_spans.contains(&&Value::from(parts[2])),
+            "{passed} {call_spans:?}"
+        );
         let start = events(&theirs, "task_start");
         assert_eq!(start[0]["origin"], "peer");
         assert_eq!(start[0]["lane"], "peer");

@@ -118,3 +118,43 @@ fn a_wrong_token_stops_the_launch_saying_the_server_refused_it() {
     );
     assert!(!run.stderr.contains("not-the-token"));
 }
+
+#[test]
+fn a_python_sdk_server_is_called_inside_the_tool_calls_trace() {
+    let Some(server) = PythonServer::start(TOKEN) else {
+        return;
+    };
+    let turns = format!(
+        "  - tool_calls:\n      - {{id: c1, name: mcp__notes__traceparent, input: {{}}}}\n{}",
+        text_turn("{{last_tool_result}}")
+    );
+    let allow = format!("http://127.0.0.1:{}", server.port);
+    let capsule = capsule("mcp-http-traced", &server.url(), &allow, &turns);
+    let run = run_with_token(&capsule, TOKEN);
+    run.assert_ok();
+    let session = run.session();
+    let calls = session.events("tool_call");
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let call = &calls[0];
+    assert_eq!(call["status"], "ok", "{call}");
+    // What the server's tool found in its request: `_meta.traceparent`, and the
+    // `traceparent` header, as the SDK hands them to the tool.
+    let output = call["output"].as_str().unwrap_or_default();
+    let said = output
+        .strip_prefix("<untrusted-content source=mcp:notes/traceparent>\n")
+        .and_then(|o| o.strip_suffix("\n</untrusted-content>"))
+        .unwrap_or_else(|| panic!("the tool's answer, fenced: {output}"));
+    let got: serde_json::Value = serde_json::from_str(said).unwrap();
+    let traceparent = got["meta"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the server got no _meta.traceparent: {got}"));
+    assert_eq!(got["header"], traceparent, "the header is the same: {got}");
+    let parts: Vec<&str> = traceparent.split('-').collect();
+    let [version, trace_id, parent_id, flags] = parts[..] else {
+        panic!("not a traceparent: {traceparent}")
+    };
+    assert_eq!((version, flags), ("00", "01"), "{traceparent}");
+    // The server's work is a child of the tool call's span, in the session's trace.
+    assert_eq!(call["trace_id"], trace_id, "{call}");
+    assert_eq!(call["span_id"], parent_id, "{call}");
+}

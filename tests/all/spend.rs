@@ -327,6 +327,9 @@ fn a_session_past_its_ceiling_refuses_with_nothing_asked_and_mur_run_says_so() {
             "session_id": session.id,
             "timestamp": line["timestamp"],
             "task_id": task,
+            // An event on the task's span.
+            "trace_id": session.id.strip_prefix("ses_").unwrap(),
+            "span_id": events(&trace, "task_start")[0]["span_id"],
             "limit": "inference.max_session_tokens",
             "ceiling": 1000,
             "used": 2500,

@@ -417,6 +417,7 @@ const OURS: &[&str] = &[
     "member_call",
     "peer_task_answered",
     "peer_task_received",
+    "hook",
 ];
 
 const ENVELOPE: &[&str] = &[
@@ -447,6 +448,57 @@ fn fits(v: &Value, ty: Ty) -> bool {
 
 fn is_event_id(v: &Value) -> bool {
     v.as_str().is_some_and(|id| is_minted(id, "evt_", 32))
+}
+
+/// The OpenTelemetry ids after the envelope: `trace_id` (32 hex digits) and `span_id`
+/// (16) on every line, and `parent_span_id` (16, or null for a root) on a line that is
+/// or opens a span; a span line's own id is the end of its event id.
+fn span_ids(fields: &serde_json::Map<String, Value>) -> Vec<String> {
+    const SPANS: &[&str] = &[
+        "session_start",
+        "task_start",
+        "inference",
+        "tool_call",
+        "skill_call",
+        "shell",
+        "compaction",
+        "hook",
+        "member_call",
+    ];
+    let hex = |key: &str, n: usize| {
+        fields
+            .get(key)
+            .and_then(Value::as_str)
+            .is_some_and(|h| h.len() == n && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    let mut wrong = Vec::new();
+    let keys: Vec<&str> = fields
+        .keys()
+        .skip(ENVELOPE.len())
+        .take(2)
+        .map(String::as_str)
+        .collect();
+    if keys != ["trace_id", "span_id"] || !hex("trace_id", 32) || !hex("span_id", 16) {
+        wrong.push(format!(
+            "no trace_id and span_id after the envelope: {keys:?}"
+        ));
+    }
+    let text = |key: &str| fields.get(key).and_then(Value::as_str).unwrap_or_default();
+    let kind = text("event_type");
+    if SPANS.contains(&kind) {
+        let parent = fields.get("parent_span_id");
+        if !(hex("parent_span_id", 16)
+            || parent.is_some_and(Value::is_null) && kind == "session_start")
+        {
+            wrong.push(format!("a {kind} line's parent_span_id is {parent:?}"));
+        }
+        if !text("event_id").ends_with(text("span_id")) || text("span_id").is_empty() {
+            wrong.push(format!(
+                "a {kind} line's span_id is not the end of its event id"
+            ));
+        }
+    }
+    wrong
 }
 
 /// What is wrong with one line, given the event ids of the lines before it; none when
@@ -487,6 +539,7 @@ fn problems(line: &Value, session_id: &str, earlier: &HashSet<String>) -> Vec<St
             wrong.push(format!("envelope {key} is {}", line[key]));
         }
     }
+    wrong.extend(span_ids(fields));
     let Some(spec) = SCHEMA.iter().find(|s| s.event == kind) else {
         if !OURS.contains(&kind) {
             wrong.push(format!("{kind} is in neither the schema nor OURS"));
@@ -903,6 +956,7 @@ fn every_line_we_write_fits_the_reference_schema() {
 fn the_checker_refuses_what_the_schema_forbids() {
     let start = json!({"event_type": "session_start", "event_id": format!("evt_{}", "a".repeat(32)),
         "parent_id": null, "session_id": "ses_x", "timestamp": 1, "task_id": null,
+        "trace_id": "1".repeat(32), "span_id": "a".repeat(16), "parent_span_id": null,
         "capsule_name": "c", "capsule_version": "1", "model": "m", "max_turns": 4,
         "capabilities": ["filesystem", "shell"], "tools_declared": [],
         "system_prompt_source": "none", "system_prompt_sha256": null, "resumed_from": null,
@@ -922,6 +976,7 @@ fn the_checker_refuses_what_the_schema_forbids() {
     assert_eq!(problems(&orphan, "ses_x", &HashSet::new()).len(), 1);
     let wrong_lane = json!({"event_type": "task_start", "event_id": format!("evt_{}", "c".repeat(32)),
         "parent_id": null, "session_id": "ses_x", "timestamp": 1, "task_id": "tsk_1",
+        "trace_id": "1".repeat(32), "span_id": "c".repeat(16), "parent_span_id": "a".repeat(16),
         "context_id": "ctx_1", "source": "a2a", "origin": "event", "trust": "untrusted",
         "lane": "user", "message_parts_bytes": 3});
     assert_eq!(
@@ -929,9 +984,18 @@ fn the_checker_refuses_what_the_schema_forbids() {
         ["origin event runs in lane bg"]
     );
     let unknown = json!({"event_type": "made_up", "event_id": format!("evt_{}", "d".repeat(32)),
-        "parent_id": null, "session_id": "ses_x", "timestamp": 1, "task_id": null});
+        "parent_id": null, "session_id": "ses_x", "timestamp": 1, "task_id": null,
+        "trace_id": "1".repeat(32), "span_id": "a".repeat(16)});
     assert_eq!(
         problems(&unknown, "ses_x", &HashSet::new()),
         ["made_up is in neither the schema nor OURS"]
+    );
+    // A span line's ids: its own span id is the end of its event id.
+    let mut foreign = wrong_lane.clone();
+    foreign["span_id"] = json!("e".repeat(16));
+    foreign["lane"] = json!("bg");
+    assert_eq!(
+        problems(&foreign, "ses_x", &HashSet::new()),
+        ["a task_start line's span_id is not the end of its event id"]
     );
 }

@@ -7,6 +7,7 @@ Prints `PORT <n>` once it listens, then serves until killed. Every request witho
 """
 
 import asyncio
+import json
 import socket
 import sys
 
@@ -36,6 +37,13 @@ async def count(steps: int, ctx: Context) -> str:
         await ctx.report_progress(i, steps, f"step {i}")
         await asyncio.sleep(0.05)
     return f"counted to {steps}"
+
+
+@server.tool(description="Says the W3C traceparent the call came with: in `_meta`, and as a header.")
+def traceparent(ctx: Context) -> str:
+    meta = ctx.request_context.meta or {}
+    headers = ctx.headers or {}
+    return json.dumps({"meta": meta.get("traceparent"), "header": headers.get("traceparent")})
 
 
 class Colour(BaseModel):

@@ -26,6 +26,7 @@ const CANCEL_SETTLES: Duration = Duration::from_secs(10);
 const DEFAULT_PAGE: usize = 50;
 const MAX_PAGE: usize = 100;
 
+/// Answers one call; returns the task it was about, when it named or made one.
 pub async fn call(
     socket: TcpStream,
     request: &Request,
@@ -33,14 +34,18 @@ pub async fn call(
     method: &str,
     id: Value,
     params: Value,
-) {
+) -> Option<String> {
     let tasks = served.wire.tasks();
+    let named = params.get("id").and_then(Value::as_str).map(str::to_string);
     let answered = match method {
         "SendMessage" | "SendStreamingMessage" => {
             let streaming = method == "SendStreamingMessage";
             return send(socket, request, served, id, params, streaming).await;
         }
-        "SubscribeToTask" => return subscribe(socket, request, tasks, id, params).await,
+        "SubscribeToTask" => {
+            subscribe(socket, request, tasks, id, params).await;
+            return named;
+        }
         "GetTask" => get(tasks, params),
         "ListTasks" => list(tasks, params),
         "CancelTask" => cancel(served, params).await,
@@ -54,6 +59,7 @@ pub async fn call(
         Err(fault) => rpc::error(&id, &fault),
     };
     reply(socket, body).await;
+    named
 }
 
 fn params<T: DeserializeOwned>(params: Value) -> Result<T, Fault> {
@@ -75,19 +81,23 @@ async fn send(
     id: Value,
     params: Value,
     streaming: bool,
-) {
+) -> Option<String> {
     let tasks = served.wire.tasks();
     let started = sent(request, served, params);
     let (task, after, config) = match started {
         Ok(started) => started,
-        Err(fault) => return reply(socket, rpc::error(&id, &fault)).await,
+        Err(fault) => {
+            reply(socket, rpc::error(&id, &fault)).await;
+            return None;
+        }
     };
     if streaming {
         // A new task's own first event is its snapshot; a continued one gets the
         // task as it stands, then what follows.
         let first = (after > 0).then(|| snapshot_event(tasks, &task)).flatten();
         let after = first.as_ref().map_or(after, |e| e.seq);
-        return stream::follow(socket, tasks, &task, &id, first, after).await;
+        stream::follow(socket, tasks, &task, &id, first, after).await;
+        return Some(task);
     }
     if !config.return_immediately {
         settle(tasks, &task, after).await;
@@ -100,6 +110,7 @@ async fn send(
         None => rpc::error(&id, &Fault::task_not_found(&task)),
     };
     reply(socket, body).await;
+    Some(task)
 }
 
 /// What `configuration` asked of a send.
@@ -416,7 +427,7 @@ fn shaped(mut task: Task, history: Option<i32>, artifacts: bool) -> Task {
     task
 }
 
-fn state_name(state: &TaskState) -> String {
+pub(super) fn state_name(state: &TaskState) -> String {
     serde_json::to_value(state)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))

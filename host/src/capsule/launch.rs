@@ -55,6 +55,7 @@ pub(super) async fn open_session(
     wire: Arc<Wire>,
     (staged, jail): (Staged, Option<Jail>),
     (launch, resumed_from): (Option<&str>, Option<&str>),
+    telemetry: Option<crate::telemetry::Attach>,
 ) -> Result<(Session, Launched), Error> {
     let Staged {
         session_loop,
@@ -106,6 +107,7 @@ pub(super) async fn open_session(
             )
         })?
         .with_max_bytes(m.capabilities.limits.max_trace_bytes);
+    let trace = with_telemetry(trace, telemetry, &workdir);
     let capabilities = capabilities(m);
     let declared = tools.names();
     let start = line::session_start(SessionStart {
@@ -528,4 +530,28 @@ fn system_prompt(m: &Manifest, workdir: &Workdir) -> Option<String> {
         block.push_str(prompt);
     }
     Some(block)
+}
+
+/// The trace, its lines also sent as spans when export is on; a loss of spans is said
+/// once in the session's records, in `logs/telemetry.log`.
+fn with_telemetry(
+    trace: Trace,
+    telemetry: Option<crate::telemetry::Attach>,
+    workdir: &Workdir,
+) -> Trace {
+    let Some(attach) = telemetry else {
+        return trace;
+    };
+    let log = std::sync::Mutex::new(crate::host_log::Log::new(
+        workdir.logs_dir().join("telemetry.log"),
+        4096,
+    ));
+    let say = move |said: &str| {
+        let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
+        for line in said.lines() {
+            log.append(line);
+        }
+    };
+    let feed = crate::telemetry::Feed::new(&attach, Box::new(say));
+    trace.with_telemetry(Some(feed), attach.parent)
 }

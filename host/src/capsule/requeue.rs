@@ -230,6 +230,7 @@ mod tests {
                 source: Source::A2a,
                 message_id: Some(format!("m-{n}")),
                 breach: None,
+                traceparent: None,
             };
             let message = user_message(&task.text, task.message_id.as_deref());
             self.tasks

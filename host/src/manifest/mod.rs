@@ -102,6 +102,8 @@ pub struct Manifest {
     /// `registry`: `host[:port]/namespace` where artifacts without `source:` are found,
     /// before the machine's own (`$MURMUR_HOME/config.yaml`).
     pub registry: Option<String>,
+    /// `observability`: where spans go when the environment does not say.
+    pub observability: crate::telemetry::settings::Observability,
     /// No `inference`: the upstream capsule component (absolute) the session runs in
     /// place of a model-driven loop, and `inference` stands in with no model.
     pub capsule: Option<PathBuf>,
@@ -601,6 +603,7 @@ fn build_manifest(cx: &mut Cx, root: Option<&Node>, path: PathBuf) -> Result<Man
         peers: remote_peers,
         mcp_servers,
         registry: registry(cx, &top)?,
+        observability: sections::observability(cx, &top)?,
         capsule,
     })
 }

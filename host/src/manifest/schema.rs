@@ -8,7 +8,8 @@ use crate::error::Error;
 const SCHEMA: &[(&str, &[&str])] = &[
     ("", &["name", "version", "description", "artifacts", "loop", "inference", "context", "lifecycle",
            "capabilities", "network", "trace", "exports", "peers", "mcp_servers",
-           "registry", "runtime"]),
+           "registry", "runtime", "observability"]),
+    ("observability", &["otel_endpoint", "capture_content"]),
     ("exports", &["peer_tasks"]),
     ("exports.peer_tasks", &["accept"]),
     ("peers[]", &["name", "card", "token_env"]),
@@ -185,7 +186,7 @@ mod tests {
         let s = Scratch::new();
         let yaml = base(
             "lifecycle:\n  queu_depth: 3\n  task-acceptance: queue\n  Conversation: threaded\n\
-             observability:\n  otel: true\ntrace:\n  include_tool_outputs: true\n",
+             telemetry:\n  otel: true\ntrace:\n  include_tool_outputs: true\n",
         );
         let loaded = s.ok(&yaml);
         let keys: Vec<(usize, &str)> = loaded
@@ -197,7 +198,7 @@ mod tests {
             (7, "lifecycle.queu_depth"),
             (8, "lifecycle.task-acceptance"),
             (9, "lifecycle.Conversation"),
-            (10, "observability"),
+            (10, "telemetry"),
             (13, "trace.include_tool_outputs"),
         ];
         assert_eq!(keys, want_keys);
@@ -216,7 +217,7 @@ mod tests {
                 "{w}:9: unknown key 'lifecycle.Conversation' ignored (did you mean \
                  'lifecycle.conversation'?)"
             ),
-            format!("{w}:10: unknown key 'observability' ignored"),
+            format!("{w}:10: unknown key 'telemetry' ignored"),
             format!(
                 "{w}:13: unknown key 'trace.include_tool_outputs' ignored (did you mean \
                  'trace.include_tool_output'?)"

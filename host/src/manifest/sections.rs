@@ -93,6 +93,30 @@ pub(super) fn trace(cx: &mut Cx, top: &Section) -> Result<TraceSettings> {
     })
 }
 
+/// `observability`: upstream's `otel_endpoint` (a collector's base URL), and
+/// `capture_content` (prompt and reply text on the spans).
+pub(super) fn observability(
+    cx: &mut Cx,
+    top: &Section,
+) -> Result<crate::telemetry::settings::Observability> {
+    let sec = top.sub(cx, "observability")?;
+    let otel_endpoint = match sec.opt_str(cx, "otel_endpoint")? {
+        Some((url, line)) => Some(
+            crate::telemetry::settings::checked(&url, "observability.otel_endpoint").map_err(
+                |e| {
+                    cx.invalid(line, "observability.otel_endpoint", e.message)
+                        .hint("name the collector's OTLP/HTTP base URL, e.g. http://127.0.0.1:4318")
+                },
+            )?,
+        ),
+        None => None,
+    };
+    Ok(crate::telemetry::settings::Observability {
+        otel_endpoint,
+        capture_content: sec.opt_bool(cx, "capture_content")?.unwrap_or(false),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;

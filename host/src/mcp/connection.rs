@@ -74,6 +74,12 @@ pub struct CallHooks<'a> {
     pub person: Option<&'a dyn Person>,
     /// Hears the server's progress reports.
     pub progress: Option<&'a dyn Progress>,
+    /// The W3C `traceparent` (`00-<trace-id>-<parent-id>-<flags>`) of the span the call
+    /// runs in: sent in the request's `params._meta.traceparent` (the key MCP reserves
+    /// for W3C Trace Context, SEP-414), and as the HTTP `traceparent` header over
+    /// streamable HTTP, so the server's own spans join the capsule's trace under the
+    /// tool call. A value that is not a well-formed `traceparent` is not sent.
+    pub traceparent: Option<&'a str>,
 }
 
 /// The person a call's questions go to.
@@ -367,6 +373,11 @@ impl Connection {
         let mut deadline = Instant::now() + limit;
         let mut renewed = false;
         let mut rounds = 0;
+        // Kept in `_meta` through every round: `fulfil` keeps what `params` had.
+        let traceparent = hooks.traceparent.filter(|t| protocol::is_traceparent(t));
+        if let Some(traceparent) = traceparent {
+            params = protocol::with_meta(params, [(protocol::TRACEPARENT, traceparent.into())]);
+        }
         loop {
             let stamp = Stamp {
                 version: Some(&self.era),
@@ -374,6 +385,7 @@ impl Connection {
                 progress: hooks.progress.is_some() && method == "tools/call",
                 person: hooks.person.is_some(),
                 cancellable: true,
+                traceparent,
             };
             let carried = self.wire.session();
             let sent = match self.modern {

@@ -29,6 +29,7 @@ const SESSION: &str = "mcp-session-id";
 const VERSION: &str = "mcp-protocol-version";
 const METHOD: &str = "mcp-method";
 const NAME: &str = "mcp-name";
+const TRACEPARENT: &str = "traceparent";
 /// The most of a refusal's body read for a JSON-RPC error.
 const MAX_REFUSAL: usize = 64 * 1024;
 /// Events of an answer that are not JSON-RPC messages before the answer is given up.
@@ -256,6 +257,11 @@ impl Inner {
         }
         if let Some(version) = heads.stamp.version {
             builder = builder.header(VERSION, version);
+        }
+        // W3C Trace Context over HTTP: the same value the request's `_meta` carries,
+        // for what sits in front of the server (a gateway, a proxy) or reads headers.
+        if let Some(traceparent) = heads.stamp.traceparent {
+            builder = builder.header(TRACEPARENT, traceparent);
         }
         if heads.stamp.modern {
             if let Some(method) = heads.method {

@@ -20,6 +20,11 @@ const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 
+/// The `_meta` key of W3C Trace Context's `traceparent`: unprefixed, one of the keys
+/// (`traceparent`, `tracestate`, `baggage`) MCP reserves for it (SEP-414, the
+/// 2026-07-28 revision), and what servers of the older eras read too.
+pub(super) const TRACEPARENT: &str = "traceparent";
+
 /// JSON-RPC's "method not found": what a server's request for something mur does not
 /// do (sampling, say) is answered with.
 pub(super) const METHOD_NOT_FOUND: i64 = -32601;
@@ -59,6 +64,38 @@ pub(super) fn with_meta<'a>(
     meta.extend(entries.into_iter().map(|(k, v)| (k.to_string(), v)));
     fields.insert("_meta".into(), Value::Object(meta));
     Value::Object(fields)
+}
+
+/// Whether `value` is a `traceparent` as W3C Trace Context writes one:
+/// `<version>-<trace-id>-<parent-id>-<flags>` in lowercase hex (2, 32, 16 and 2
+/// digits), the version not `ff`, neither id all zeroes; a version past `00` may
+/// carry more after a `-`.
+pub(super) fn is_traceparent(value: &str) -> bool {
+    let hex = |s: &str, len: usize| {
+        s.len() == len
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    let nonzero = |s: &str| s.bytes().any(|b| b != b'0');
+    let (head, rest) = value.split_at_checked(55).unwrap_or((value, ""));
+    let mut parts = head.split('-');
+    let (Some(version), Some(trace), Some(parent), Some(flags), None) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
+        return false;
+    };
+    hex(version, 2)
+        && version != "ff"
+        && hex(trace, 32)
+        && nonzero(trace)
+        && hex(parent, 16)
+        && nonzero(parent)
+        && hex(flags, 2)
+        && (rest.is_empty() || (version != "00" && rest.starts_with('-')))
 }
 
 /// The `initialize` request's params.
@@ -318,6 +355,26 @@ mod tests {
         );
         assert_eq!(meta[META_CLIENT_INFO]["name"], "mur");
         assert_eq!(modern(json!("junk"))["_meta"][META_VERSION], MODERN);
+    }
+
+    #[test]
+    fn only_a_well_formed_traceparent_is_one() {
+        let good = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        assert!(is_traceparent(good));
+        assert!(is_traceparent(&format!("01{}-later", &good[2..])));
+        for bad in [
+            "",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",
+            "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",
+            "00-00000000000000000000000000000000-b7ad6b7169203331-01",
+            "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",
+            "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-x",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b716920333-001",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-0\n",
+        ] {
+            assert!(!is_traceparent(bad), "{bad:?}");
+        }
     }
 
     #[test]

@@ -24,6 +24,9 @@ pub(super) struct Stamp<'a> {
     /// The server is told when the request is given up (never for `initialize` and
     /// `server/discover`, which the specification forbids cancelling).
     pub cancellable: bool,
+    /// The W3C `traceparent` an HTTP request carries as a header (already checked,
+    /// and in `params._meta` too).
+    pub traceparent: Option<&'a str>,
 }
 
 /// The next thing one request hears.

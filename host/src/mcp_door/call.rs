@@ -112,11 +112,15 @@ fn started(call: &Call<'_>, params: &Value) -> Result<Started, Fault> {
             "{capsule} takes one argument, task: the task for the capsule, as text (arguments.task is missing, empty or not a string)."
         )));
     };
-    Ok(submitted(call, task))
+    // SEP-414: an MCP client's trace context rides in `_meta`, before any header.
+    let traceparent = wire::meta(params)
+        .and_then(|m| m.get("traceparent"))
+        .and_then(Value::as_str);
+    Ok(submitted(call, task, traceparent))
 }
 
 /// The task handed to the queue, as a message of its own context.
-fn submitted(call: &Call<'_>, text: &str) -> Started {
+fn submitted(call: &Call<'_>, text: &str, traceparent: Option<&str>) -> Started {
     let mut message = Message::new(Role::User, vec![Part::text(text)]);
     message.message_id = crate::ids::message();
     let arrived = Arrived {
@@ -126,7 +130,7 @@ fn submitted(call: &Call<'_>, text: &str) -> Started {
         v1: message,
     };
     let capsule = &call.capsule.name;
-    match call.served.take(call.request, arrived) {
+    match call.served.take_traced(call.request, arrived, traceparent) {
         (task, _, Ok(())) => Started::Task { task, after: 0 },
         (_, _, Err(Refusal::Busy)) => Started::Refused(format!(
             "The capsule {capsule} is busy with other work and did not take the task: try again once it is free."

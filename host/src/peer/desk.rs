@@ -244,7 +244,7 @@ impl Desk {
         traceparent: Option<&str>,
     ) {
         let traceparent = traceparent
-            .filter(|t| is_traceparent(t))
+            .filter(|t| crate::telemetry::context::is_traceparent(t))
             .map(str::to_string);
         if admitted.is_none() && traceparent.is_none() {
             return;
@@ -293,20 +293,6 @@ impl Desk {
     fn book(&self) -> MutexGuard<'_, BTreeMap<String, Arrival>> {
         self.book.lock().unwrap_or_else(|p| p.into_inner())
     }
-}
-
-/// A W3C `traceparent`: `version-traceid-parentid-flags` in lowercase hex, and nothing
-/// else, so a header can smuggle nothing on to the next capsule.
-fn is_traceparent(value: &str) -> bool {
-    let parts: Vec<&str> = value.split('-').collect();
-    let hex = |s: &str, n: usize| {
-        s.len() == n && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-    };
-    parts.len() == 4
-        && hex(parts[0], 2)
-        && hex(parts[1], 32)
-        && hex(parts[2], 16)
-        && hex(parts[3], 2)
 }
 
 /// The caller whose edge credential `credential` is. Every hash is compared, so a

@@ -60,6 +60,8 @@ pub struct Saved {
     pub source: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
     /// `None` only when read back past [`MAX_TEXT`].
     #[serde(default)]
     pub text: Option<String>,
@@ -76,6 +78,7 @@ impl Saved {
             origin: task.origin.as_str().to_string(),
             source: task.source.as_str().to_string(),
             message_id: task.message_id.clone(),
+            traceparent: task.traceparent.clone(),
             text: Some(task.text.clone()),
             at: now_ms(),
         }
@@ -101,6 +104,7 @@ impl Saved {
             origin,
             source,
             message_id: self.message_id.clone(),
+            traceparent: self.traceparent.clone(),
             breach: None,
         })
     }
@@ -547,6 +551,7 @@ mod tests {
             source: Source::A2a,
             message_id: Some(format!("m-{n}")),
             breach: None,
+            traceparent: None,
         }
     }
 

@@ -61,6 +61,8 @@ pub struct Fleet {
     pub restored: AtomicBool,
     /// The formations its capsules are members of, with their wiring.
     pub formations: Formations,
+    /// The exporter every capsule's spans share, and whether they carry its id.
+    telemetry: Option<(Arc<crate::telemetry::Exporter>, bool)>,
 }
 
 /// One hosted capsule.
@@ -127,7 +129,18 @@ impl Fleet {
             draining: AtomicBool::new(false),
             restored: AtomicBool::new(false),
             formations: Formations::default(),
+            telemetry: None,
         }
+    }
+
+    /// Spans of every capsule go to `exporter`, with each capsule's id when `ids`.
+    pub fn with_telemetry(
+        mut self,
+        exporter: Option<Arc<crate::telemetry::Exporter>>,
+        ids: bool,
+    ) -> Self {
+        self.telemetry = exporter.map(|e| (e, ids));
+        self
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<Hosted>> {
@@ -325,6 +338,14 @@ impl Fleet {
             cpu: Some(hosted.cpu_account(self)),
             spend: Some(self.spend_of(&entry)),
             seat: self.formations.seat(&entry)?,
+            telemetry: self
+                .telemetry
+                .as_ref()
+                .map(|(exporter, ids)| crate::telemetry::Attach {
+                    exporter: exporter.clone(),
+                    capsule_id: ids.then(|| entry.id.clone()),
+                    parent: None,
+                }),
         };
         let staged = capsule::stage(&self.engine, m.clone(), options).await?;
         let opened = staged.open(&self.address(&entry.id)).await?;

@@ -131,6 +131,7 @@ pub fn render(fleet: &Fleet) -> String {
         "Inference calls a spend ceiling refused.",
     );
     let _ = writeln!(out, "mur_spend_refusals_total {}", spent.refusals);
+    spans(&mut out);
     let stats = &fleet.stats;
     header(
         &mut out,
@@ -154,6 +155,30 @@ pub fn render(fleet: &Fleet) -> String {
     let _ = writeln!(out, "mur_capsule_start_seconds_sum {sum}");
     let _ = writeln!(out, "mur_capsule_start_seconds_count {starts}");
     out
+}
+
+/// What the OpenTelemetry exporter sent and lost.
+fn spans(out: &mut String) {
+    let spans = crate::telemetry::export::totals();
+    header(
+        out,
+        "mur_otel_spans_exported_total",
+        "counter",
+        "Spans the OpenTelemetry collector took.",
+    );
+    let _ = writeln!(out, "mur_otel_spans_exported_total {}", spans.exported);
+    header(
+        out,
+        "mur_otel_spans_lost_total",
+        "counter",
+        "Spans lost: the export queue was full, or the collector refused or never answered.",
+    );
+    for (reason, n) in [
+        ("queue_full", spans.dropped),
+        ("export_failed", spans.failed),
+    ] {
+        let _ = writeln!(out, "mur_otel_spans_lost_total{{reason=\"{reason}\"}} {n}");
+    }
 }
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {

@@ -118,7 +118,7 @@ impl Current<'_> {
         // Not run, not shown to hooks: recorded like a call to an undeclared tool.
         let done = Dispatched::not_reached(told);
         self.tool_artifact(call, &done);
-        self.trace_call(turn, call, &done)?;
+        self.trace_call(turn, call, &done, None)?;
         Ok((done.content, true))
     }
 

@@ -64,10 +64,10 @@ impl Current<'_> {
                 Step::Refused(refusal) => self.refuse(turn, call, refusal)?,
                 Step::Denied(told) => (told, true),
                 Step::Run => {
-                    let Some(done) = ran.next() else {
+                    let Some((event, done)) = ran.next() else {
                         return Err(wasmtime::Error::msg("a dispatched call has no result"));
                     };
-                    self.record_run(turn, call, done).await?
+                    self.record_run(turn, call, done, event).await?
                 }
             };
             results.push(ToolResult {
@@ -112,7 +112,9 @@ impl Current<'_> {
             Step::Refused(refusal) => self.refuse(turn, call, refusal)?.0,
             Step::Denied(told) => told,
             Step::Run => {
-                let Some(mut done) = self.dispatch_all(&[call], Caller::Capsule).await.pop() else {
+                let Some((event, mut done)) =
+                    self.dispatch_all(&[call], Caller::Capsule).await.pop()
+                else {
                     return Err(wasmtime::Error::msg("a dispatched call has no result"));
                 };
                 let ran = done.plain.take().map(|plain| Invoked {
@@ -120,7 +122,7 @@ impl Current<'_> {
                     is_error: done.is_error,
                     truncated: done.truncated,
                 });
-                let (content, _) = self.record_run(turn, call, done).await?;
+                let (content, _) = self.record_run(turn, call, done, event).await?;
                 // The workdir quota ended the task over this call: its result is the
                 // breach, as a model would be told.
                 match ran {
@@ -133,8 +135,13 @@ impl Current<'_> {
     }
 
     /// Runs the admitted calls side by side, each under its own deadline; the loop's
-    /// holds meanwhile. Results come back in call order.
-    async fn dispatch_all(&mut self, calls: &[&ToolCall], caller: Caller) -> Vec<Dispatched> {
+    /// holds meanwhile. Results come back in call order, each with the event id its
+    /// `tool_call` line will have: the span a peer or MCP server it reached was told.
+    async fn dispatch_all(
+        &mut self,
+        calls: &[&ToolCall],
+        caller: Caller,
+    ) -> Vec<(String, Dispatched)> {
         if calls.is_empty() {
             return Vec::new();
         }
@@ -149,9 +156,14 @@ impl Current<'_> {
                 origin: task.origin.as_str().into(),
             };
             let port = Port::of(&session.inbox, &session.wire, &session.trace, task, &parent);
-            session
-                .tools
-                .dispatch(&call.name, &call.input, info, &session.wire, (port, caller))
+            let event = crate::ids::event();
+            let span = session.trace.future_span(Some(&task.id), &event);
+            let via = (port, caller, Some(span.traceparent()));
+            let dispatched =
+                session
+                    .tools
+                    .dispatch(&call.name, &call.input, info, &session.wire, via);
+            async move { (event, dispatched.await) }
         });
         let done = join_all(runs).await;
         self.resume_deadline();
@@ -165,6 +177,7 @@ impl Current<'_> {
         turn: u64,
         call: &ToolCall,
         mut done: Dispatched,
+        event: String,
     ) -> wasmtime::Result<(String, bool)> {
         if let Some(background) = done.detached.take() {
             // Taken over before the next await, so a cancel cannot drop it unaccounted.
@@ -173,7 +186,7 @@ impl Current<'_> {
         }
         self.workdir_quota(turn, call, &mut done).await?;
         self.tool_artifact(call, &done);
-        self.trace_call(turn, call, &done)?;
+        self.trace_call(turn, call, &done, Some(event))?;
         self.call_observation(turn, call, &done).await?;
         Ok((done.content, done.is_error))
     }
@@ -190,12 +203,13 @@ impl Current<'_> {
     }
 
     /// The call's lines under its turn: `skill_call`, or `tool_call` and, for a shell
-    /// command, `shell`.
+    /// command, `shell`. `event` is the id chosen for its line as it began.
     pub fn trace_call(
         &mut self,
         turn: u64,
         call: &ToolCall,
         done: &Dispatched,
+        event: Option<String>,
     ) -> wasmtime::Result<()> {
         let asked = line::Call {
             turn,
@@ -211,11 +225,11 @@ impl Current<'_> {
             error: done.error.as_deref(),
         };
         if done.reach == Reach::Skill {
-            return self.record_under_turn(line::skill_call(&asked, &ran));
+            return self.record_under_turn_as(event, line::skill_call(&asked, &ran));
         }
         self.run.counts.tool_calls += 1;
         let include_output = self.session.settings.include_tool_output;
-        self.record_under_turn(line::tool_call(&asked, &ran, include_output))?;
+        self.record_under_turn_as(event, line::tool_call(&asked, &ran, include_output))?;
         if let Some(called) = &done.peer {
             self.record_under_turn(member_call_line(called))?;
         }

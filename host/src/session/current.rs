@@ -105,21 +105,32 @@ impl Current<'_> {
 
     /// A line under the task's `task_start`; returns its event id.
     pub fn record(&self, line: Line) -> wasmtime::Result<String> {
+        self.record_as(crate::ids::event(), line)
+    }
+
+    /// [`Current::record`], with the event id chosen as the work began.
+    pub fn record_as(&self, event: String, line: Line) -> wasmtime::Result<String> {
         self.session
             .trace
-            .write(self.run.place(), line)
+            .write_as(event, self.run.place(), line)
             .map_err(trace_failed)
     }
 
     /// A line under the latest turn's `inference` line.
     pub fn record_under_turn(&self, line: Line) -> wasmtime::Result<()> {
+        self.record_under_turn_as(None, line)
+    }
+
+    /// [`Current::record_under_turn`], with the event id chosen as the call began.
+    pub fn record_under_turn_as(&self, event: Option<String>, line: Line) -> wasmtime::Result<()> {
         let place = Place {
             parent: Some(self.run.turn_parent()),
             task: Some(&self.run.task.id),
         };
+        let event = event.unwrap_or_else(crate::ids::event);
         self.session
             .trace
-            .write(place, line)
+            .write_as(event, place, line)
             .map(|_| ())
             .map_err(trace_failed)
     }
@@ -146,9 +157,13 @@ impl LoopState {
             // The task's text is the capsule's own record of what it was asked.
             let _ = session.write_counted("task.md", &task.text);
         }
+        let start = match session.trace.captures_content() {
+            true => line::task_start(&task).with_content("text", &task.text),
+            false => line::task_start(&task),
+        };
         let event_id = session
             .trace
-            .under_session(Some(&task.id), line::task_start(&task))
+            .under_session(Some(&task.id), start)
             .map_err(trace_failed)?;
         session.wire.begin_task(&task.id, &task.context_id);
         session.running.start(&task.id);

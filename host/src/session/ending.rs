@@ -204,6 +204,10 @@ impl LoopState {
             &running.counts,
             running.reopens,
         );
+        let task_end = match session.trace.captures_content() {
+            true => task_end.with_content("answer", &end.result),
+            false => task_end,
+        };
         session
             .trace
             .write(running.place(), task_end)

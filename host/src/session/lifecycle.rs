@@ -78,8 +78,26 @@ impl SessionHooks {
         self.hooks.listens(binding)
     }
 
-    async fn fire(&self, binding: Binding, event: &Event) -> Vec<Answer> {
-        self.hooks.fire(binding, event).await
+    /// Fires `binding`'s hooks; each blocking hook's answer is a `hook` line (its span),
+    /// about `task`.
+    async fn fire(&self, binding: Binding, event: &Event, task: Option<&str>) -> Vec<Answer> {
+        let answers = self.hooks.fire(binding, event).await;
+        for answer in &answers {
+            let (verdict, error) = match &answer.verdict {
+                Ok(verdict) => (hooks::arm_name(verdict), None),
+                Err(why) => ("error", Some(why.as_str())),
+            };
+            let hook = line::Hook {
+                hook: &answer.hook,
+                event: binding.as_str(),
+                verdict,
+                error,
+                duration_us: answer.took.as_micros() as u64,
+            };
+            // A failed write is kept by the trace: the loop's next step ends on it.
+            let _ = self.trace.under_session(task, line::hook(&hook));
+        }
+        answers
     }
 
     /// `on-session-start`: once per launch, before the first task.
@@ -88,7 +106,7 @@ impl SessionHooks {
             return;
         }
         let event = Event::SessionStart(self.start.clone());
-        let answers = self.hooks.fire(Binding::SessionStart, &event).await;
+        let answers = self.fire(Binding::SessionStart, &event, None).await;
         self.unhonored(&answers, Binding::SessionStart, None);
     }
 
@@ -104,7 +122,7 @@ impl SessionHooks {
                 duration_ms,
                 exit_status: exit_status.as_str().to_string(),
             });
-            let answers = self.hooks.fire(Binding::SessionEnd, &event).await;
+            let answers = self.fire(Binding::SessionEnd, &event, None).await;
             self.unhonored(&answers, Binding::SessionEnd, None);
         }
         self.hooks.drain().await;
@@ -228,7 +246,7 @@ impl Current<'_> {
             context_window: context.window.map_or(0, u64::from),
             prior_tokens: conversation::tokens_all(history),
         });
-        let answers = hooks.fire(Binding::TaskStart, &event).await;
+        let answers = hooks.fire(Binding::TaskStart, &event, Some(&task.id)).await;
         hooks.unhonored(&answers, Binding::TaskStart, Some(&task.id));
         // The first hook that returns a seed wins.
         let proposal = answers.into_iter().find_map(|a| match a.verdict {
@@ -337,7 +355,9 @@ impl Current<'_> {
             model: compaction.model.clone(),
             system_prompt: compaction.system_prompt.clone(),
         });
-        let answers = hooks.fire(Binding::Compaction, &event).await;
+        let answers = hooks
+            .fire(Binding::Compaction, &event, Some(&self.run.task.id))
+            .await;
         let summary = answers.into_iter().find_map(|a| match a.verdict {
             Ok(Verdict::ReplaceContext(messages)) if a.policy == CommitPolicy::ReplaceContext => {
                 Some(messages)
@@ -388,7 +408,9 @@ impl Current<'_> {
             tool_name: tool,
             output: reply.text.clone(),
         });
-        let answers = hooks.fire(Binding::Inference, &event).await;
+        let answers = hooks
+            .fire(Binding::Inference, &event, Some(&self.run.task.id))
+            .await;
         let task = Some(self.run.task.id.as_str());
         hooks.unhonored(&answers, Binding::Inference, task);
         for answer in answers {
@@ -480,7 +502,9 @@ impl Current<'_> {
             model: context.compaction.model.clone(),
             system_prompt: context.compaction.system_prompt.clone(),
         });
-        let answers = hooks.fire(Binding::Compaction, &event).await;
+        let answers = hooks
+            .fire(Binding::Compaction, &event, Some(&self.run.task.id))
+            .await;
         hooks.unhonored(&answers, Binding::Compaction, Some(&self.run.task.id));
         let mut replacement = None;
         for answer in answers {
@@ -541,7 +565,7 @@ impl Current<'_> {
         let Some((binding, event)) = hooks.call_event(&session.tools, turn, call, None) else {
             return Ok(None);
         };
-        let answers = hooks.fire(binding, &event).await;
+        let answers = hooks.fire(binding, &event, Some(&self.run.task.id)).await;
         let task = Some(self.run.task.id.as_str());
         let mut refused = None;
         for answer in &answers {
@@ -609,7 +633,7 @@ impl Current<'_> {
         else {
             return Ok(());
         };
-        let answers = hooks.fire(binding, &event).await;
+        let answers = hooks.fire(binding, &event, Some(&self.run.task.id)).await;
         let task = Some(self.run.task.id.as_str());
         for answer in &answers {
             if let Ok(verdict @ Verdict::Deny(_)) = &answer.verdict {
@@ -646,7 +670,9 @@ impl Current<'_> {
             result: result.to_string(),
             attempt: self.run.reopens + 1,
         });
-        let answers = hooks.fire(Binding::TaskEnd, &event).await;
+        let answers = hooks
+            .fire(Binding::TaskEnd, &event, Some(&self.run.task.id))
+            .await;
         // Only a completed attempt is reopened: a failed one has already told its
         // clients it is final.
         let (reopens, rest): (Vec<Answer>, Vec<Answer>) = answers.into_iter().partition(|a| {

@@ -81,6 +81,7 @@ impl LoopState {
             source: Source::Loop,
             message_id: None,
             breach: None,
+            traceparent: None,
         };
         let session = &self.session;
         if let Err(refusal) = session.queue.push_follow_up(task.clone()) {

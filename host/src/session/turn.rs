@@ -59,7 +59,12 @@ impl Current<'_> {
             None,
         );
         let carried = self.seed_carried(&request.messages);
+        // The turn's line gets this id, so its span is the one the requests named.
+        let event = crate::ids::event();
+        let span = session.trace.future_span(Some(&self.run.task.id), &event);
+        session.driver.set_traceparent(Some(span.traceparent()));
         let (called, started) = self.call_driver(&request).await;
+        session.driver.set_traceparent(None);
         self.run.calls.replied();
         self.trace_outbound()?;
         let mut measured = line::Turn {
@@ -98,7 +103,7 @@ impl Current<'_> {
         if let Err(e) = session.spend.settle(reserved, used.0, used.1) {
             session.workdir.log(&e.to_string());
         }
-        self.trace_turn(&measured, &reported, &result, carried)?;
+        self.trace_turn(&measured, &reported, &result, (carried, event))?;
         let Ok(reply) = result else {
             return Ok(result);
         };
@@ -174,7 +179,7 @@ impl Current<'_> {
         measured: &line::Turn,
         reported: &Map<String, Value>,
         result: &Replied,
-        seed_carried: Option<bool>,
+        (seed_carried, event): (Option<bool>, String),
     ) -> wasmtime::Result<()> {
         let line = match result {
             Ok(reply) => {
@@ -201,7 +206,7 @@ impl Current<'_> {
                 line::inference_failed(measured, code, text, seed_carried)
             }
         };
-        self.run.turn_event = Some(self.record(line)?);
+        self.run.turn_event = Some(self.record_as(event, line)?);
         Ok(())
     }
 }

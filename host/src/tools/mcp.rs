@@ -78,7 +78,7 @@ impl Tools {
         tool: &str,
         input: &str,
         wire: &Arc<Wire>,
-        port: Option<Port>,
+        (port, traceparent): (Option<Port>, Option<&str>),
     ) -> Dispatched {
         let arguments = match serde_json::from_str::<Value>(input) {
             Ok(Value::Object(fields)) => Value::Object(fields),
@@ -95,6 +95,7 @@ impl Tools {
         let hooks = CallHooks {
             person: asking.as_ref().map(|a| a as &dyn Person),
             progress: Some(&progress),
+            traceparent,
         };
         let limit = self.grants.deadline;
         let called = tokio::time::timeout(limit, server.call(tool, arguments, &hooks)).await;

@@ -15,14 +15,15 @@ impl Tools {
         input: &str,
         task: &TaskInfo,
         wire: &Arc<Wire>,
-        port: Option<Port>,
+        (port, traceparent): (Option<Port>, Option<String>),
     ) -> Dispatched {
         let (peer, text) = match peer_tool::parse(desk, input) {
             Ok(parsed) => parsed,
             Err(told) => return Dispatched::not_reached(told),
         };
         let max = usize::try_from(self.grants.max_result_bytes).unwrap_or(usize::MAX);
-        let traceparent = desk.traceparent_of(&task.id);
+        // The call's own span, else the context the task arrived with.
+        let traceparent = traceparent.or_else(|| desk.traceparent_of(&task.id));
         let ask = peer_tool::Outgoing {
             text,
             task: &task.id,

@@ -9,7 +9,9 @@ use serde_json::{Map, Value, json};
 use crate::exit_status::ExitStatus;
 use crate::queue::Pending;
 
+mod hooks;
 mod peer;
+pub use hooks::{Hook, hook, hook_dispatch_error};
 pub use peer::{
     MemberCall, PeerAnswered, PeerTask, member_call, peer_task_answered, peer_task_received,
 };
@@ -50,6 +52,12 @@ impl Line {
     fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
         self.fields[key] = value.into();
         self
+    }
+
+    /// Text the operator asked to send with the spans (`capture_content`): a task's
+    /// text or answer, kept in the line so an export later sends it too.
+    pub fn with_content(self, key: &str, text: &str) -> Self {
+        self.with(key, text)
     }
 
     fn with_some(self, key: &str, value: Option<impl Into<Value>>) -> Self {
@@ -272,6 +280,7 @@ pub fn task_start(task: &Pending) -> Line {
             "message_parts_bytes": task.text.len(),
         }),
     )
+    .with_some(super::CALLER_FIELD, task.traceparent.as_deref())
 }
 
 /// `task_end`: how the task ended and what it counted.
@@ -347,14 +356,6 @@ pub fn task_reopened(r: &Reopened<'_>) -> Line {
             "attempt_context": "continued",
             "turns_remaining": r.turns_remaining,
         }),
-    )
-}
-
-/// A hook verdict not committed, or an async hook's failure.
-pub fn hook_dispatch_error(hook: &str, event: &str, arm: &str) -> Line {
-    Line::new(
-        "hook_dispatch_error",
-        json!({"hook_name": hook, "event": event, "arm": arm}),
     )
 }
 

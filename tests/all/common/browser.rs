@@ -48,9 +48,20 @@ impl Browser {
     /// Runs `scenario` of `tests/browser/webview.mjs` with `args` and `env`, and returns
     /// the JSON line it printed; a scenario that fails fails the test with all it said.
     pub fn scenario(&self, scenario: &str, args: &[&str], env: &[(&str, &str)]) -> Value {
+        self.scenario_of("webview.mjs", scenario, args, env)
+    }
+
+    /// [`Browser::scenario`] of another script of `tests/browser/` (`phoenix.mjs`, ...).
+    pub fn scenario_of(
+        &self,
+        file: &str,
+        scenario: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Value {
         let mut cmd = Command::new("node");
         cmd.args(["--preserve-symlinks", "--preserve-symlinks-main"])
-            .arg(&self.script)
+            .arg(self.script.with_file_name(file))
             .arg(scenario)
             .args(args)
             .env("MUR_CHROMIUM", CHROMIUM)

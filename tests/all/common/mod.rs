@@ -6,6 +6,8 @@ pub mod host;
 pub mod mcp_sdk;
 pub mod mcp_servers;
 pub mod mock_model;
+pub mod otel_client;
+pub mod phoenix;
 pub mod registry;
 pub mod sdk;
 pub mod served;

@@ -277,6 +277,7 @@ async fn an_event_stream_carries_progress_before_the_result() {
     let hooks = CallHooks {
         person: None,
         progress: Some(&heard),
+        traceparent: None,
     };
     let result = connection
         .call_tool("slow", json!({"n": 1}), &hooks)
@@ -414,6 +415,7 @@ async fn a_question_inside_an_event_stream_is_answered_with_a_post_of_its_own() 
     let hooks = CallHooks {
         person: Some(&person),
         progress: None,
+        traceparent: None,
     };
     let result = connection
         .call_tool("open", json!({}), &hooks)
@@ -429,4 +431,62 @@ async fn a_question_inside_an_event_stream_is_answered_with_a_post_of_its_own() 
     );
     assert_eq!(answer.header("mcp-session-id"), Some("s-1"));
     assert_eq!(answer.header("mcp-protocol-version"), Some(HANDSHAKE));
+}
+
+#[tokio::test]
+async fn a_call_carries_its_traceparent_as_a_header_and_in_meta_in_both_eras() {
+    const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    for modern in [true, false] {
+        let server = Server::start(move |got| {
+            let done =
+                json!({"resultType": "complete", "content": [{"type": "text", "text": "traced"}]});
+            match (modern, got.rpc()) {
+                (true, "server/discover") => got.result(json!({
+                    "resultType": "complete",
+                    "supportedVersions": [MODERN],
+                    "capabilities": {"tools": {}},
+                    "cacheScope": "public",
+                })),
+                (_, "tools/call") => got.result(done),
+                _ => handshake(got, "s-1").unwrap_or_else(|| got.result(tools())),
+            }
+        })
+        .await;
+        let connection = Connection::open("remote", server.transport(None), bounds())
+            .await
+            .unwrap();
+        assert_eq!(connection.era(), if modern { MODERN } else { HANDSHAKE });
+        connection.list_tools().await.unwrap();
+        let heard = Heard::default();
+        let hooks = CallHooks {
+            person: None,
+            progress: Some(&heard),
+            traceparent: Some(TRACEPARENT),
+        };
+        let result = connection
+            .call_tool("echo", json!({"q": 1}), &hooks)
+            .await
+            .unwrap();
+        assert_eq!(result["content"][0]["text"], "traced");
+        let got = server.got();
+        let (calls, others): (Vec<&Got>, Vec<&Got>) =
+            got.iter().partition(|g| g.rpc() == "tools/call");
+        let [call] = calls[..] else {
+            panic!("one call was sent: {}", calls.len())
+        };
+        assert_eq!(call.header("traceparent"), Some(TRACEPARENT));
+        let meta = &call.body["params"]["_meta"];
+        assert_eq!(meta["traceparent"], TRACEPARENT, "{}", call.body);
+        assert!(meta["progressToken"].is_u64(), "{}", call.body);
+        let version = &meta["io.modelcontextprotocol/protocolVersion"];
+        match modern {
+            true => assert_eq!(version, MODERN),
+            false => assert!(version.is_null(), "{}", call.body),
+        }
+        // Only the call is part of the call's trace.
+        for other in others {
+            assert_eq!(other.header("traceparent"), None, "{}", other.rpc());
+            assert!(other.body["params"]["_meta"]["traceparent"].is_null());
+        }
+    }
 }

@@ -299,6 +299,7 @@ async fn a_flood_of_notifications_neither_queues_nor_starves_the_answer() {
     let hooks = CallHooks {
         person: None,
         progress: Some(&heard),
+        traceparent: None,
     };
     let started = Instant::now();
     let (called, ()) = tokio::join!(connection.call_tool("slow", json!({}), &hooks), server);
@@ -329,6 +330,7 @@ async fn progress_reaches_the_callback_before_the_result() {
     let hooks = CallHooks {
         person: None,
         progress: Some(&heard),
+        traceparent: None,
     };
     let (called, ()) = tokio::join!(connection.call_tool("slow", json!({}), &hooks), server);
     assert_eq!(called.unwrap(), text("done"));
@@ -375,6 +377,7 @@ async fn a_handshake_servers_questions_are_answered_while_the_call_waits() {
     let hooks = CallHooks {
         person: Some(&person),
         progress: None,
+        traceparent: None,
     };
     let (called, ()) = tokio::join!(connection.call_tool("open", json!({}), &hooks), server);
     assert_eq!(called.unwrap(), text("opened"));
@@ -418,6 +421,7 @@ async fn a_modern_servers_input_request_is_answered_and_the_call_sent_again() {
     let hooks = CallHooks {
         person: Some(&person),
         progress: None,
+        traceparent: None,
     };
     let (called, ()) = tokio::join!(
         connection.call_tool("count", json!({"q": 1}), &hooks),
@@ -530,4 +534,84 @@ async fn closing_closes_the_servers_input() {
         .unwrap()
         .unwrap();
     assert_eq!(read, 0, "stdin ended");
+}
+
+/// A `traceparent` as a tool call's span gives it.
+const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+#[tokio::test]
+async fn a_call_carries_its_traceparent_in_meta_in_both_eras() {
+    for modern in [true, false] {
+        let (connection, mut far) = open(modern).await;
+        let heard = Heard::default();
+        let server = async {
+            let call = far.recv().await;
+            assert_eq!(call["method"], "tools/call");
+            let params = &call["params"];
+            assert_eq!(params["arguments"], json!({"q": 1}));
+            let meta = &params["_meta"];
+            assert_eq!(meta["traceparent"], TRACEPARENT, "{call}");
+            // Beside what `_meta` carries already, never in place of it.
+            assert!(meta["progressToken"].is_u64(), "{call}");
+            let version = &meta["io.modelcontextprotocol/protocolVersion"];
+            match modern {
+                true => assert_eq!(version, MODERN),
+                false => assert!(version.is_null(), "{call}"),
+            }
+            far.answer(&call["id"], text("traced")).await;
+        };
+        let hooks = CallHooks {
+            person: None,
+            progress: Some(&heard),
+            traceparent: Some(TRACEPARENT),
+        };
+        let called = connection.call_tool("echo", json!({"q": 1}), &hooks);
+        let (called, ()) = tokio::join!(called, server);
+        assert_eq!(called.unwrap(), text("traced"));
+    }
+}
+
+#[tokio::test]
+async fn every_round_of_a_modern_call_carries_its_traceparent() {
+    let (connection, mut far) = open(true).await;
+    let person = Answers::new("7");
+    let server = async {
+        let first = far.recv().await;
+        assert_eq!(first["params"]["_meta"]["traceparent"], TRACEPARENT);
+        let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+        let ask = json!({"method": "elicitation/create", "params": {"mode": "form", "message": "How many?", "requestedSchema": schema}});
+        let result = json!({"resultType": "input_required", "inputRequests": {"a1": ask}, "requestState": "st-1"});
+        far.answer(&first["id"], result).await;
+        let second = far.recv().await;
+        assert_eq!(second["params"]["requestState"], "st-1");
+        let meta = &second["params"]["_meta"];
+        assert_eq!(meta["traceparent"], TRACEPARENT, "{second}");
+        assert_eq!(meta["io.modelcontextprotocol/protocolVersion"], MODERN);
+        let mut done = text("7 it is");
+        done["resultType"] = json!("complete");
+        far.answer(&second["id"], done).await;
+    };
+    let hooks = CallHooks {
+        person: Some(&person),
+        progress: None,
+        traceparent: Some(TRACEPARENT),
+    };
+    let (called, ()) = tokio::join!(connection.call_tool("count", json!({}), &hooks), server);
+    assert_eq!(called.unwrap()["content"][0]["text"], "7 it is");
+}
+
+#[tokio::test]
+async fn a_malformed_traceparent_is_not_sent() {
+    let (connection, mut far) = open(false).await;
+    let server = async {
+        let call = far.recv().await;
+        assert!(call["params"].get("_meta").is_none(), "{call}");
+        far.answer(&call["id"], text("ok")).await;
+    };
+    let hooks = CallHooks {
+        traceparent: Some("00-not-a-traceparent-01"),
+        ..CallHooks::default()
+    };
+    let (called, ()) = tokio::join!(connection.call_tool("echo", json!({}), &hooks), server);
+    assert_eq!(called.unwrap(), text("ok"));
 }

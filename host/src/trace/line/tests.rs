@@ -19,6 +19,7 @@ fn pending(origin: Origin) -> Pending {
         source: Source::A2a,
         message_id: Some("msg_1".into()),
         breach: None,
+        traceparent: None,
     }
 }
 
@@ -159,6 +160,19 @@ fn task_start_derives_trust_and_lane_from_the_origin() {
         "task_start",
         r#"{"task_id":"tsk_1","context_id":"ctx_1","source":"a2a","origin":"system","trust":"untrusted","lane":"bg","message_parts_bytes":5}"#,
     );
+}
+
+#[test]
+fn a_task_keeps_the_traceparent_it_arrived_with_and_opted_in_content() {
+    let mut task = pending(Origin::User);
+    task.traceparent = Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into());
+    check(
+        task_start(&task).with_content("text", "hello"),
+        "task_start",
+        r#"{"task_id":"tsk_1","context_id":"ctx_1","source":"a2a","origin":"user","trust":"trusted","lane":"user","message_parts_bytes":5,"traceparent_from_caller":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","text":"hello"}"#,
+    );
+    let enqueued = task_enqueued(&task, None).fields_json();
+    assert!(!enqueued.contains("traceparent"), "{enqueued}");
 }
 
 #[test]
