@@ -124,131 +124,90 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn stamp(
-        spans: &mut Spans,
-        kind: &str,
-        event: &str,
-        task: Option<&str>,
-        fields: Value,
-    ) -> Value {
-        let caller = fields.get(CALLER_FIELD).and_then(Value::as_str);
-        let mut line = Map::new();
-        spans.stamp(kind, event, (task, caller), &mut line);
-        Value::Object(line)
-    }
-
     const SES: &str = "ses_01a250d9e9ca74ef9d9cc941daf035cc";
+    const CALLER: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+    /// Stamps `(kind, event id's last digits, task, caller)` in order; the ids written.
+    fn stamped(
+        spans: &mut Spans,
+        lines: &[(&str, &str, Option<&str>, Option<&str>)],
+    ) -> Vec<Value> {
+        lines
+            .iter()
+            .map(|(kind, event, task, caller)| {
+                let mut line = Map::new();
+                let event = format!("evt_{event:0>32}");
+                spans.stamp(kind, &event, (*task, *caller), &mut line);
+                Value::Object(line)
+            })
+            .collect()
+    }
 
     #[test]
     fn a_task_hangs_under_the_session_and_its_work_under_it() {
-        let mut spans = Spans::new(SES, None);
-        let s = stamp(
-            &mut spans,
-            "session_start",
-            "evt_000000000000000000000000000000a1",
-            None,
-            json!({}),
+        let t = Some("tsk_1");
+        let lines = stamped(
+            &mut Spans::new(SES, None),
+            &[
+                ("session_start", "a1", None, None),
+                ("task_start", "b1", t, None),
+                ("inference", "c1", t, None),
+                ("call_denied", "d1", t, None),
+                ("task_end", "e1", t, None),
+                ("shell_completed", "f1", t, None),
+            ],
         );
+        let trace = "01a250d9e9ca74ef9d9cc941daf035cc";
+        let ids = |span: &str, parent: Option<Option<&str>>| {
+            let mut want = json!({"trace_id": trace, "span_id": format!("{span:0>16}")});
+            if let Some(parent) = parent {
+                want["parent_span_id"] = json!(parent.map(|p| format!("{p:0>16}")));
+            }
+            want
+        };
+        assert_eq!(lines[0], ids("a1", Some(None)), "the session is the root");
+        assert_eq!(lines[1], ids("b1", Some(Some("a1"))), "the task under it");
         assert_eq!(
-            s,
-            json!({"trace_id": "01a250d9e9ca74ef9d9cc941daf035cc", "span_id": "00000000000000a1", "parent_span_id": null})
+            lines[2],
+            ids("c1", Some(Some("b1"))),
+            "a turn under the task"
         );
-        let t = stamp(
-            &mut spans,
-            "task_start",
-            "evt_000000000000000000000000000000b1",
-            Some("tsk_1"),
-            json!({}),
-        );
-        assert_eq!(t["parent_span_id"], "00000000000000a1");
-        let turn = stamp(
-            &mut spans,
-            "inference",
-            "evt_000000000000000000000000000000c1",
-            Some("tsk_1"),
-            json!({}),
-        );
-        assert_eq!(turn["span_id"], "00000000000000c1");
-        assert_eq!(turn["parent_span_id"], "00000000000000b1");
-        let event = stamp(
-            &mut spans,
-            "call_denied",
-            "evt_000000000000000000000000000000d1",
-            Some("tsk_1"),
-            json!({}),
-        );
+        assert_eq!(lines[3], ids("b1", None), "an event is the task's");
+        assert_eq!(lines[4], ids("b1", None), "task_end closes the task's span");
         assert_eq!(
-            event,
-            json!({"trace_id": "01a250d9e9ca74ef9d9cc941daf035cc", "span_id": "00000000000000b1"})
-        );
-        let end = stamp(
-            &mut spans,
-            "task_end",
-            "evt_000000000000000000000000000000e1",
-            Some("tsk_1"),
-            json!({}),
-        );
-        assert_eq!(end["span_id"], "00000000000000b1");
-        let late = stamp(
-            &mut spans,
-            "shell_completed",
-            "evt_000000000000000000000000000000f1",
-            Some("tsk_1"),
-            json!({}),
-        );
-        assert_eq!(
-            late["span_id"], "00000000000000a1",
-            "after its end a task's lines go to the session"
+            lines[5],
+            ids("a1", None),
+            "after its end a task's lines are the session's"
         );
     }
 
     #[test]
     fn a_callers_traceparent_is_the_parent_of_the_task() {
         let mut spans = Spans::new(SES, None);
-        stamp(
+        let t = Some("tsk_1");
+        let lines = stamped(
             &mut spans,
-            "session_start",
-            "evt_000000000000000000000000000000a1",
-            None,
-            json!({}),
+            &[
+                ("session_start", "a1", None, None),
+                ("task_start", "b1", t, Some(CALLER)),
+                ("tool_call", "c1", t, None),
+            ],
         );
-        let t = stamp(
-            &mut spans,
-            "task_start",
-            "evt_000000000000000000000000000000b1",
-            Some("tsk_1"),
-            json!({CALLER_FIELD: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}),
-        );
-        assert_eq!(t["trace_id"], "0af7651916cd43dd8448eb211c80319c");
-        assert_eq!(t["parent_span_id"], "b7ad6b7169203331");
-        let call = stamp(
-            &mut spans,
-            "tool_call",
-            "evt_000000000000000000000000000000c1",
-            Some("tsk_1"),
-            json!({}),
-        );
-        assert_eq!(call["trace_id"], "0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(lines[1]["trace_id"], "0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(lines[1]["parent_span_id"], "b7ad6b7169203331");
+        assert_eq!(lines[2]["trace_id"], "0af7651916cd43dd8448eb211c80319c");
+        let future = spans.future(t, &format!("evt_{:0>32}", "c2"));
         assert_eq!(
-            spans
-                .future(Some("tsk_1"), "evt_000000000000000000000000000000c2")
-                .traceparent(),
+            future.traceparent(),
             "00-0af7651916cd43dd8448eb211c80319c-00000000000000c2-01"
         );
     }
 
     #[test]
     fn a_session_started_with_a_traceparent_joins_its_trace() {
-        let caller = context::parse("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
-        let mut spans = Spans::new(SES, caller);
-        let s = stamp(
-            &mut spans,
-            "session_start",
-            "evt_000000000000000000000000000000a1",
-            None,
-            json!({}),
-        );
-        assert_eq!(s["trace_id"], "0af7651916cd43dd8448eb211c80319c");
-        assert_eq!(s["parent_span_id"], "b7ad6b7169203331");
+        let mut spans = Spans::new(SES, context::parse(CALLER));
+        let lines = stamped(&mut spans, &[("session_start", "a1", None, None)]);
+        assert_eq!(lines[0]["trace_id"], "0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(lines[0]["parent_span_id"], "b7ad6b7169203331");
     }
 }

@@ -1,6 +1,8 @@
 //! Each line's exact fields, in order: the trace is read by tools that compare it byte
 //! for byte with the seed's.
 
+use std::path::Path;
+
 use super::*;
 use crate::exit_status::ExitStatus;
 use crate::queue::{Origin, Source};
