@@ -147,7 +147,8 @@ pub struct Feed {
 impl Feed {
     pub fn new(attach: &Attach, say: Say) -> Self {
         let exporter = attach.exporter.clone();
-        let mapper = spans::Mapper::new(exporter.capture_content, attach.capsule_id.clone());
+        let mapper = spans::Mapper::new(exporter.capture_content, attach.capsule_id.clone())
+            .with_max_value(exporter.max_value);
         Feed {
             lost_before: exporter.lost().0,
             exporter,

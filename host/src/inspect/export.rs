@@ -40,7 +40,7 @@ pub async fn run(args: &ExportArgs) -> Result<(), Error> {
         tokio::runtime::Handle::current(),
     )?;
     let lines: Vec<Map<String, Value>> = parsed.events.into_iter().map(|e| e.fields).collect();
-    let spans = to_spans(lines, settings.capture_content);
+    let spans = to_spans(lines, settings.capture_content, exporter.max_value);
     let count = spans.len();
     for span in spans {
         exporter.send(span);
@@ -72,8 +72,9 @@ pub async fn run(args: &ExportArgs) -> Result<(), Error> {
 pub fn to_spans(
     lines: Vec<Map<String, Value>>,
     content: bool,
+    max_value: usize,
 ) -> Vec<opentelemetry_sdk::trace::SpanData> {
-    let mut mapper = Mapper::new(content, None);
+    let mut mapper = Mapper::new(content, None).with_max_value(max_value);
     let mut stamp = SpanStamp::default();
     let mut spans = Vec::new();
     let mut last = UNIX_EPOCH;

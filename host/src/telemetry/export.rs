@@ -73,6 +73,8 @@ pub struct Exporter {
     max_queue: usize,
     endpoint: String,
     pub capture_content: bool,
+    /// The longest text attribute (`OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`).
+    pub max_value: usize,
 }
 
 /// The OTLP exporter, counting what it sends and loses.
@@ -188,6 +190,11 @@ impl Exporter {
             max_queue,
             endpoint: settings.endpoint.clone(),
             capture_content: settings.capture_content,
+            max_value: count(
+                env,
+                "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+                super::spans::MAX_VALUE,
+            ),
         }))
     }
 

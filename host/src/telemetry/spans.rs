@@ -22,6 +22,25 @@ const MAX_EVENTS: usize = 128;
 /// goes out as it stands, so a flood of tasks that never end holds no more.
 const MAX_OPEN: usize = 4096;
 
+/// The longest text attribute by default: a tool's arguments or a task's answer sent
+/// with `capture_content` can be megabytes, and a queue of 2048 such spans must stay
+/// small.
+pub const MAX_VALUE: usize = 16 * 1024;
+
+/// Text attributes cut at `max` bytes, on a character boundary.
+fn bounded(mut attributes: Vec<KeyValue>, max: usize) -> Vec<KeyValue> {
+    for kv in &mut attributes {
+        if let opentelemetry::Value::String(text) = &kv.value {
+            let text = text.as_str();
+            if text.len() > max {
+                let cut = text[..text.floor_char_boundary(max)].to_string();
+                kv.value = opentelemetry::Value::String(cut.into());
+            }
+        }
+    }
+    attributes
+}
+
 /// Lines to spans, for one stream of lines (one session live; a whole file exported).
 pub struct Mapper {
     content: bool,
@@ -33,6 +52,8 @@ pub struct Mapper {
     /// The order spans were opened in, to let the oldest go first.
     opened: Vec<String>,
     scope: InstrumentationScope,
+    /// The longest text attribute, in bytes (`OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`).
+    max_value: usize,
 }
 
 struct Open {
@@ -50,7 +71,14 @@ impl Mapper {
             scope: InstrumentationScope::builder("mur")
                 .with_version(env!("CARGO_PKG_VERSION"))
                 .build(),
+            max_value: MAX_VALUE,
         }
+    }
+
+    /// Text attributes cut at `bytes` (`OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`).
+    pub fn with_max_value(mut self, bytes: usize) -> Self {
+        self.max_value = bytes;
+        self
     }
 
     /// The spans this line ends (none, one, or more when it pushes out the oldest).
@@ -155,7 +183,8 @@ impl Mapper {
             facts: &SessionFacts::default(),
             content: self.content,
         };
-        open.span.attributes.extend(describe.closing(kind, line));
+        let closing = bounded(describe.closing(kind, line), self.max_value);
+        open.span.attributes.extend(closing);
         open.span.end_time = at.max(open.span.start_time);
         open.span.status = match failure(line) {
             Some(why) => Status::error(why),
@@ -187,7 +216,7 @@ impl Mapper {
             facts: &facts,
             content: self.content,
         };
-        let attributes = describe.event_attributes(line);
+        let attributes = bounded(describe.event_attributes(line), self.max_value);
         let Some(open) = self.open.get_mut(&ids.span) else {
             return;
         };
@@ -215,7 +244,7 @@ impl Mapper {
             content: self.content,
         }
         .span(kind, line);
-        let mut attributes = described.attributes;
+        let mut attributes = bounded(described.attributes, self.max_value);
         if let Some(id) = &self.capsule_id {
             attributes.push(KeyValue::new("mur.capsule.id", id.clone()));
         }

@@ -275,3 +275,18 @@ fn a_served_request_is_a_server_span_under_its_caller() {
     assert_eq!(span.parent_span_id, SpanId::INVALID);
     assert!(span.span_context.is_valid());
 }
+
+#[test]
+fn text_attributes_are_cut_at_the_bound() {
+    let mut m = Mapper::new(true, None).with_max_value(10);
+    m.line(&line("session_start", "a1", None, None, 1000, json!({})));
+    let huge = "é".repeat(1_000_000);
+    let tool = json!({"tool_name": "bash", "input": huge, "output": huge, "duration_ms": 1});
+    let spans = m.line(&line("tool_call", "d1", Some("a1"), None, 1001, tool));
+    let arguments = attr(&spans[0], "gen_ai.tool.call.arguments").unwrap();
+    assert_eq!(arguments, "ééééé", "10 bytes, on a character boundary");
+    assert_eq!(
+        attr(&spans[0], "gen_ai.tool.call.result").unwrap().len(),
+        10
+    );
+}
