@@ -52,21 +52,14 @@ pub async fn answer(socket: TcpStream, request: &Request, served: &Served, call:
         .unwrap_or_default()
         .to_string();
     let task = answer_call(socket, request, served, call).await;
-    let Some(feed) = served.trace.feed() else {
-        return;
-    };
-    let state = task
-        .as_deref()
-        .and_then(|t| served.wire.tasks().snapshot(t))
-        .map(|(snapshot, _)| methods::state_name(&snapshot.status.state));
-    let state = state.as_deref().map(crate::telemetry::genai::a2a_state);
-    feed.request(&crate::telemetry::Served {
-        method: &method,
-        traceparent: request.header("traceparent"),
-        started,
-        task: task.as_deref(),
-        state: state.as_deref(),
-    });
+    served
+        .traced(request, &method, started, task.as_deref())
+        .await;
+}
+
+/// A task's state as `a2a.task.state` says it (`completed`, `input-required`, ...).
+pub fn state_word(state: &::a2a::TaskState) -> String {
+    crate::telemetry::genai::a2a_state(&methods::state_name(state))
 }
 
 async fn answer_call(

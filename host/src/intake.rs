@@ -47,6 +47,9 @@ pub struct Arrived {
     pub v1: ::a2a::Message,
 }
 
+/// How long a request's span waits for its task's state to settle.
+const SETTLES: std::time::Duration = std::time::Duration::from_millis(200);
+
 impl Served {
     /// Hands a new task to the queue: its arrival traced and kept by the task store, and
     /// if the capsule cannot take it, its refusal too. Returns the task's id and context.
@@ -79,6 +82,48 @@ impl Served {
             });
         let traceparent = traceparent.or_else(|| request.header("traceparent"));
         self.enter(arrived, origin, traceparent, peer)
+    }
+
+    /// A request either door answered, as a server span when export is on: named for
+    /// its method, under the caller's `traceparent`, with the task it was about and
+    /// that task's state once the answer was done. A stream that ended on the task's
+    /// final frame is answered a moment before the task store settles: its state is
+    /// read once it has (waiting at most [`SETTLES`]).
+    pub async fn traced(
+        &self,
+        request: &Request,
+        method: &str,
+        started: std::time::SystemTime,
+        task: Option<&str>,
+    ) {
+        let Some(feed) = self.trace.feed() else {
+            return;
+        };
+        let tasks = self.wire.tasks();
+        if let Some(task) = task {
+            let settled = async {
+                let mut changes = tasks.watch();
+                while tasks
+                    .state(task)
+                    .is_some_and(|(s, _)| s == ::a2a::TaskState::Working)
+                {
+                    if changes.changed().await.is_err() {
+                        return;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(SETTLES, settled).await;
+        }
+        let state = task
+            .and_then(|t| tasks.snapshot(t))
+            .map(|(snapshot, _)| crate::a2a::state_word(&snapshot.status.state));
+        feed.request(&crate::telemetry::Served {
+            method,
+            traceparent: request.header("traceparent"),
+            started,
+            task,
+            state: state.as_deref(),
+        });
     }
 
     /// A new task of `origin` into the queue, from either door or another member.

@@ -177,6 +177,11 @@ async fn handle(mut socket: TcpStream, request: Request, served: &Served) {
         }
     };
     let id = call.get("id").cloned().unwrap_or(Value::Null);
+    let started = std::time::SystemTime::now();
+    let named = call
+        .pointer("/params/id")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     match call.get("method").and_then(Value::as_str) {
         Some(method) if a2a::speaks(method) => a2a::answer(socket, &request, served, call).await,
         Some("stream/watch") => watch(socket, &request, served).await,
@@ -185,14 +190,22 @@ async fn handle(mut socket: TcpStream, request: Request, served: &Served) {
         }
         Some("message/stream") => {
             let params = call.get("params").cloned().unwrap_or(Value::Null);
-            message_stream(socket, &request, served, params).await
+            let task = message_stream(socket, &request, served, params).await;
+            let method = "message/stream";
+            served
+                .traced(&request, method, started, task.as_deref())
+                .await;
         }
         Some("tasks/cancel") => {
             reply_json(
                 &mut socket,
                 cancel(&served.control, &id, call.get("params")),
             )
-            .await
+            .await;
+            let method = "tasks/cancel";
+            served
+                .traced(&request, method, started, named.as_deref())
+                .await;
         }
         Some("murmur/stop") => {
             // Stop first, so the answer can name what was canceled; the process exits
@@ -359,13 +372,20 @@ fn v1_message(message: &Message) -> ::a2a::Message {
     v1
 }
 
-async fn message_stream(socket: TcpStream, request: &Request, served: &Served, params: Value) {
+/// Returns the task the message started or answered, for the request's span.
+async fn message_stream(
+    socket: TcpStream,
+    request: &Request,
+    served: &Served,
+    params: Value,
+) -> Option<String> {
     let replay_from = last_event_id(request).and_then(Result::ok);
     let (replay, conn) = served.wire.bus().subscribe(replay_from);
     let Ok(mut stream) = Stream::open(socket).await else {
-        return;
+        return None;
     };
-    let served = async {
+    let mut task = None;
+    let answered = async {
         for frame in &replay {
             stream.write(frame).await?;
         }
@@ -373,7 +393,12 @@ async fn message_stream(socket: TcpStream, request: &Request, served: &Served, p
             Ok(message) => message,
             Err(e) => return stream.write(&frames::error(&e)).await,
         };
+        let waiting = message
+            .context_id
+            .as_deref()
+            .and_then(|c| served.wire.tasks().waiting_in(c));
         if answers_input(served, &message) {
+            task = waiting;
             // The reply resumes the running task: this connection follows it from here.
             return stream.pump(&conn, |f| f.ends_stream).await.map(|_| ());
         }
@@ -384,12 +409,14 @@ async fn message_stream(socket: TcpStream, request: &Request, served: &Served, p
             v1: v1_message(&message),
         };
         let (task_id, context_id, taken) = served.take(request, arrived);
+        task = Some(task_id.clone());
         match taken {
             Ok(()) => stream.pump(&conn, |f| f.ends_stream).await.map(|_| ()),
             Err(Refusal::Busy) => stream.write(&frames::rejected(&task_id, &context_id)).await,
             Err(Refusal::Closed) => stream.write(&frames::error(QUEUE_CLOSED)).await,
         }
     };
-    let _ = served.await;
+    let _ = answered.await;
     stream.close().await;
+    task
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::phoenix::{Phoenix, SpanTree, attr, name, span_id, trace_id};
+use crate::common::phoenix::{Phoenix, SpanTree, attr, name, parent_id, span_id, trace_id};
 use crate::common::served::{Hosted, Served};
 use crate::common::*;
 use crate::otel::{STORED_WITHIN, mur_clean, span_lines, text};
@@ -81,15 +81,20 @@ fn expected_spans(trace: &[Value]) -> BTreeSet<String> {
         .collect()
 }
 
-/// The spans Phoenix holds in `project` once it holds every one of `expected` (and
-/// then only those: the server hosted one capsule, and nothing else may show up in
-/// its project).
+/// The request the door served: a server span of its own (the client sent no
+/// `traceparent`), named for the method.
+const DOOR: &str = "message/stream";
+
+/// The spans Phoenix holds in `project` once it holds every one of `expected` and the
+/// door's span (and then only those: the server hosted one capsule, and nothing else
+/// may show up in its project).
 fn stored_exactly(phoenix: &Phoenix, project: &str, expected: &BTreeSet<String>) -> SpanTree {
     let spans = phoenix.eventually_spans(
         project,
         |spans| {
             let got: BTreeSet<&str> = spans.iter().map(span_id).collect();
             expected.iter().all(|id| got.contains(id.as_str()))
+                && spans.iter().any(|s| name(s) == DOOR)
         },
         STORED_WITHIN,
     );
@@ -97,6 +102,7 @@ fn stored_exactly(phoenix: &Phoenix, project: &str, expected: &BTreeSet<String>)
     let got: BTreeSet<String> = tree
         .spans()
         .iter()
+        .filter(|s| name(s) != DOOR)
         .map(|s| span_id(s).to_string())
         .collect();
     assert_eq!(&got, expected, "{}", tree.outline());
@@ -105,7 +111,7 @@ fn stored_exactly(phoenix: &Phoenix, project: &str, expected: &BTreeSet<String>)
 
 /// Checks the session's trace and its spans in Phoenix are the whole task: the
 /// session, its task, the turns, the tool call and the shell command, all in the
-/// session's own trace.
+/// session's own trace; and the door's one span for the request that brought it.
 fn assert_whole_task(tree: &SpanTree, trace: &[Value], capsule: &str) {
     let session = trace
         .iter()
@@ -124,13 +130,32 @@ fn assert_whole_task(tree: &SpanTree, trace: &[Value], capsule: &str) {
             "chat scripted-test",
             "execute_tool bash",
             &format!("invoke_agent {capsule}"),
+            DOOR,
             &format!("session {capsule}"),
             "shell bash",
         ],
         "{}",
         tree.outline()
     );
+    let task = trace
+        .iter()
+        .find(|l| l["event_type"] == "task_start")
+        .expect("a task_start line");
     for span in tree.spans() {
+        if name(span) == DOOR {
+            assert_eq!(
+                attr(span, "a2a.task.id"),
+                Some(&task["task_id"]),
+                "{span:#}"
+            );
+            assert_eq!(
+                attr(span, "a2a.task.state"),
+                Some(&json!("completed")),
+                "{span:#}"
+            );
+            assert_eq!(parent_id(span), None, "no caller, no parent: {span:#}");
+            continue;
+        }
         assert_eq!(trace_id(span), session_trace, "{span:#}");
     }
 }
