@@ -6,7 +6,8 @@
 //!    whose single turn streams `CHUNKS` text chunks. Per connection: the text frames of
 //!    that task it read and the time from submission to its final status; per run, the
 //!    `lagged` frames and the aggregate frames per second (every frame with an id that
-//!    reached a watcher / time until the last watcher read the final status).
+//!    reached a watcher / time until the last watcher read the final status). The
+//!    capsule and the fan-out are `fanout/mod.rs`, shared with the `otel` bench.
 //! 2. Baseline: a bare hyper 1 HTTP/1.1 server in this process (on a runtime of its
 //!    own) that fans out the same frame bytes through `StreamBody` over per-connection
 //!    `mpsc` channels of 128, read by the same client (which de-chunks hyper's body), at
@@ -25,13 +26,14 @@
     reason = "the benches' shared client; this one uses part of it"
 )]
 mod client;
+mod fanout;
 mod mur;
 
 use client::*;
+use fanout::*;
 use mur::{Mur, cache};
 
 use std::convert::Infallible;
-use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -46,12 +48,10 @@ use hyper::body::Frame as BodyFrame;
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::timeout;
 
-/// Text chunks the task's single turn streams.
-const CHUNKS: usize = 2_000;
 /// (watch connections, runs).
 const FAN_OUT: [(usize, usize); 3] = [(1, 5), (100, 5), (1000, 3)];
 const BASELINE_N: usize = 100;
@@ -62,46 +62,17 @@ const REPLAY_RING: usize = 512;
 const IDLE_CONNECTIONS: usize = 1_000;
 /// The per-connection queue of the server, mirrored by the baseline's channels.
 const QUEUE_CAPACITY: usize = 128;
-/// A `Last-Event-ID` above every id the capsule writes: the watch replays nothing.
-const NO_REPLAY: &str = "18446744073709551614";
-/// Connects (with their request and first frame) in flight at once, so the listen
-/// backlog never overflows into SYN retries.
-const CONNECTING: usize = 64;
-/// Any one read, connect or write.
-/// One fan-out run or one phase of connecting, from start to end.
-const RUN_LIMIT: Duration = Duration::from_secs(300);
 /// `mur run` to its launch line (a cold component cache compiles the components).
 const LAUNCH_LIMIT: Duration = Duration::from_secs(600);
 /// The open-file limit the bench wants (the client's and `mur`'s connections).
 const WANT_OPEN_FILES: libc::rlim_t = 8_192;
 
-type Res<T> = Result<T, String>;
-
 // ---------------------------------------------------------------------------------
 // The capsule and the `mur` process.
 
-fn scratch(name: &str) -> PathBuf {
-    mur::scratch("stream", name)
-}
-
-fn chunk(i: usize) -> String {
-    format!("c{i} ")
-}
-
 /// A capsule whose script has `turns` turns, each streaming `CHUNKS` chunks.
 fn capsule(name: &str, turns: usize) -> PathBuf {
-    let dir = scratch(name);
-    let manifest = "name: stream-bench\nversion: \"0.1.0\"\ninference:\n  driver: scripted\n  \
-                    script: ./script.yaml\n  model: scripted-bench\nlifecycle:\n  queue_depth: 64\n";
-    std::fs::write(dir.join("murmur.yaml"), manifest).unwrap();
-    let chunks: Vec<String> = (0..CHUNKS).map(|i| format!("\"{}\"", chunk(i))).collect();
-    let turn = format!("  - chunks: [{}]\n", chunks.join(", "));
-    std::fs::write(
-        dir.join("script.yaml"),
-        format!("turns:\n{}", turn.repeat(turns)),
-    )
-    .unwrap();
-    dir
+    fanout::capsule("stream", name, turns)
 }
 
 /// `VmRSS` of `mur`, in KiB.
@@ -139,226 +110,6 @@ fn raise_open_files() -> libc::rlim_t {
         libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
     }
     lim.rlim_cur
-}
-
-const WATCH: &str = r#"{"jsonrpc":"2.0","id":1,"method":"stream/watch","params":{}}"#;
-
-/// A `stream/watch` whose `connection-ack` has been read.
-async fn open_watch(addr: SocketAddr, last_event_id: &str) -> io::Result<Sse> {
-    let mut sse = Sse::post(addr, "/", &[("last-event-id", last_event_id)], WATCH).await?;
-    let first = sse.next_frame().await?;
-    let event = sse.frame(first).event.to_string();
-    if event != "connection-ack" {
-        return Err(io_err(format!(
-            "first frame is {event:?}, not connection-ack"
-        )));
-    }
-    Ok(sse)
-}
-
-/// What one watch connection read until the first final status.
-#[derive(Default)]
-struct Watched {
-    /// Text frames with `"final":false`, per task id.
-    texts: Vec<(String, u64)>,
-    /// Every frame with an id (a task's frames).
-    frames: u64,
-    lagged: u64,
-    missed: u64,
-    final_task: String,
-    final_state: String,
-    final_at: Option<Instant>,
-}
-
-async fn watcher(
-    addr: SocketAddr,
-    ready: mpsc::UnboundedSender<Res<()>>,
-    permit: OwnedSemaphorePermit,
-) -> io::Result<Watched> {
-    let opened = open_watch(addr, NO_REPLAY).await;
-    drop(permit);
-    let mut sse = match opened {
-        Ok(sse) => {
-            let _ = ready.send(Ok(()));
-            sse
-        }
-        Err(e) => {
-            let _ = ready.send(Err(format!("stream/watch: {e}")));
-            return Err(e);
-        }
-    };
-    let mut w = Watched::default();
-    loop {
-        let block = sse.next_frame().await?;
-        let f = sse.frame(block);
-        if f.id.is_some() {
-            w.frames += 1;
-        }
-        match &*f.event {
-            "text" if f.data.ends_with(r#""final":false}"#) => {
-                let task = task_of(&f.data);
-                match w.texts.iter_mut().find(|(t, _)| t == task) {
-                    Some((_, n)) => *n += 1,
-                    None => w.texts.push((task.to_string(), 1)),
-                }
-            }
-            "lagged" => {
-                w.lagged += 1;
-                w.missed += serde_json::from_str::<Value>(&f.data)
-                    .ok()
-                    .and_then(|v| v["missed"].as_u64())
-                    .unwrap_or(0);
-            }
-            "status" if f.data.ends_with(r#""final":true}"#) => {
-                w.final_at = Some(Instant::now());
-                w.final_task = task_of(&f.data).to_string();
-                w.final_state = state_of(&f.data).to_string();
-                return Ok(w);
-            }
-            _ => {}
-        }
-    }
-}
-
-/// Submits a task over `message/stream` and reads it to its final status; returns the
-/// task id.
-async fn submit(addr: SocketAddr) -> io::Result<String> {
-    finish(Sse::post(addr, "/", &[], &message_stream("stream")).await?).await
-}
-
-// ---------------------------------------------------------------------------------
-// Fan-out.
-
-struct FanOut {
-    median_final: Duration,
-    max_final: Duration,
-    min_texts: u64,
-    median_texts: u64,
-    lagged: u64,
-    lagged_connections: u64,
-    missed: u64,
-    frames_per_sec: f64,
-}
-
-/// Opens `n` watch connections, starts `start` once each has read its ack, and reads
-/// every connection to its final status. `start` returns the task id.
-async fn fan_out<F, Fut>(addr: SocketAddr, n: usize, start: F) -> Res<FanOut>
-where
-    F: FnOnce() -> Fut,
-    Fut: Future<Output = io::Result<String>> + Send + 'static,
-{
-    let deadline = tokio::time::Instant::now() + RUN_LIMIT;
-    let (ready_tx, mut ready_rx) = mpsc::unbounded_channel();
-    let gate = Arc::new(Semaphore::new(CONNECTING));
-    // Dropping the set (on any early return) aborts the watchers and closes them.
-    let mut watchers = JoinSet::new();
-    for _ in 0..n {
-        let permit = timeout(IO_LIMIT, gate.clone().acquire_owned())
-            .await
-            .map_err(|_| "connecting timed out".to_string())?
-            .unwrap();
-        watchers.spawn(watcher(addr, ready_tx.clone(), permit));
-    }
-    drop(ready_tx);
-    for _ in 0..n {
-        match tokio::time::timeout_at(deadline, ready_rx.recv()).await {
-            Ok(Some(Ok(()))) => {}
-            Ok(Some(Err(e))) => return Err(e),
-            Ok(None) => return Err("a watcher ended before its ack".into()),
-            Err(_) => return Err("the watchers did not all attach in time".into()),
-        }
-    }
-    let submitted = Instant::now();
-    let started = tokio::spawn(start());
-    let task = match tokio::time::timeout_at(deadline, started).await {
-        Ok(Ok(Ok(task))) => task,
-        Ok(Ok(Err(e))) => return Err(format!("submitting: {e}")),
-        Ok(Err(e)) => return Err(format!("submitting: {e}")),
-        Err(_) => return Err("the task did not end in time".into()),
-    };
-    let mut got = Vec::with_capacity(n);
-    while let Some(joined) = tokio::time::timeout_at(deadline, watchers.join_next())
-        .await
-        .map_err(|_| "the watchers did not all read the final status in time".to_string())?
-    {
-        let w = joined
-            .map_err(|e| format!("watcher: {e}"))?
-            .map_err(|e| format!("watcher: {e}"))?;
-        if w.final_task != task || w.final_state != "completed" {
-            return Err(format!(
-                "a watcher's first final status was {} of {}, not completed of {task}",
-                w.final_state, w.final_task
-            ));
-        }
-        got.push(w);
-    }
-    let finals: Vec<Duration> = got
-        .iter()
-        .map(|w| w.final_at.unwrap() - submitted)
-        .collect();
-    let texts: Vec<u64> = got
-        .iter()
-        .map(|w| {
-            w.texts
-                .iter()
-                .find(|(t, _)| *t == task)
-                .map_or(0, |(_, n)| *n)
-        })
-        .collect();
-    let last = *finals.iter().max().unwrap();
-    let frames: u64 = got.iter().map(|w| w.frames).sum();
-    Ok(FanOut {
-        median_final: median(&finals),
-        max_final: last,
-        min_texts: *texts.iter().min().unwrap(),
-        median_texts: median(&texts),
-        lagged: got.iter().map(|w| w.lagged).sum(),
-        lagged_connections: got.iter().filter(|w| w.lagged > 0).count() as u64,
-        missed: got.iter().map(|w| w.missed).sum(),
-        frames_per_sec: frames as f64 / last.as_secs_f64(),
-    })
-}
-
-/// The medians of several runs, one line.
-fn report(label: &str, runs: &[FanOut]) {
-    let m = |f: fn(&FanOut) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>());
-    println!(
-        "  {label} ({} runs): to final median {:.1} ms, max {:.1} ms; text frames/conn min {:.0}, \
-         median {:.0} of {CHUNKS}; lagged frames {:.0} on {:.0} conns ({:.0} missed); {:.0} frames/s",
-        runs.len(),
-        m(|r| r.median_final.as_secs_f64() * 1e3),
-        m(|r| r.max_final.as_secs_f64() * 1e3),
-        m(|r| r.min_texts as f64),
-        m(|r| r.median_texts as f64),
-        m(|r| r.lagged as f64),
-        m(|r| r.lagged_connections as f64),
-        m(|r| r.missed as f64),
-        m(|r| r.frames_per_sec),
-    );
-}
-
-async fn runs<F, Fut>(label: &str, addr: SocketAddr, n: usize, runs: usize, start: F) -> Option<f64>
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = io::Result<String>> + Send + 'static,
-{
-    let mut done = Vec::new();
-    for run in 0..runs {
-        match fan_out(addr, n, &start).await {
-            Ok(r) => done.push(r),
-            Err(e) => {
-                println!("  {label}: run {} failed: {e}", run + 1);
-                break;
-            }
-        }
-    }
-    if done.is_empty() {
-        return None;
-    }
-    report(label, &done);
-    Some(median(
-        &done.iter().map(|r| r.frames_per_sec).collect::<Vec<_>>(),
-    ))
 }
 
 // ---------------------------------------------------------------------------------

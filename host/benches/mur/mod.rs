@@ -1,6 +1,7 @@
 //! The benches' `mur run` process: started on a capsule in `queue` + `sleep` mode with
 //! an ephemeral port, its address read from its JSON launch line, killed when dropped
-//! (a panicking bench leaves no process behind).
+//! (a panicking bench leaves no process behind). `Mur::launch` does the same for
+//! another `mur` command that prints a launch line (`mur serve`).
 
 use std::io::{self, BufRead, BufReader};
 use std::net::SocketAddr;
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-/// A running `mur run`; dropping it kills the process.
+/// A running `mur run` (or `mur serve`); dropping it kills the process.
 pub struct Mur {
     pub child: Child,
     pub addr: SocketAddr,
@@ -21,15 +22,35 @@ impl Mur {
     /// `cache`, and waits at most `launch_limit` for its launch line (a cold cache
     /// compiles the components).
     pub fn start(capsule: &Path, cache: &Path, launch_limit: Duration) -> Mur {
-        let stderr = std::fs::File::create(capsule.join("mur.stderr")).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mur"))
-            .current_dir(capsule)
-            .env("MUR_CACHE_DIR", cache)
+        Mur::start_with_env(capsule, cache, launch_limit, &[])
+    }
+
+    /// [`Mur::start`] with `env` added to the process's environment.
+    pub fn start_with_env(
+        capsule: &Path,
+        cache: &Path,
+        launch_limit: Duration,
+        env: &[(&str, &str)],
+    ) -> Mur {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mur"));
+        command
+            .envs(env.iter().copied())
             .args(["run", "--json", "--bind", "127.0.0.1", "--port", "0"])
             .args(["--lifecycle-task-acceptance", "queue"])
             .args(["--lifecycle-after-task", "sleep"])
             .arg("--manifest")
-            .arg(capsule.join("murmur.yaml"))
+            .arg(capsule.join("murmur.yaml"));
+        Mur::launch(command, capsule, cache, launch_limit)
+    }
+
+    /// Spawns `command` (a `mur` command printing a JSON launch line) in `dir`, its
+    /// stderr in `dir/mur.stderr`, its compiled components cached in `cache`, and waits
+    /// at most `launch_limit` for the launch line.
+    pub fn launch(mut command: Command, dir: &Path, cache: &Path, launch_limit: Duration) -> Mur {
+        let stderr = std::fs::File::create(dir.join("mur.stderr")).unwrap();
+        let mut child = command
+            .current_dir(dir)
+            .env("MUR_CACHE_DIR", cache)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -51,7 +72,7 @@ impl Mur {
         });
         let line = rx.recv_timeout(launch_limit).unwrap_or_default();
         let launch: Value = serde_json::from_str(&line).unwrap_or_else(|_| {
-            let log = std::fs::read_to_string(capsule.join("mur.stderr")).unwrap_or_default();
+            let log = std::fs::read_to_string(dir.join("mur.stderr")).unwrap_or_default();
             panic!("mur printed no launch line ({line:?}); stderr:\n{log}")
         });
         mur.addr = launch["address"]
