@@ -80,6 +80,10 @@ pub(crate) async fn run_seated(
         ));
     }
     let caught = catch_signals();
+    // Listed before the launch line is printed, so whoever acts on that line (a script
+    // running `mur stop`) finds the session; the guard removes the entry however run()
+    // returns.
+    let registration = register(&m, launched, &url, door.token);
     announce(
         &args,
         &m,
@@ -88,9 +92,6 @@ pub(crate) async fn run_seated(
         opened.session_loop(),
         door.posture,
     );
-    // Listed right after the launch line, out of its path (the entry is a file written
-    // and renamed); the guard removes it however run() returns.
-    let registration = register(&m, launched, &url, door.token);
     let control = launched.control.clone();
     let guard = match door.posture {
         door::Posture::Bearer => a2a::Guard::Bearer,
