@@ -22,6 +22,9 @@ pub struct Steps {
     rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t, libc::rlim_t)>,
     nice: i32,
     root: Option<Root>,
+    /// A `/proc` of its own, mounted in a mount namespace of its own: it shows only the
+    /// processes of the command's PID namespace.
+    own_proc: bool,
 }
 
 const UID_MAP: &std::ffi::CStr = c"/proc/self/uid_map";
@@ -38,6 +41,7 @@ impl Steps {
             rlimits: Vec::new(),
             nice: 0,
             root: None,
+            own_proc: false,
         }
     }
 
@@ -65,14 +69,22 @@ impl Steps {
             ],
             nice: limits.nice,
             root,
+            own_proc: false,
         }
+    }
+
+    /// The command gets a `/proc` of its own (a harness reads its own `/proc/self`).
+    #[must_use]
+    pub fn with_own_proc(mut self) -> Steps {
+        self.own_proc = self.root.is_none();
+        self
     }
 }
 
 /// The namespaces a command's clone makes: a user and PID namespace, and a mount
 /// namespace for the sealed root.
 pub fn namespaces(steps: &Steps) -> libc::c_int {
-    let mount = if steps.root.is_some() {
+    let mount = if steps.root.is_some() || steps.own_proc {
         libc::CLONE_NEWNS
     } else {
         0
@@ -112,6 +124,9 @@ pub fn confine_self(
         if let Some(root) = &steps.root {
             root.enter()?;
         }
+        if steps.own_proc {
+            mount_own_proc(ruleset)?;
+        }
         for (resource, soft, hard) in &steps.rlimits {
             let (soft, hard) = if *resource == libc::RLIMIT_FSIZE {
                 (file_bytes.min(*soft), file_bytes.min(*hard))
@@ -139,6 +154,58 @@ pub fn confine_self(
         }
     }
     Ok(())
+}
+
+/// Mounts a fresh `/proc` over the host's, in the child's own mount namespace: it
+/// lists the PID namespace's processes only, so reading it shows nothing of the host's.
+/// The read rule for it is added here, to the command's own ruleset: a rule names an
+/// inode, and this mount's root did not exist before.
+unsafe fn mount_own_proc(ruleset: Option<RawFd>) -> std::io::Result<()> {
+    /// `struct landlock_path_beneath_attr`, packed as the kernel reads it.
+    #[repr(C, packed)]
+    struct PathBeneath {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    const RULE_PATH_BENEATH: libc::c_int = 1;
+    const READ_FILE: u64 = 1 << 2;
+    const READ_DIR: u64 = 1 << 3;
+    // SAFETY: mount, open, landlock_add_rule and close on C string literals and a
+    // stack value, in the child's own mount namespace.
+    unsafe {
+        check(libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ))?;
+        check(libc::mount(
+            c"proc".as_ptr(),
+            c"/proc".as_ptr(),
+            c"proc".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        ))?;
+        let Some(ruleset) = ruleset else {
+            return Ok(());
+        };
+        let fd = libc::open(c"/proc".as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
+        check(fd)?;
+        let rule = PathBeneath {
+            allowed_access: READ_FILE | READ_DIR,
+            parent_fd: fd,
+        };
+        let added = libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset,
+            RULE_PATH_BENEATH,
+            &raw const rule,
+            0u32,
+        ) as libc::c_int;
+        libc::close(fd);
+        check(added)
+    }
 }
 
 /// Root inside the user namespace keeps no capability across exec, so a command cannot

@@ -42,6 +42,9 @@ pub struct Installed {
     pub path: PathBuf,
     /// A folder (everything beneath it), or one file.
     pub dir: bool,
+    /// A folder the server keeps its own state in (a harness's home): read and write,
+    /// never execute.
+    pub writable: bool,
 }
 
 /// Builds the ruleset once; each command's child restricts itself with it. The fixed
@@ -111,9 +114,12 @@ pub fn server_ruleset(
     let abi = ABI::from(kernel.landlock_abi);
     let mut ruleset = build(abi, rules)?;
     let exec = AccessFs::ReadFile | AccessFs::ReadDir | AccessFs::Execute;
+    let state = workdir_access(abi, false);
     for place in installed {
         // A right meant for folders on a file is refused by the kernel.
-        let access = if place.dir {
+        let access = if place.writable {
+            state
+        } else if place.dir {
             exec
         } else {
             exec & AccessFs::from_file(abi)

@@ -238,7 +238,8 @@ fn install(parts: &mut Vec<Part>, scratch: &Path, place: &Installed) -> Result<(
         parts.push(Part::Dir {
             source: c_path(&place.path)?,
             target,
-            read_only: Some(read_only),
+            // A server's state folder is the one place it writes outside the workdir.
+            read_only: (!place.writable).then_some(read_only),
         });
     } else {
         if let Some(folder) = place.path.parent() {

@@ -22,6 +22,13 @@ pub struct Installation {
     /// Absolute: its command's resolved path, and the folders its configuration names
     /// (a `node_modules`, say).
     pub paths: Vec<PathBuf>,
+    /// A folder it keeps its own state in (a harness's home, its login and sessions):
+    /// read and write, never execute. Checked as the paths are.
+    pub state: Option<PathBuf>,
+    /// A `/proc` of its own, readable: a program that reads its own `/proc/self` (a
+    /// Bun or Node executable finding its code) gets one that lists only the
+    /// processes of its PID namespace. Not under `sealed`, whose root has no `/proc`.
+    pub own_proc: bool,
 }
 
 /// Kernel views of the host: beneath them a path reaches what no file rule can narrow
@@ -63,7 +70,7 @@ impl Jail {
         if !self.armed {
             return Err("the shell sandbox was not set up; the server was not started".into());
         }
-        let own = self.own(installed).await?;
+        let own = self.own(installed, installation.own_proc).await?;
         let (launched, confined) = self.launch(req, spawn::Stdin::Piped, Some(own)).await?;
         let served = launched.served().map_err(|e| e.to_string())?;
         Ok((served, confined))
@@ -71,7 +78,7 @@ impl Jail {
 
     /// The server's own ruleset, and under `sealed` its own root. Built on a blocking
     /// thread: the rules for `/etc` may need a fresh walk.
-    async fn own(&self, installed: Vec<Installed>) -> Result<Own, String> {
+    async fn own(&self, installed: Vec<Installed>, own_proc: bool) -> Result<Own, String> {
         let root = match (self.class, &self.scratch) {
             (Class::Sealed, Some(scratch)) => Some(scratch.clone()),
             (Class::Sealed, None) => {
@@ -86,6 +93,7 @@ impl Jail {
         let workdir_exec = self.workdir_exec;
         let proxy_port = self.proxy_port();
         let limits = server_limits(self.limits);
+        let own_proc = own_proc && self.class == Class::Scoped;
         let built = tokio::task::spawn_blocking(move || {
             let rules = filesystem::Rules {
                 workdir: &workdir,
@@ -101,7 +109,12 @@ impl Jail {
                 ),
                 None => None,
             };
-            let steps = Some(child::Steps::new(&limits, root));
+            let steps = child::Steps::new(&limits, root);
+            let steps = Some(if own_proc {
+                steps.with_own_proc()
+            } else {
+                steps
+            });
             Ok(Own { ruleset, steps })
         });
         built
@@ -113,11 +126,23 @@ impl Jail {
     fn installed(&self, installation: &Installation) -> Result<Vec<Installed>, String> {
         let workdir = real_or_same(&self.workdir);
         let records: Vec<PathBuf> = self.records.iter().map(|r| real_or_same(r)).collect();
-        installation
+        let mut installed = installation
             .paths
             .iter()
             .map(|path| checked(path, &workdir, &records))
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(state) = &installation.state {
+            let mut place = checked(state, &workdir, &records)?;
+            if !place.dir {
+                return Err(format!(
+                    "the server's state folder {} is not a folder",
+                    state.display()
+                ));
+            }
+            place.writable = true;
+            installed.push(place);
+        }
+        Ok(installed)
     }
 
     /// The program a server's `command` names: an absolute path that must exist and be
@@ -261,6 +286,7 @@ fn checked(path: &Path, workdir: &Path, records: &[PathBuf]) -> Result<Installed
         Ok(meta) if meta.is_dir() || meta.is_file() => Ok(Installed {
             path: real,
             dir: meta.is_dir(),
+            writable: false,
         }),
         Ok(_) => refuse("is neither a file nor a folder".into()),
         Err(e) => refuse(format!("cannot be used: {e}")),

@@ -401,6 +401,15 @@ impl Process {
         self.pid.unsigned_abs()
     }
 
+    /// Asks the command to stop with `SIGINT` (a harness ends its turn). Process 1 of
+    /// a PID namespace gets it only if it handles it; dropping the process kills it
+    /// either way.
+    pub fn interrupt(&self) {
+        if let Some(pidfd) = &self.pidfd {
+            send_signal(pidfd.get_ref(), libc::SIGINT);
+        }
+    }
+
     /// Waits for the command to end.
     ///
     /// # Errors
@@ -468,12 +477,16 @@ fn try_wait(pidfd: &OwnedFd) -> io::Result<Option<ExitStatus>> {
 }
 
 fn send_kill(pidfd: &OwnedFd) {
+    send_signal(pidfd, libc::SIGKILL);
+}
+
+fn send_signal(pidfd: &OwnedFd, signal: libc::c_int) {
     // SAFETY: pidfd_send_signal on our own pidfd, with no siginfo.
     unsafe {
         libc::syscall(
             libc::SYS_pidfd_send_signal,
             pidfd.as_raw_fd(),
-            libc::SIGKILL,
+            signal,
             std::ptr::null::<libc::siginfo_t>(),
             0u32,
         );

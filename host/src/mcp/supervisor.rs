@@ -278,6 +278,8 @@ impl Server {
         };
         let installation = Installation {
             paths: install.clone(),
+            state: None,
+            own_proc: false,
         };
         let host_path = path_of(&self.place.env).to_string();
         let program = jail.resolve_command(command, &host_path, &installation)?;

@@ -85,6 +85,8 @@ fn host_path() -> String {
 fn installation(dirs: &Dirs) -> Installation {
     Installation {
         paths: vec![dirs.install.clone()],
+        state: None,
+        own_proc: false,
     }
 }
 
@@ -315,6 +317,8 @@ fn unusable_installation_paths_are_refused_by_name() {
     let refusal = |path: &Path| {
         let installation = Installation {
             paths: vec![path.to_path_buf()],
+            state: None,
+            own_proc: false,
         };
         match jail.installed(&installation) {
             Ok(installed) => panic!("{} was taken: {installed:?}", path.display()),
