@@ -67,6 +67,8 @@ const BUILTINS: &[&str] = &[
     "mur_driver_scripted",
     "mur_driver_openai",
     "mur_driver_anthropic",
+    "mur_driver_claude_code",
+    "mur_driver_codex",
     "mur_hook_memory",
     "mur_hook_gatekeeper",
 ];

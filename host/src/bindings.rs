@@ -52,6 +52,16 @@ pub mod driver {
     });
 }
 
+/// `murmur:process@0.2.0`: a process driver, which plans a harness CLI's run and reads
+/// its output. It imports nothing of ours.
+pub mod process {
+    wasmtime::component::bindgen!({
+        world: "murmur:process/process-driver",
+        path: ["../wit/process"],
+        exports: { default: async },
+    });
+}
+
 pub mod tool {
     wasmtime::component::bindgen!({
         world: "murmur:tool/tool",

@@ -24,6 +24,14 @@ pub const OPENAI_DRIVER: &[u8] =
 pub const ANTHROPIC_DRIVER: &[u8] =
     include_bytes!(concat!(env!("MUR_GUEST_DIR"), "/mur_driver_anthropic.wasm"));
 
+pub const CLAUDE_CODE_DRIVER: &[u8] = include_bytes!(concat!(
+    env!("MUR_GUEST_DIR"),
+    "/mur_driver_claude_code.wasm"
+));
+
+pub const CODEX_DRIVER: &[u8] =
+    include_bytes!(concat!(env!("MUR_GUEST_DIR"), "/mur_driver_codex.wasm"));
+
 /// The hooks `mur component check` drives a session loop with: the memory hook seeds
 /// a task, the gatekeeper reopens one. The check runs outside any source tree, so
 /// what it needs at run time travels in the binary.
@@ -49,6 +57,11 @@ pub fn driver(name: &str) -> Option<Wasm> {
         "scripted" => Some(scripted_driver()),
         "openai" => Some(Wasm::builtin(OPENAI_DRIVER, SHA256_MUR_DRIVER_OPENAI)),
         "anthropic" => Some(Wasm::builtin(ANTHROPIC_DRIVER, SHA256_MUR_DRIVER_ANTHROPIC)),
+        "claude-code" => Some(Wasm::builtin(
+            CLAUDE_CODE_DRIVER,
+            SHA256_MUR_DRIVER_CLAUDE_CODE,
+        )),
+        "codex" => Some(Wasm::builtin(CODEX_DRIVER, SHA256_MUR_DRIVER_CODEX)),
         _ => None,
     }
 }
@@ -72,7 +85,8 @@ mod tests {
             Wasm::builtin(MEMORY_HOOK, SHA256_MUR_HOOK_MEMORY),
             Wasm::builtin(GATEKEEPER_HOOK, SHA256_MUR_HOOK_GATEKEEPER),
         ];
-        let drivers = ["scripted", "openai", "anthropic"].map(|d| driver(d).expect(d));
+        let drivers = ["scripted", "openai", "anthropic", "claude-code", "codex"]
+            .map(|d| driver(d).expect(d));
         for wasm in [session_loop()].iter().chain(&drivers).chain(&hooks) {
             let taken: String = Sha256::digest(wasm.bytes())
                 .iter()

@@ -202,6 +202,11 @@ impl DriverComponent {
         })
     }
 
+    /// How long one call may run (`capabilities.deadline_seconds`).
+    pub fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
     /// The capsule's network policy (`capabilities.network.allow`, the request
     /// timeouts), which an upstream capsule component's own requests are held to too.
     pub fn network(&self) -> &NetPolicy {

@@ -412,7 +412,15 @@ pub const HOOK: World = World {
     later: &[],
 };
 
-const WORLDS: [&World; 4] = [&SESSION_LOOP, &DRIVER, &TOOL, &HOOK];
+/// A process driver (`inference.transport: process`): pure translation, granted nothing.
+pub const PROCESS_DRIVER: World = World {
+    name: "process-driver",
+    export: "murmur:process/harness",
+    imports: &[],
+    later: &[],
+};
+
+const WORLDS: [&World; 5] = [&SESSION_LOOP, &DRIVER, &TOOL, &HOOK, &PROCESS_DRIVER];
 
 /// Splits `murmur:session/loop@0.1.0` into the interface and its version.
 fn split_version(name: &str) -> (&str, &str) {

@@ -30,6 +30,7 @@ mod formation;
 mod frames;
 mod guest_log;
 mod handed;
+mod harness;
 mod home_config;
 mod hooks;
 mod host_log;

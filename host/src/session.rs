@@ -18,6 +18,7 @@ mod ending;
 mod interrupt;
 mod lifecycle;
 mod peers;
+mod process;
 mod progress;
 mod turn;
 
@@ -88,6 +89,8 @@ pub struct Session {
     pub hooks: Arc<SessionHooks>,
     pub tools: Arc<Tools>,
     pub driver: DriverComponent,
+    /// Under `inference.transport: process`, the harness that answers every `infer`.
+    pub harness: Option<Arc<crate::harness::Harness>>,
     /// The spend ceilings every inference call is checked against (`crate::spend`).
     pub spend: crate::spend::Spend,
 }
@@ -293,6 +296,10 @@ impl Host for LoopState {
         let canceled = Ok(Err(InferenceError::Failed(CANCELED.into())));
         let reply = if self.running.is_some() && control.is_canceled() {
             canceled
+        } else if self.session.harness.is_some() {
+            // The harness's run sees a cancel itself: it interrupts the harness and
+            // gives it a moment before killing it, rather than being dropped.
+            self.turn(request).await
         } else {
             tokio::select! {
                 reply = self.turn(request) => reply,

@@ -155,6 +155,23 @@ impl Yaml {
     }
 
     /// Lines under `inference:` (indented two spaces).
+    /// Under `inference.transport: process`, a stand-in harness of
+    /// `tests/fixtures/harness` run by the built-in `claude-code` driver.
+    pub(crate) fn harness(script: &str) -> Yaml {
+        let command = crate::common::repo()
+            .join("tests/fixtures/harness")
+            .join(script);
+        Yaml {
+            inference: format!(
+                "  transport: process\n  driver: claude-code\n  command: {}\n",
+                command.display()
+            ),
+            network: None,
+            sections: String::new(),
+            artifacts: Vec::new(),
+        }
+    }
+
     pub(crate) fn inference(mut self, lines: &str) -> Yaml {
         self.inference.push_str(lines);
         self
@@ -1530,7 +1547,7 @@ fn seeding_without_a_budget_a_cli_transport_or_a_summarizer() {
     let seed = [sized("a ", 600), sized("b ", 600), sized("c ", 300)];
     let cases = [
         (
-            "  transport: process\n",
+            "process",
             "",
             "rejected",
             Some("unsupported_transport"),
@@ -1548,10 +1565,11 @@ fn seeding_without_a_budget_a_cli_transport_or_a_summarizer() {
         ),
     ];
     for (inference, section, outcome, reason, tokens, budget) in cases {
-        let yaml = Yaml::scripted()
-            .inference(inference)
-            .section(section)
-            .hook(seeder());
+        let base = match inference {
+            "process" => Yaml::harness("answers-fine.sh"),
+            _ => Yaml::scripted(),
+        };
+        let yaml = base.section(section).hook(seeder());
         let cap = Cap::new("seed-rows", &yaml, "turns:\n  - text: fine\n");
         cap.answers("seeder", json!({"task-start": [seed_answer(&seed)]}));
         let done = cap.run_task("go");

@@ -52,6 +52,7 @@ mod otel_serve;
 mod peer_lanes;
 mod peer_remote;
 mod phoenix_harness;
+mod process;
 mod queue_crash;
 mod quota_during_call;
 mod quota_shell;
@@ -116,6 +117,8 @@ mod guest_tests {
     pub(crate) use crate::loops::outside_a_task_every_call_is_refused_naming_it as mur_loop_probe;
     pub(crate) use crate::loops::the_critics_threaded_history_is_its_main_conversation as mur_loop_critic;
     pub(crate) use crate::loops::the_planner_streams_its_plan_executes_it_and_answers_from_its_check as mur_loop_planner;
+    pub(crate) use crate::process::claude::a_task_in_two_turns_calls_a_capsule_tool_through_the_bridge as mur_driver_claude_code;
+    pub(crate) use crate::process::codex::a_task_in_two_turns_calls_a_capsule_tool_through_the_bridge as mur_driver_codex;
     pub(crate) use crate::run::a_loop_built_against_another_version_is_refused as mur_loop_future;
     pub(crate) use crate::run::a_loop_built_against_the_released_0_1_0_is_refused as mur_loop_legacy;
     pub(crate) use crate::run::hello_example_prints_its_answer_and_exits_zero as mur_session_loop;

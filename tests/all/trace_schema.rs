@@ -418,6 +418,10 @@ const OURS: &[&str] = &[
     "peer_task_answered",
     "peer_task_received",
     "hook",
+    "harness_session",
+    "harness_tool",
+    "harness_note",
+    "harness_exit",
 ];
 
 const ENVELOPE: &[&str] = &[

@@ -61,6 +61,7 @@ pub(super) async fn open_session(
         session_loop,
         driver,
         driver_label,
+        process_driver,
         mut tools,
         hooks,
         memory,
@@ -69,10 +70,16 @@ pub(super) async fn open_session(
     } = staged;
     workdir.create()?;
     let (verdicts, verdicts_rx) = tokio::sync::mpsc::unbounded_channel();
+    let bridge = match &process_driver {
+        Some(_) => Some(crate::harness::open::bridge(&tools).await?),
+        None => None,
+    };
+    let bridge_port = bridge.as_ref().map(crate::harness::bridge::Bridge::port);
     let containment = match jail {
         Some(jail) => {
             let declared = jail_declared(m);
-            let jail = Arc::new(arm_shell(m, jail, &workdir, verdicts).await?);
+            let armed = arm_shell(m, jail, &workdir, verdicts, bridge_port).await?;
+            let jail = Arc::new(armed);
             let record = jail.record(declared);
             tools.confine_shell(jail);
             record
@@ -84,6 +91,12 @@ pub(super) async fn open_session(
         }),
     };
     let servers = super::servers::start(m, tools.jail().cloned(), &workdir, shell_env(m)).await?;
+    let harness = match (process_driver, bridge) {
+        (Some(driver), Some(bridge)) => Some(Arc::new(
+            open_harness(m, driver, bridge, &tools, &workdir).await?,
+        )),
+        _ => None,
+    };
     tools.add_mcp(servers);
     stage_hooks(m, &hooks, &workdir).await;
     if let Some(text) = launch {
@@ -126,6 +139,7 @@ pub(super) async fn open_session(
         driver: &driver_label,
         containment,
         components,
+        harness: harness.as_deref().map(harness_record),
     });
     let trace = SessionTrace::start(trace, start)
         .map_err(|e| Error::new("E-RUN-007", format!("trace write failed: {e}")))?;
@@ -225,10 +239,49 @@ pub(super) async fn open_session(
         hooks,
         tools,
         driver,
+        harness,
         // The capsule's ceilings are set once the session is open (`Staged::open`).
         spend: crate::spend::Spend::default(),
     };
     Ok((session, launched))
+}
+
+/// The capsule's harness, once the sandbox it runs in is armed.
+async fn open_harness(
+    m: &Manifest,
+    driver: crate::harness::component::ProcessDriver,
+    bridge: crate::harness::bridge::Bridge,
+    tools: &Tools,
+    workdir: &Workdir,
+) -> Result<crate::harness::Harness, Error> {
+    let Some(jail) = tools.jail().cloned() else {
+        return Err(Error::new(
+            "E-RUN-074",
+            "the harness has no sandbox to run in: the shell's sandbox was not set up",
+        ));
+    };
+    let place = crate::harness::open::Place {
+        jail,
+        base_env: shell_env(m),
+        logs_dir: workdir.logs_dir(),
+        conversations_dir: workdir.conversations_dir(),
+        records: Arc::new(crate::records::Budget::new(
+            m.capabilities.limits.max_records_bytes,
+            crate::records::size_on_disk(&workdir.conversations_dir()),
+        )),
+        records_root: &workdir.records_root,
+    };
+    crate::harness::open::open(m, driver, bridge, place).await
+}
+
+/// `session_start.harness`: which harness, which version, which program.
+fn harness_record(harness: &crate::harness::Harness) -> serde_json::Value {
+    json!({
+        "name": harness.name(),
+        "version": harness.version,
+        "program": harness.program.to_string_lossy(),
+        "tested_versions": harness.description.tested_versions,
+    })
 }
 
 /// Whether WASM guests' workdir writes are counted as they happen: always, but for the
@@ -295,14 +348,20 @@ pub(super) fn plan_shell(
     workdir: &Workdir,
     nice: i32,
 ) -> Result<Option<Jail>, Error> {
-    if m.capabilities.shell_allow.is_empty() && !runs_servers(m) {
+    let process = m.inference.transport == manifest::Transport::Process;
+    if m.capabilities.shell_allow.is_empty() && !runs_servers(m) && !process {
         return Ok(None);
     }
     let c = &m.capabilities;
     let policy = confine::ShellPolicy {
         declared: jail_declared(m),
         raised,
-        network: c.shell_network,
+        // A harness reaches its model server through the session's proxy.
+        network: if process {
+            confine::Network::Proxy
+        } else {
+            c.shell_network
+        },
         workdir_exec: c.workdir_exec,
         limits: confine::Limits {
             memory_bytes: c.memory_bytes,
@@ -332,6 +391,7 @@ pub(super) async fn arm_shell(
     jail: Jail,
     workdir: &Workdir,
     verdicts: tokio::sync::mpsc::UnboundedSender<proxy::Verdict>,
+    bridge: Option<u16>,
 ) -> Result<Jail, Error> {
     let scratch = workdir.records.join("sandbox-root");
     std::fs::create_dir_all(&scratch).map_err(|e| {
@@ -341,7 +401,7 @@ pub(super) async fn arm_shell(
         )
     })?;
     let proxy = if jail.class() != Class::Advisory && jail.network() == confine::Network::Proxy {
-        Some(start_proxy(m, verdicts).await?)
+        Some(start_proxy(m, verdicts, bridge).await?)
     } else {
         None
     };
@@ -353,9 +413,15 @@ pub(super) async fn arm_shell(
 async fn start_proxy(
     m: &Manifest,
     verdicts: tokio::sync::mpsc::UnboundedSender<proxy::Verdict>,
+    bridge: Option<u16>,
 ) -> Result<proxy::Proxy, Error> {
     let rules = m.capabilities.network_allow.clone();
     let decide: proxy::Decide = Arc::new(move |to: &proxy::Destination| {
+        // The harness's bridge to the capsule's tools: the one place beyond the
+        // allow-list, on loopback, behind its own token.
+        if bridge.is_some_and(|port| to.port == port && to.host == "127.0.0.1") {
+            return true;
+        }
         let host = if to.host.contains(':') {
             format!("[{}]", to.host)
         } else {

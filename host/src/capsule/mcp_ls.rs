@@ -73,7 +73,9 @@ async fn list(
             // Nobody traces the proxy's verdicts here: the listing makes no requests
             // of its own through it.
             let (verdicts, _) = tokio::sync::mpsc::unbounded_channel();
-            Some(Arc::new(arm_shell(m, jail, &workdir, verdicts).await?))
+            Some(Arc::new(
+                arm_shell(m, jail, &workdir, verdicts, None).await?,
+            ))
         }
         None => None,
     };

@@ -30,6 +30,9 @@ pub(super) struct Staged {
     pub session_loop: LoopIdentity,
     pub driver: DriverComponent,
     pub driver_label: String,
+    /// Under `inference.transport: process`, the process driver; `driver` is then a
+    /// placeholder no task calls.
+    pub process_driver: Option<crate::harness::component::ProcessDriver>,
     pub tools: Tools,
     pub hooks: Hooks,
     /// Every instance's memory cap, and the capsule's shared budget.
@@ -97,14 +100,18 @@ pub(super) async fn stage(
     let (loop_component, driver, mut compiled) = std::thread::scope(|scope| {
         let driver = scope.spawn(|| {
             let component = engine.load_wasm(driver_wasm, &driver_label)?;
+            if m.inference.transport == manifest::Transport::Process {
+                return process_driver(engine, &component, &driver_label, driver_limits);
+            }
             let settings = driver_settings(m, &driver_config);
-            DriverComponent::new(
+            let driver = DriverComponent::new(
                 engine,
                 &component,
                 driver_label.clone(),
                 settings,
                 driver_limits,
-            )
+            )?;
+            Ok((driver, None))
         });
         let others = (!others.is_empty()).then(|| scope.spawn(|| engine.load_all(others)));
         let loop_component = engine
@@ -118,7 +125,7 @@ pub(super) async fn stage(
                 .into_iter(),
         )
     });
-    let (loop_component, driver) = (loop_component?, driver?);
+    let (loop_component, (driver, process_driver)) = (loop_component?, driver?);
     let mut next = || {
         compiled
             .next()
@@ -185,6 +192,7 @@ pub(super) async fn stage(
         session_loop,
         driver,
         driver_label,
+        process_driver,
         tools,
         hooks,
         memory,
@@ -192,6 +200,48 @@ pub(super) async fn stage(
         components,
     };
     Ok((loop_component, staged))
+}
+
+/// A process driver, checked and linked, with the placeholder HTTP driver the session
+/// holds but never calls under the process transport.
+fn process_driver(
+    engine: &Engine,
+    component: &wasmtime::component::Component,
+    label: &str,
+    limits: DriverLimits,
+) -> Result<
+    (
+        DriverComponent,
+        Option<crate::harness::component::ProcessDriver>,
+    ),
+    Error,
+> {
+    let process = crate::harness::component::ProcessDriver::new(
+        engine,
+        component,
+        label.to_string(),
+        crate::harness::component::Limits {
+            memory: limits.memory.clone(),
+            cpu: limits.cpu.clone(),
+            deadline: limits.deadline,
+            output: crate::guest_log::Target::driver(&limits.logs_dir),
+        },
+    )?;
+    let placeholder = engine.load_wasm(&builtin::scripted_driver(), "built-in scripted driver")?;
+    let settings = Settings {
+        model: String::new(),
+        endpoint: String::new(),
+        api_key: None,
+        config: json!({"turns": []}).to_string(),
+    };
+    let driver = DriverComponent::new(
+        engine,
+        &placeholder,
+        "the process transport's unused HTTP driver".into(),
+        settings,
+        limits,
+    )?;
+    Ok((driver, Some(process)))
 }
 
 /// Where the driver may send requests: the capsule's allow-list, and its gateway's
@@ -277,8 +327,12 @@ fn driver_source(m: &Manifest) -> Result<(Wasm, String, serde_json::Value), Erro
                     "E-RUN-006",
                     format!("driver '{name}' is not built into this mur"),
                 )
-                .hint("use inference.driver: openai, anthropic or scripted, or name a driver component: {artifact: NAME}")
+                .hint("use inference.driver: openai, anthropic, claude-code, codex or scripted, or name a driver component: {artifact: NAME}")
             })?;
+            if manifest::PROCESS_DRIVERS.contains(&name.as_str()) {
+                let label = format!("built-in {name} process driver");
+                return Ok((wasm, label, process_config(m)));
+            }
             Ok((wasm, format!("built-in {name} driver"), builtin_config(m)))
         }
         DriverRef::Artifact { name, config } => {
@@ -314,6 +368,12 @@ fn builtin_config(m: &Manifest) -> serde_json::Value {
         config["top_p"] = p.into();
     }
     config
+}
+
+/// A built-in process driver's configuration: `inference.driver` names it by a bare
+/// name, so it has none of its own.
+fn process_config(_m: &Manifest) -> serde_json::Value {
+    json!({})
 }
 
 /// The scripted driver has no filesystem, so the host reads its script for it.

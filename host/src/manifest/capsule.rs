@@ -121,6 +121,8 @@ pub(super) fn no_inference() -> Inference {
         retry: Retry::default(),
         timeouts: Timeouts::default(),
         compaction: Compaction::default(),
+        command: None,
+        home: None,
     }
 }
 

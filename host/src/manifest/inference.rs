@@ -14,7 +14,9 @@ use super::{
 };
 use crate::error::Error;
 
-const BUILTIN_DRIVERS: &[&str] = &["scripted", "openai", "anthropic"];
+const BUILTIN_DRIVERS: &[&str] = &["scripted", "openai", "anthropic", "claude-code", "codex"];
+/// The built-in process drivers, for `inference.transport: process`.
+pub const PROCESS_DRIVERS: &[&str] = &["claude-code", "codex"];
 
 pub(super) fn inference(cx: &mut Cx, top: &Section, artifacts: &[Artifact]) -> Result<Inference> {
     let sec = top.sub(cx, "inference")?;
@@ -22,6 +24,7 @@ pub(super) fn inference(cx: &mut Cx, top: &Section, artifacts: &[Artifact]) -> R
     let transport = sec.opt_enum(cx, "transport", &transports)?;
     let transport = transport.unwrap_or(Transport::Http);
     let driver = driver(cx, &sec, artifacts)?;
+    transport_fits(cx, &sec, transport, &driver)?;
     let temperature = sec.opt_f64(
         cx,
         "temperature",
@@ -36,7 +39,7 @@ pub(super) fn inference(cx: &mut Cx, top: &Section, artifacts: &[Artifact]) -> R
             None => gateway.map(|g| g.endpoint.clone()),
             given => given,
         },
-        model: model(cx, &sec, &driver)?,
+        model: model(cx, &sec, &driver, transport)?,
         api_key: api_key(cx, &sec)?.or_else(|| gateway.and_then(|g| g.api_key.clone())),
         max_turns: max_turns(cx, &sec)?,
         max_tokens: sec.opt_u32(cx, "max_tokens", 1)?.unwrap_or(8192),
@@ -49,6 +52,8 @@ pub(super) fn inference(cx: &mut Cx, top: &Section, artifacts: &[Artifact]) -> R
         retry: retry(cx, &sec)?,
         timeouts: timeouts(cx, &sec)?,
         compaction: compaction(cx, &sec)?,
+        command: command(cx, &sec, transport)?,
+        home: home(cx, &sec, transport)?,
         driver,
     };
     Ok(inference)
@@ -191,10 +196,13 @@ fn builtin_driver(
     let name = field.string(cx)?;
     match name.as_str() {
         "scripted" => scripted(cx, sec, script),
-        "openai" | "anthropic" => Ok(DriverRef::Builtin { name, script: None }),
+        "openai" | "anthropic" | "claude-code" | "codex" => {
+            Ok(DriverRef::Builtin { name, script: None })
+        }
         _ => {
             let why = format!(
-                "expected one of scripted, openai, anthropic, or {{artifact: NAME}}, found '{}'",
+                "expected one of scripted, openai, anthropic, claude-code, codex, or \
+                 {{artifact: NAME}}, found '{}'",
                 show(&name)
             );
             let err = cx.invalid(field.line, &field.path, why);
@@ -326,17 +334,82 @@ fn endpoint(
     Ok(Some(url))
 }
 
-fn model(cx: &Cx, sec: &Section, driver: &DriverRef) -> Result<String> {
+fn model(cx: &Cx, sec: &Section, driver: &DriverRef, transport: Transport) -> Result<String> {
     if let Some((model, line)) = sec.opt_str(cx, "model")? {
         return substitute(cx, &model, line, "inference.model");
     }
     match driver {
         DriverRef::Builtin { name, .. } if name == "scripted" => Ok("scripted".to_string()),
+        // A harness has a model of its own choosing.
+        _ if transport == Transport::Process => Ok(String::new()),
         _ => {
             let hint = "set the model id the driver should request, e.g. 'model: qwen2.5-coder'";
             Err(cx.missing(sec.line, "inference.model").hint(hint))
         }
     }
+}
+
+/// A built-in HTTP driver under `transport: process`, or a process driver under `http`.
+fn transport_fits(cx: &Cx, sec: &Section, transport: Transport, driver: &DriverRef) -> Result<()> {
+    let DriverRef::Builtin { name, .. } = driver else {
+        return Ok(());
+    };
+    let process = PROCESS_DRIVERS.contains(&name.as_str());
+    let line = sec
+        .field("driver")
+        .map_or(sec.line.unwrap_or(0), |f| f.line);
+    match (transport, process) {
+        (Transport::Process, false) => Err(cx
+            .invalid(
+                line,
+                "inference.driver",
+                format!("'{name}' is an HTTP driver, but inference.transport is process"),
+            )
+            .hint("under transport: process name a process driver: claude-code, codex, or {artifact: NAME}")),
+        (Transport::Http, true) => Err(cx
+            .invalid(
+                line,
+                "inference.driver",
+                format!("'{name}' drives a harness CLI, which runs under inference.transport: process"),
+            )
+            .hint("set 'inference.transport: process'")),
+        _ => Ok(()),
+    }
+}
+
+/// `inference.command`: the harness program, by absolute path or a bare name on PATH.
+fn command(cx: &Cx, sec: &Section, transport: Transport) -> Result<Option<String>> {
+    let Some((command, line)) = sec.opt_str(cx, "command")? else {
+        return Ok(None);
+    };
+    if transport != Transport::Process {
+        let why = "only a harness run under inference.transport: process has a command";
+        return Err(cx.invalid(line, "inference.command", why));
+    }
+    let command = substitute(cx, &command, line, "inference.command")?;
+    if command.is_empty() || (command.contains('/') && !command.starts_with('/')) {
+        let why = format!(
+            "'{}' is neither an absolute path nor a bare name",
+            show(&command)
+        );
+        let hint = "name the program by its absolute path, or by a name looked up on PATH";
+        return Err(cx.invalid(line, "inference.command", why).hint(hint));
+    }
+    Ok(Some(command))
+}
+
+/// `inference.home`: where the harness keeps its login and sessions, relative to the
+/// manifest directory.
+fn home(cx: &Cx, sec: &Section, transport: Transport) -> Result<Option<std::path::PathBuf>> {
+    let Some((home, line)) = sec.opt_str(cx, "home")? else {
+        return Ok(None);
+    };
+    if transport != Transport::Process {
+        let why = "only a harness run under inference.transport: process has a home";
+        return Err(cx.invalid(line, "inference.home", why));
+    }
+    let home = substitute(cx, &home, line, "inference.home")?;
+    Ok(Some(cx.resolve(&home)))
 }
 
 fn api_key(cx: &Cx, sec: &Section) -> Result<Option<String>> {

@@ -25,6 +25,7 @@ mod fields;
 mod gateway;
 mod hooks;
 mod inference;
+pub use inference::PROCESS_DRIVERS;
 mod mcp;
 mod network;
 mod peers;
@@ -236,6 +237,10 @@ pub struct Inference {
     pub retry: Retry,
     pub timeouts: Timeouts,
     pub compaction: Compaction,
+    /// `inference.command`: the harness program under `transport: process`.
+    pub command: Option<String>,
+    /// `inference.home`: the harness's home (its login, its sessions), absolute.
+    pub home: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

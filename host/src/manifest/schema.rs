@@ -20,7 +20,7 @@ const SCHEMA: &[(&str, &[&str])] = &[
                       "description", "on_overflow", "binding", "execution_mode",
                       "commit_policy", "gateway"]),
     ("artifacts[].gateway", &["endpoint", "api_key", "keyless"]),
-    ("inference", &["transport", "endpoint", "model", "api_key", "driver", "script", "max_turns",
+    ("inference", &["transport", "endpoint", "model", "api_key", "driver", "script", "command", "home", "max_turns",
                     "max_tokens", "system_prompt", "system_prompt_file", "temperature", "top_p",
                     "stream", "compaction", "retry", "timeouts", "max_session_tokens"]),
     ("inference.driver", &["artifact", "config"]),

@@ -23,6 +23,9 @@ type Replied = Result<InferenceReply, InferenceError>;
 impl Current<'_> {
     pub async fn turn(&mut self, asked: InferenceRequest) -> wasmtime::Result<Replied> {
         let session = self.session;
+        if let Some(harness) = &session.harness {
+            return self.process_turn(harness, asked).await;
+        }
         let settings = &session.settings;
         if let Some(why) = &self.run.breach {
             return Ok(Err(InferenceError::Failed(why.clone())));

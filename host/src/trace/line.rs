@@ -8,11 +8,13 @@ use crate::exit_status::ExitStatus;
 use crate::queue::Pending;
 
 mod detached;
+mod harness;
 mod hooks;
 mod peer;
 pub use detached::{
     Completed, Detached, Lost, Work, shell_abandoned, shell_completed, shell_detached, shell_lost,
 };
+pub use harness::{OwnTool, harness_exit, harness_note, harness_session, harness_tool};
 pub use hooks::{Hook, hook, hook_dispatch_error};
 pub use peer::{
     MemberCall, PeerAnswered, PeerTask, member_call, peer_task_answered, peer_task_received,
@@ -117,6 +119,8 @@ pub struct SessionStart<'a> {
     pub containment: Value,
     /// Every component that runs: `[{component, sha256}]`.
     pub components: Value,
+    /// Under `inference.transport: process`, the harness: `{name, version, program}`.
+    pub harness: Option<Value>,
 }
 
 /// `session_start`: the first line, parent of every task.
@@ -147,6 +151,8 @@ pub fn session_start(s: SessionStart<'_>) -> Line {
             "driver": s.driver,
             "containment": s.containment,
             "components": s.components,
+            "transport": if s.harness.is_some() { "process" } else { "http" },
+            "harness": s.harness,
         }),
     )
 }

@@ -308,6 +308,11 @@ async fn answer(state: &State, request: Request<Incoming>) -> Response<Body> {
         requests.push(recorded.clone());
         requests.len()
     };
+    // A harness CLI checks that the server answers with a HEAD before it calls it:
+    // that takes no scripted reply.
+    if recorded.method == "HEAD" {
+        return build(Reply::json(200, json!({})));
+    }
     let reply = lock(&state.replies).pop_front().unwrap_or_else(|| {
         Reply::json(
             500,

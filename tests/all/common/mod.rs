@@ -2,10 +2,12 @@
 //! real `mur` binary, and readers for what it leaves behind.
 
 pub mod browser;
+pub mod harness;
 pub mod host;
 pub mod mcp_sdk;
 pub mod mcp_servers;
 pub mod mock_model;
+pub mod mock_responses;
 pub mod otel_client;
 pub mod phoenix;
 pub mod registry;

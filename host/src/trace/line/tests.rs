@@ -51,16 +51,17 @@ fn session_start_records_the_capsule_and_hashes_the_prompt() {
         driver: "built-in scripted driver",
         containment: json!({"declared": "scoped"}),
         components: json!([{"component": "built-in session loop", "sha256": "ab"}]),
+        harness: None,
     };
     check(
         session_start(start(Some("be brief"), Some("ses_0"))),
         "session_start",
-        r#"{"capsule_name":"hello","capsule_version":"0.1.0","model":"m","max_turns":4,"capabilities":["filesystem","shell"],"tools_declared":["bash"],"system_prompt_source":"manifest","system_prompt_sha256":"b0d336336bae9756708102764ccc977778d8c408df38d7050d69f9e4d22c9a43","resumed_from":"ses_0","context_id":null,"effective_grants":{"network":[],"filesystem":".","shell":["bash"]},"session_loop":"built-in session loop","loop":"default","loop_version":"0.9.0","driver":"built-in scripted driver","containment":{"declared":"scoped"},"components":[{"component":"built-in session loop","sha256":"ab"}]}"#,
+        r#"{"capsule_name":"hello","capsule_version":"0.1.0","model":"m","max_turns":4,"capabilities":["filesystem","shell"],"tools_declared":["bash"],"system_prompt_source":"manifest","system_prompt_sha256":"b0d336336bae9756708102764ccc977778d8c408df38d7050d69f9e4d22c9a43","resumed_from":"ses_0","context_id":null,"effective_grants":{"network":[],"filesystem":".","shell":["bash"]},"session_loop":"built-in session loop","loop":"default","loop_version":"0.9.0","driver":"built-in scripted driver","containment":{"declared":"scoped"},"components":[{"component":"built-in session loop","sha256":"ab"}],"transport":"http","harness":null}"#,
     );
     check(
         session_start(start(None, None)),
         "session_start",
-        r#"{"capsule_name":"hello","capsule_version":"0.1.0","model":"m","max_turns":4,"capabilities":["filesystem","shell"],"tools_declared":["bash"],"system_prompt_source":"none","system_prompt_sha256":null,"resumed_from":null,"context_id":null,"effective_grants":{"network":[],"filesystem":".","shell":["bash"]},"session_loop":"built-in session loop","loop":"default","loop_version":"0.9.0","driver":"built-in scripted driver","containment":{"declared":"scoped"},"components":[{"component":"built-in session loop","sha256":"ab"}]}"#,
+        r#"{"capsule_name":"hello","capsule_version":"0.1.0","model":"m","max_turns":4,"capabilities":["filesystem","shell"],"tools_declared":["bash"],"system_prompt_source":"none","system_prompt_sha256":null,"resumed_from":null,"context_id":null,"effective_grants":{"network":[],"filesystem":".","shell":["bash"]},"session_loop":"built-in session loop","loop":"default","loop_version":"0.9.0","driver":"built-in scripted driver","containment":{"declared":"scoped"},"components":[{"component":"built-in session loop","sha256":"ab"}],"transport":"http","harness":null}"#,
     );
     // `--system-prompt` is the source whether it set a prompt or cleared it.
     for (prompt, sha) in [
@@ -78,6 +79,15 @@ fn session_start_records_the_capsule_and_hashes_the_prompt() {
         assert_eq!(v["system_prompt_source"], "cli");
         assert_eq!(v["system_prompt_sha256"], sha);
     }
+    let harness =
+        json!({"name": "codex", "version": "codex-cli 0.171.0", "program": "/usr/bin/codex"});
+    let line = session_start(SessionStart {
+        harness: Some(harness.clone()),
+        ..start(None, None)
+    });
+    let v: Value = serde_json::from_str(&line.fields_json()).unwrap();
+    assert_eq!(v["transport"], "process");
+    assert_eq!(v["harness"], harness);
 }
 
 #[test]

@@ -1,0 +1,215 @@
+//! Codex CLI (`@openai/codex`, pinned in `tests/harness/package.json`) as a capsule's
+//! engine, against the mock speaking OpenAI's Responses API.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::{ENV, KEY, ONE_TASK, Setup, THREADED, secret_outside};
+use crate::common::harness::{self, Harnesses};
+use crate::common::mock_model::{MockModel, Recorded, Reply};
+use crate::common::mock_responses::Stream;
+use crate::common::{Capsule, Session, message_stream_body_in, post, read_to_close};
+
+const WAIT: Duration = Duration::from_secs(120);
+const JSON_CT: (&str, &str) = ("content-type", "application/json");
+
+fn setup<'a>(h: &'a Harnesses, mock: &MockModel, lifecycle: &'a str) -> Setup<'a> {
+    Setup {
+        driver: "codex",
+        command: &h.codex,
+        endpoint: mock.origin(),
+        allow: vec![mock.origin()],
+        model: "gpt-test",
+        lifecycle,
+        max_turns: 6,
+        extra_capabilities: "",
+    }
+}
+
+fn calls(namespace: Option<&str>, tool: &str, arguments: &str) -> Reply {
+    Reply::sse(
+        Stream::new("resp_1")
+            .function_call("call_1", namespace, tool, arguments)
+            .completed(20, 6)
+            .events(),
+    )
+}
+
+fn answers(text: &str) -> Reply {
+    Reply::sse(
+        Stream::new("resp_2")
+            .message(&[text])
+            .completed(30, 4)
+            .events(),
+    )
+}
+
+fn run_task(capsule: &Capsule, task: &str) -> (Session, crate::common::Run) {
+    let running = capsule.spawn_env(&["--task", task], ENV);
+    let session = running.session();
+    (session, running.wait(WAIT))
+}
+
+fn model_requests(mock: &MockModel) -> Vec<Recorded> {
+    mock.requests()
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .collect()
+}
+
+/// The output a request's input carries for the call `call_id`.
+fn call_output(body: &Value, call_id: &str) -> Option<String> {
+    body["input"].as_array()?.iter().find_map(|item| {
+        (item["type"] == "function_call_output" && item["call_id"] == call_id).then(
+            || match &item["output"] {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            },
+        )
+    })
+}
+
+/// A task answered in two turns: the first calls the capsule's `wordcount` through the
+/// bridge, the second answers.
+#[test]
+pub(crate) fn a_task_in_two_turns_calls_a_capsule_tool_through_the_bridge() {
+    let Some(h) = harness::installed() else {
+        return;
+    };
+    let mock = MockModel::with(vec![
+        calls(Some("mcp__mur"), "wordcount", r#"{"path":"task.md"}"#),
+        answers("The task has six words."),
+    ]);
+    let capsule = setup(h, &mock, ONE_TASK).capsule("cx-two-turns");
+    let (session, run) = run_task(&capsule, "Count the words of task.md");
+    assert_eq!(run.status, 0, "stderr:\n{}", run.stderr);
+    assert_eq!(session.read("out/result.txt"), "The task has six words.");
+    let start = &session.events("session_start")[0];
+    assert_eq!(start["transport"], "process");
+    assert_eq!(start["harness"]["name"], "codex");
+    assert_eq!(start["harness"]["version"], "codex-cli 0.171.0");
+    assert_eq!(session.events("inference").len(), 2);
+    assert_eq!(session.events("tool_call")[0]["tool_name"], "wordcount");
+    let sent = model_requests(&mock);
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_eq!(
+        sent[0].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    let told = call_output(&sent[1].json(), "call_1").expect("the tool's result went back");
+    assert!(told.contains('6'), "{told}");
+    let trace = std::fs::read_to_string(session.records.join("trace.jsonl")).unwrap();
+    assert!(!trace.contains(KEY), "the key is in the trace");
+}
+
+/// Codex's own shell runs in the capsule's sandbox: a read outside the workdir fails.
+#[test]
+fn its_own_shell_runs_confined() {
+    let Some(h) = harness::installed() else {
+        return;
+    };
+    let probe = Capsule::new("cx-shell-probe", "", "");
+    let secret = secret_outside(&probe);
+    let command = format!("cat {} ; echo read-exit=$?", secret.display());
+    let arguments = serde_json::json!({"cmd": command}).to_string();
+    let mock = MockModel::with(vec![
+        calls(None, "exec_command", &arguments),
+        answers("Done."),
+    ]);
+    let capsule = setup(h, &mock, ONE_TASK).capsule("cx-shell");
+    let (session, run) = run_task(&capsule, "Read the file");
+    assert_eq!(run.status, 0, "stderr:\n{}", run.stderr);
+    let sent = model_requests(&mock);
+    let told = call_output(&sent[1].json(), "call_1").expect("the shell's output went back");
+    assert!(
+        !told.contains("the-secret-outside"),
+        "read outside the workdir: {told}"
+    );
+    assert!(told.contains("read-exit=1"), "{told}");
+    assert_eq!(session.events("harness_tool")[0]["tool"], "shell");
+}
+
+/// A second task of a threaded context resumes Codex's thread.
+#[test]
+fn a_threaded_second_task_resumes_the_thread() {
+    let Some(h) = harness::installed() else {
+        return;
+    };
+    let mock = MockModel::with(vec![answers("First answer."), answers("Second answer.")]);
+    let capsule = setup(h, &mock, THREADED).capsule("cx-threaded");
+    let running = capsule.spawn_env(&[], ENV);
+    let ask = |text: &str| {
+        read_to_close(post(
+            &running.address,
+            &[JSON_CT],
+            &message_stream_body_in(text, "ctx-thread"),
+        ))
+    };
+    assert!(ask("Remember the word heron.").contains("First answer."));
+    assert!(ask("Which word?").contains("Second answer."));
+    let sent = model_requests(&mock);
+    let input = sent[1].json()["input"].to_string();
+    assert!(
+        input.contains("Remember the word heron.") && input.contains("First answer."),
+        "{input}"
+    );
+    let sessions = running.session().events_so_far("harness_session");
+    assert_eq!(sessions.len(), 2);
+    assert_eq!(sessions[1]["resumed"], true);
+    assert_eq!(
+        sessions[0]["harness_session_id"],
+        sessions[1]["harness_session_id"]
+    );
+}
+
+/// A cancel while Codex waits on its model: the harness is stopped and nothing of it
+/// is left.
+#[test]
+fn a_cancel_mid_turn_stops_the_harness_and_leaves_nothing() {
+    let Some(h) = harness::installed() else {
+        return;
+    };
+    let slow = Stream::new("resp_1")
+        .message(&["Working slowly"])
+        .completed(20, 4);
+    let mut pieces = slow.events();
+    pieces.insert(1, b": keep waiting\n\n".to_vec());
+    let mock = MockModel::with(vec![Reply::sse(pieces).with_delay(Duration::from_secs(8))]);
+    let capsule = setup(h, &mock, "").capsule("cx-cancel");
+    let running = capsule.spawn_env(&[], ENV);
+    let marker = crate::common::marker(0);
+    let _cleanup = crate::common::KillOnDrop(marker.clone());
+    let address = running.address.clone();
+    let task = marker.clone();
+    let streaming = std::thread::spawn(move || {
+        read_to_close(post(
+            &address,
+            &[JSON_CT],
+            &crate::common::message_stream_body(&task),
+        ))
+    });
+    crate::common::eventually(Duration::from_secs(60), "the model call", || {
+        model_requests(&mock).len() == 1
+    });
+    assert!(
+        !crate::common::pids_running(&marker).is_empty(),
+        "the harness runs"
+    );
+    let session = running.session();
+    let task = session.events_so_far("task_start")[0]["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cancel = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/cancel", "params": {"id": task}});
+    let answer = read_to_close(post(&running.address, &[JSON_CT], &cancel.to_string()));
+    assert!(answer.contains("canceled"), "{answer}");
+    assert!(streaming.join().unwrap().contains("\"canceled\""));
+    crate::common::eventually(Duration::from_secs(10), "no harness process left", || {
+        crate::common::pids_running(&marker).is_empty()
+    });
+    assert_eq!(
+        session.events_so_far("harness_exit")[0]["stopped"],
+        "canceled"
+    );
+}

@@ -1,0 +1,191 @@
+//! Harnesses that misbehave, and the limits a harness cannot pass: each is contained
+//! with a clear error, nothing of the harness is left running, and `mur` carries on.
+//! The stand-ins are shell scripts of `tests/fixtures/harness`, run by the built-in
+//! `claude-code` driver; the limits are checked on Claude Code itself.
+
+use std::time::{Duration, Instant};
+
+use super::{ENV, ONE_TASK, Setup};
+use crate::common::harness;
+use crate::common::mock_model::{MockModel, Reply, anthropic};
+use crate::common::{Capsule, Run, Session, marker, pids_running, repo};
+
+const WAIT: Duration = Duration::from_secs(120);
+
+/// A capsule whose harness is the stand-in `script`, with `extra` manifest lines.
+fn stand_in(name: &str, script: &str, extra: &str) -> Capsule {
+    let command = repo().join("tests/fixtures/harness").join(script);
+    let manifest = format!(
+        "name: stand-in\nversion: \"0.1.0\"\n{extra}inference:\n  transport: process\n  \
+         driver: claude-code\n  command: {}\n  home: ./harness-home\n  max_turns: 1\n{ONE_TASK}",
+        command.display()
+    );
+    let capsule = Capsule::new(name, &manifest, "");
+    std::fs::create_dir_all(capsule.dir.join("harness-home")).unwrap();
+    capsule
+}
+
+fn run(capsule: &Capsule, task: &str) -> (Session, Run) {
+    let running = capsule.spawn_env(&["--task", task], ENV);
+    let session = running.session();
+    (session, running.wait(WAIT))
+}
+
+fn failed_with(session: &Session, run: &Run, words: &str) {
+    assert_eq!(run.status, 1, "stderr:\n{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("error[E-RUN-040]: the task did not complete"),
+        "{}",
+        run.stderr
+    );
+    let result = session.read("out/result.txt");
+    assert!(result.contains(words), "{result}");
+}
+
+/// A harness that dies at once: the task fails naming its exit code and its last
+/// words on stderr, which are in its log.
+#[test]
+fn a_harness_that_exits_early_fails_the_task_with_its_words() {
+    let capsule = stand_in("hx-early", "exits-early.sh", "");
+    let (session, run) = run(&capsule, "anything");
+    failed_with(&session, &run, "exited with code 3");
+    failed_with(&session, &run, "the harness could not start its engine");
+    let exit = &session.events("harness_exit")[0];
+    assert_eq!(exit["exit_code"], 3);
+    assert!(
+        session
+            .record("logs/harness.log")
+            .contains("could not start its engine")
+    );
+}
+
+/// A harness that prints garbage (binary, a terminal escape, a 5 MB line) and no
+/// result: each unreadable line is a note in the trace, never a frame or a terminal
+/// escape on mur's stderr, and the task fails saying no result came.
+#[test]
+fn a_harness_that_prints_garbage_is_read_within_bounds() {
+    let capsule = stand_in("hx-garbage", "prints-garbage.sh", "");
+    let (session, run) = run(&capsule, "anything");
+    failed_with(&session, &run, "without a result");
+    let notes: Vec<String> = session
+        .events("harness_note")
+        .iter()
+        .map(|n| n["note"].as_str().unwrap().to_string())
+        .collect();
+    assert!(notes.iter().any(|n| n.contains("not UTF-8")), "{notes:?}");
+    assert!(
+        notes.iter().any(|n| n.contains("5000000 bytes")),
+        "{notes:?}"
+    );
+    assert!(
+        !run.stderr.contains('\u{1b}'),
+        "a terminal escape reached stderr"
+    );
+    let trace = std::fs::read_to_string(session.records.join("trace.jsonl")).unwrap();
+    assert!(
+        trace.len() < 200_000,
+        "the trace kept the flood: {} bytes",
+        trace.len()
+    );
+}
+
+/// A harness that never stops (and ignores SIGINT) is stopped at the run's deadline
+/// (`deadline_seconds` for each of its `max_turns`), killed with its child, and the
+/// task fails saying so.
+#[test]
+fn a_harness_that_never_stops_is_killed_at_its_deadline() {
+    let limits = "capabilities:\n  limits:\n    deadline_seconds: 2\n";
+    let capsule = stand_in("hx-forever", "never-stops.sh", limits);
+    let task = marker(0);
+    let _cleanup = crate::common::KillOnDrop(task.clone());
+    let started = Instant::now();
+    let (session, run) = run(&capsule, &task);
+    failed_with(&session, &run, "deadline exceeded");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert_eq!(session.events("harness_exit")[0]["stopped"], "deadline");
+    assert!(
+        pids_running(&task).is_empty(),
+        "the harness outlived its run"
+    );
+}
+
+/// The turn limit applies to the harness's own model calls: past `max_turns` it is
+/// stopped and the task ends `max_turns_reached`.
+#[test]
+fn a_harness_past_max_turns_is_stopped() {
+    let Some(h) = harness::installed() else {
+        return;
+    };
+    let tool = anthropic::Stream::new(40)
+        .tool_use_block(
+            "toolu_01",
+            "mcp__mur__wordcount",
+            &[r#"{"path": "task.md"}"#],
+        )
+        .message_delta("tool_use", 12)
+        .stop();
+    let mock = MockModel::with(vec![
+        Reply::sse(tool.events()),
+        Reply::sse(
+            anthropic::Stream::new(5)
+                .text_block(&["never"])
+                .stop()
+                .events(),
+        ),
+    ]);
+    let setup = Setup {
+        driver: "claude-code",
+        command: &h.claude,
+        endpoint: mock.origin(),
+        allow: vec![mock.origin()],
+        model: "claude-test",
+        lifecycle: ONE_TASK,
+        max_turns: 1,
+        extra_capabilities: "",
+    };
+    let capsule = setup.capsule("hx-max-turns");
+    let (session, run) = run(&capsule, "Count the words of task.md");
+    assert_eq!(run.status, 1, "stderr:\n{}", run.stderr);
+    let end = &session.events("task_end")[0];
+    assert_eq!(end["exit_status"], "max_turns_reached", "{end}");
+    assert_eq!(session.events("inference").len(), 1);
+    assert_eq!(session.events("harness_exit")[0]["stopped"], "max_turns");
+}
+
+/// A spend ceiling applies to what the harness reports using: past it, the harness is
+/// stopped and the task ends `spend_ceiling_reached`.
+#[test]
+fn a_harness_past_the_spend_ceiling_is_stopped() {
+    let Some(h) = harness::installed() else {
+        return;
+    };
+    let big = anthropic::Stream::new(5_000)
+        .text_block(&["expensive"])
+        .message_delta("end_turn", 10)
+        .stop();
+    let mock = MockModel::with(vec![Reply::sse(big.events())]);
+    let setup = Setup {
+        driver: "claude-code",
+        command: &h.claude,
+        endpoint: mock.origin(),
+        allow: vec![mock.origin()],
+        model: "claude-test",
+        lifecycle: ONE_TASK,
+        max_turns: 4,
+        extra_capabilities: "",
+    };
+    let manifest = setup.manifest().replace(
+        "  max_turns: 4\n",
+        "  max_turns: 4\n  max_tokens: 100\n  max_session_tokens: 1000\n",
+    );
+    let capsule = Capsule::new("hx-spend", &manifest, "");
+    std::fs::create_dir_all(capsule.dir.join("harness-home")).unwrap();
+    let (session, run) = run(&capsule, "Spend");
+    assert_eq!(run.status, 1, "stderr:\n{}", run.stderr);
+    assert_eq!(
+        session.events("task_end")[0]["exit_status"],
+        "spend_ceiling_reached"
+    );
+    assert_eq!(session.events("spend_ceiling_reached").len(), 1);
+}

@@ -1,0 +1,86 @@
+//! `inference.transport: process` end to end: Claude Code and Codex CLI from npm
+//! (`common::harness`) run by the real `mur` inside the capsule's sandbox, pointed at
+//! the loopback model mocks, calling the capsule's tools through the bridge.
+
+pub mod claude;
+pub mod codex;
+mod hostile;
+
+use std::path::{Path, PathBuf};
+
+use crate::common::{Capsule, MUR_TOOL_WORDCOUNT, guest};
+
+/// The key the harness is given (`inference.api_key: ${MOCK_API_KEY}`): the tests
+/// check that it reaches the model server and nothing else.
+pub const KEY: &str = "sk-mock-process-0123456789";
+pub const ENV: &[(&str, &str)] = &[("MOCK_API_KEY", KEY)];
+
+/// A capsule run on a harness.
+pub struct Setup<'a> {
+    pub driver: &'a str,
+    pub command: &'a Path,
+    pub endpoint: String,
+    pub allow: Vec<String>,
+    pub model: &'a str,
+    pub lifecycle: &'a str,
+    pub max_turns: u32,
+    pub extra_capabilities: &'a str,
+}
+
+pub const ONE_TASK: &str = "lifecycle:\n  task_acceptance: none\n";
+pub const THREADED: &str =
+    "lifecycle:\n  conversation: threaded\n  task_acceptance: queue\n  after_task: sleep\n";
+
+impl Setup<'_> {
+    pub fn manifest(&self) -> String {
+        let allow: String = self
+            .allow
+            .iter()
+            .map(|a| format!("      - {a}\n"))
+            .collect();
+        format!(
+            r#"name: harnessed
+version: "0.1.0"
+artifacts:
+  - name: wordcount
+    runtime: tool
+    source: {wordcount}
+capabilities:
+  network:
+    allow:
+{allow}  shell:
+    allow: [bash, cat]
+{extra}inference:
+  transport: process
+  driver: {driver}
+  command: {command}
+  endpoint: {endpoint}
+  model: {model}
+  api_key: ${{MOCK_API_KEY}}
+  home: ./harness-home
+  max_turns: {max_turns}
+{lifecycle}"#,
+            wordcount = guest(MUR_TOOL_WORDCOUNT).display(),
+            extra = self.extra_capabilities,
+            driver = self.driver,
+            command = self.command.display(),
+            endpoint = self.endpoint,
+            model = self.model,
+            max_turns = self.max_turns,
+            lifecycle = self.lifecycle,
+        )
+    }
+
+    pub fn capsule(&self, name: &str) -> Capsule {
+        let capsule = Capsule::new(name, &self.manifest(), "");
+        std::fs::create_dir_all(capsule.dir.join("harness-home")).unwrap();
+        capsule
+    }
+}
+
+/// A file outside every capsule's view, which a confined command must not read.
+pub fn secret_outside(capsule: &Capsule) -> PathBuf {
+    let path = capsule.dir.join("outside-secret.txt");
+    std::fs::write(&path, "the-secret-outside-the-workdir").unwrap();
+    path
+}
