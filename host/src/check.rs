@@ -8,6 +8,7 @@ pub mod capsule;
 pub mod driver;
 pub mod hook;
 pub mod loops;
+pub mod process;
 pub mod provider;
 pub mod report;
 pub mod tool;
@@ -94,6 +95,7 @@ fn behaviour(target: &Target) -> Vec<Scenario> {
         Kind::Hook => hook::scenarios(target),
         Kind::Loop => loops::scenarios(target),
         Kind::Capsule => upstream_capsule::scenarios(target),
+        Kind::Process => process::scenarios(target),
     }
 }
 
@@ -127,8 +129,8 @@ fn target(path: &Path, world: Option<Kind>) -> Result<Target, Error> {
                 ),
             )
             .hint(format!(
-                "a mur component exports one of {}, or upstream's {}; or name the world with --world tool|driver|hook|loop",
-                [Kind::Tool, Kind::Driver, Kind::Hook, Kind::Loop]
+                "a mur component exports one of {}, or upstream's {}; or name the world with --world tool|driver|hook|loop|process-driver",
+                [Kind::Tool, Kind::Driver, Kind::Hook, Kind::Loop, Kind::Process]
                     .iter()
                     .map(|k| format!("{}@{}", k.world().export, crate::engine::VERSION))
                     .collect::<Vec<_>>()

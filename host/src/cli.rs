@@ -176,6 +176,7 @@ pub enum WorldArg {
     Driver,
     Hook,
     Loop,
+    ProcessDriver,
 }
 
 const WATCH_ABOUT: &str = "Watch a running capsule: attach to its address with stream/watch, \

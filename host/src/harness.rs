@@ -80,6 +80,15 @@ const HOST_SET: &[&str] = &[
     "no_proxy",
 ];
 
+/// Whether a plan may not set `name`: the host sets it itself, or it is no name at all.
+pub fn reserved_env(name: &str) -> bool {
+    HOST_SET.contains(&name)
+        || name == bridge::TOKEN_ENV
+        || name.is_empty()
+        || name.contains('=')
+        || name.contains('\0')
+}
+
 pub struct Parts {
     pub driver: component::ProcessDriver,
     pub description: Description,
@@ -132,9 +141,7 @@ impl Harness {
     pub fn environment(&self, plan: &LaunchPlan) -> Result<Vec<(String, String)>, String> {
         let key_env = self.description.key_env.as_str();
         for (name, _) in &plan.env {
-            let reserved =
-                HOST_SET.contains(&name.as_str()) || name == key_env || name == bridge::TOKEN_ENV;
-            if reserved || name.is_empty() || name.contains('=') || name.contains('\0') {
+            if reserved_env(name) || name == key_env {
                 return Err(format!(
                     "{} planned the variable '{}', which only the host sets",
                     self.driver.label,

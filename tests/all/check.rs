@@ -81,6 +81,14 @@ fn the_example_loops_pass() {
     passes(MUR_LOOP_CRITIC, "loop");
 }
 
+/// The built-in process drivers: described, planning a first and a resumed run within
+/// the host's rules, reading odd lines and classifying every exit.
+#[test]
+fn the_builtin_process_drivers_pass() {
+    passes(MUR_DRIVER_CLAUDE_CODE, "process-driver");
+    passes(MUR_DRIVER_CODEX, "process-driver");
+}
+
 #[test]
 fn the_example_tool_passes() {
     passes(MUR_TOOL_WORDCOUNT, "tool");

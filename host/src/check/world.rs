@@ -17,6 +17,8 @@ pub enum Kind {
     /// Upstream Murmur's capsule world (`murmur:capsule/run@0.1.0`), run in place of a
     /// session loop. It has no `--world` name: its export alone says what it is.
     Capsule,
+    /// A process driver (`murmur:process/process-driver`).
+    Process,
 }
 
 /// Upstream's capsule world, as the check names it: served through an adapter at
@@ -37,6 +39,7 @@ impl Kind {
             Kind::Hook => "hook",
             Kind::Loop => "loop",
             Kind::Capsule => "capsule",
+            Kind::Process => "process-driver",
         }
     }
 
@@ -48,6 +51,7 @@ impl Kind {
             Kind::Hook => &engine::HOOK,
             Kind::Loop => &engine::SESSION_LOOP,
             Kind::Capsule => &CAPSULE,
+            Kind::Process => &engine::PROCESS_DRIVER,
         }
     }
 }
@@ -59,6 +63,7 @@ impl From<WorldArg> for Kind {
             WorldArg::Driver => Kind::Driver,
             WorldArg::Hook => Kind::Hook,
             WorldArg::Loop => Kind::Loop,
+            WorldArg::ProcessDriver => Kind::Process,
         }
     }
 }
@@ -160,7 +165,13 @@ pub fn detect(decoded: &Decoded) -> Option<Kind> {
     {
         return Some(Kind::Capsule);
     }
-    const KINDS: [Kind; 4] = [Kind::Tool, Kind::Driver, Kind::Hook, Kind::Loop];
+    const KINDS: [Kind; 5] = [
+        Kind::Tool,
+        Kind::Driver,
+        Kind::Hook,
+        Kind::Loop,
+        Kind::Process,
+    ];
     KINDS.into_iter().find(|kind| {
         decoded
             .exports
@@ -180,6 +191,7 @@ pub fn link(bytes: &[u8], kind: Kind, name: &str) -> Result<(), Error> {
         Kind::Hook => format!("hook artifact '{name}'"),
         Kind::Loop => format!("session loop artifact '{name}'"),
         Kind::Capsule => format!("capsule component '{name}'"),
+        Kind::Process => format!("process driver artifact '{name}'"),
     };
     let component = engine.load(bytes, &label)?;
     let upstream = engine::classify(engine.wasmtime(), &component) == engine::Kind::UpstreamRun;
@@ -194,6 +206,7 @@ pub fn link(bytes: &[u8], kind: Kind, name: &str) -> Result<(), Error> {
         Kind::Driver => crate::driver::link(&engine, &component, &label).map(drop),
         Kind::Hook => crate::hooks::link(&engine, &component, &label).map(drop),
         Kind::Loop => crate::session::LoopComponent::new(&engine, &component, label).map(drop),
+        Kind::Process => crate::harness::component::link(&engine, &component, &label).map(drop),
         // Linked as a capsule links it: in place of its session loop.
         Kind::Capsule => {
             match crate::session::LoopComponent::new(&engine, &component, label.clone())? {

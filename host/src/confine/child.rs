@@ -76,7 +76,7 @@ impl Steps {
     /// The command gets a `/proc` of its own (a harness reads its own `/proc/self`).
     #[must_use]
     pub fn with_own_proc(mut self) -> Steps {
-        self.own_proc = self.root.is_none();
+        self.own_proc = true;
         self
     }
 }
@@ -125,7 +125,13 @@ pub fn confine_self(
             root.enter()?;
         }
         if steps.own_proc {
-            mount_own_proc(ruleset)?;
+            // A composed root (`sealed`) mounted its own before it was entered.
+            if steps.root.is_none() {
+                mount_own_proc()?;
+            }
+            if let Some(ruleset) = ruleset {
+                allow_proc(ruleset)?;
+            }
         }
         for (resource, soft, hard) in &steps.rlimits {
             let (soft, hard) = if *resource == libc::RLIMIT_FSIZE {
@@ -158,20 +164,8 @@ pub fn confine_self(
 
 /// Mounts a fresh `/proc` over the host's, in the child's own mount namespace: it
 /// lists the PID namespace's processes only, so reading it shows nothing of the host's.
-/// The read rule for it is added here, to the command's own ruleset: a rule names an
-/// inode, and this mount's root did not exist before.
-unsafe fn mount_own_proc(ruleset: Option<RawFd>) -> std::io::Result<()> {
-    /// `struct landlock_path_beneath_attr`, packed as the kernel reads it.
-    #[repr(C, packed)]
-    struct PathBeneath {
-        allowed_access: u64,
-        parent_fd: i32,
-    }
-    const RULE_PATH_BENEATH: libc::c_int = 1;
-    const READ_FILE: u64 = 1 << 2;
-    const READ_DIR: u64 = 1 << 3;
-    // SAFETY: mount, open, landlock_add_rule and close on C string literals and a
-    // stack value, in the child's own mount namespace.
+unsafe fn mount_own_proc() -> std::io::Result<()> {
+    // SAFETY: mount on C string literals, in the child's own mount namespace.
     unsafe {
         check(libc::mount(
             std::ptr::null(),
@@ -186,10 +180,24 @@ unsafe fn mount_own_proc(ruleset: Option<RawFd>) -> std::io::Result<()> {
             c"proc".as_ptr(),
             libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
             std::ptr::null(),
-        ))?;
-        let Some(ruleset) = ruleset else {
-            return Ok(());
-        };
+        ))
+    }
+}
+
+/// Lets the command read its own `/proc`: the rule is added here, to the command's own
+/// ruleset, since a rule names an inode and this mount's root did not exist before.
+unsafe fn allow_proc(ruleset: RawFd) -> std::io::Result<()> {
+    /// `struct landlock_path_beneath_attr`, packed as the kernel reads it.
+    #[repr(C, packed)]
+    struct PathBeneath {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    const RULE_PATH_BENEATH: libc::c_int = 1;
+    const READ_FILE: u64 = 1 << 2;
+    const READ_DIR: u64 = 1 << 3;
+    // SAFETY: open, landlock_add_rule and close on a C string literal and a stack value.
+    unsafe {
         let fd = libc::open(c"/proc".as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
         check(fd)?;
         let rule = PathBeneath {

@@ -37,6 +37,9 @@ enum Part {
     Link { points_to: CString, target: CString },
     /// A directory on the way to a mount point.
     Mkdir { target: CString },
+    /// A fresh procfs of the command's PID namespace, mounted while the host's is still
+    /// visible (the kernel mounts a procfs only beside a visible one).
+    Proc { target: CString },
 }
 
 /// The root, planned.
@@ -105,6 +108,22 @@ impl Root {
         })
     }
 
+    /// The root with a `/proc` of the command's own (see `Installation::own_proc`).
+    ///
+    /// # Errors
+    ///
+    /// The scratch path cannot be a C string.
+    pub fn with_proc(mut self, scratch: &Path) -> Result<Root, Error> {
+        let target = scratch.join("proc");
+        self.parts.push(Part::Mkdir {
+            target: c_path(&target)?,
+        });
+        self.parts.push(Part::Proc {
+            target: c_path(&target)?,
+        });
+        Ok(self)
+    }
+
     /// Mounts the root and pivots onto it. Runs between fork and exec, with the
     /// capabilities of the new user namespace: system calls only.
     pub fn enter(&self) -> std::io::Result<()> {
@@ -144,6 +163,14 @@ impl Part {
                     {
                         return Err(std::io::Error::last_os_error());
                     }
+                }
+                Part::Proc { target } => {
+                    mount(
+                        Some(c"proc"),
+                        target,
+                        Some(c"proc"),
+                        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    )?;
                 }
                 Part::Link { points_to, target } => {
                     check(libc::symlink(points_to.as_ptr(), target.as_ptr()))?;

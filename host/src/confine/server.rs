@@ -27,7 +27,7 @@ pub struct Installation {
     pub state: Option<PathBuf>,
     /// A `/proc` of its own, readable: a program that reads its own `/proc/self` (a
     /// Bun or Node executable finding its code) gets one that lists only the
-    /// processes of its PID namespace. Not under `sealed`, whose root has no `/proc`.
+    /// processes of its PID namespace.
     pub own_proc: bool,
 }
 
@@ -93,7 +93,7 @@ impl Jail {
         let workdir_exec = self.workdir_exec;
         let proxy_port = self.proxy_port();
         let limits = server_limits(self.limits);
-        let own_proc = own_proc && self.class == Class::Scoped;
+
         let built = tokio::task::spawn_blocking(move || {
             let rules = filesystem::Rules {
                 workdir: &workdir,
@@ -103,10 +103,14 @@ impl Jail {
             let ruleset = filesystem::server_ruleset(&kernel, &rules, &installed)
                 .map_err(|e| format!("the server's Landlock ruleset could not be built: {e}"))?;
             let root = match root {
-                Some(scratch) => Some(
-                    sealed::Root::plan_with(&workdir, &scratch, &installed)
-                        .map_err(|e| e.message)?,
-                ),
+                Some(scratch) => {
+                    let root = sealed::Root::plan_with(&workdir, &scratch, &installed);
+                    let root = match own_proc {
+                        true => root.and_then(|r| r.with_proc(&scratch)),
+                        false => root,
+                    };
+                    Some(root.map_err(|e| e.message)?)
+                }
                 None => None,
             };
             let steps = child::Steps::new(&limits, root);

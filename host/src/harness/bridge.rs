@@ -54,7 +54,9 @@ pub struct Offered {
 
 struct Shared {
     token: String,
-    tools: Vec<Offered>,
+    /// What `tools/list` offers: set again as each run starts, so a server's tools
+    /// listed since launch are offered too.
+    tools: Mutex<Arc<Vec<Offered>>>,
     /// The run calls go to, while one is attached.
     run: Mutex<Option<mpsc::Sender<Call>>>,
 }
@@ -77,7 +79,7 @@ impl Bridge {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             token,
-            tools,
+            tools: Mutex::new(Arc::new(tools)),
             run: Mutex::new(None),
         });
         let server = tokio::spawn(serve(listener, shared.clone()));
@@ -101,7 +103,20 @@ impl Bridge {
     }
 
     pub fn tool_names(&self) -> Vec<String> {
-        self.shared.tools.iter().map(|t| t.name.clone()).collect()
+        self.shared
+            .offered()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    }
+
+    /// What the harness is offered from now on.
+    pub fn offer(&self, tools: Vec<Offered>) {
+        *self
+            .shared
+            .tools
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(tools);
     }
 
     /// Calls go to the returned receiver until it is dropped or another run attaches.
@@ -122,6 +137,15 @@ struct Server(tokio::task::JoinHandle<()>);
 impl Drop for Server {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+impl Shared {
+    fn offered(&self) -> Arc<Vec<Offered>> {
+        self.tools
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -182,7 +206,7 @@ async fn answer(shared: &Shared, request: Request<Incoming>) -> Reply {
     match method {
         "initialize" => result(id, initialize(&params)),
         "ping" => result(id, json!({})),
-        "tools/list" => result(id, json!({"tools": list(&shared.tools)})),
+        "tools/list" => result(id, json!({"tools": list(&shared.offered())})),
         "tools/call" => call(shared, id, &params).await,
         "" => rpc_error(id, -32600, "the request names no method"),
         _ => rpc_error(
@@ -222,7 +246,7 @@ async fn call(shared: &Shared, id: Value, params: &Value) -> Reply {
     let Some(name) = params.get("name").and_then(Value::as_str) else {
         return rpc_error(id, -32602, "tools/call needs a tool name");
     };
-    if !shared.tools.iter().any(|t| t.name == name) {
+    if !shared.offered().iter().any(|t| t.name == name) {
         return rpc_error(
             id,
             -32602,

@@ -169,7 +169,8 @@ impl Instance {
     }
 }
 
-fn link(
+/// Checks a process driver against its world and links it.
+pub(crate) fn link(
     engine: &Engine,
     component: &Component,
     label: &str,

@@ -25,15 +25,7 @@ const VERSION_WITHIN: Duration = Duration::from_secs(20);
 ///
 /// `E-RUN-072`: no loopback port could be had.
 pub async fn bridge(tools: &crate::tools::Tools) -> Result<bridge::Bridge, Error> {
-    let offered = tools
-        .typed_specs()
-        .iter()
-        .map(|spec| bridge::Offered {
-            name: spec.name.clone(),
-            description: spec.description.clone(),
-            input_schema: spec.input_schema.clone(),
-        })
-        .collect();
+    let offered = offered(tools);
     let token = crate::ids::token();
     crate::secret::set(&token);
     bridge::Bridge::start(token, offered).await.map_err(|e| {
@@ -42,6 +34,19 @@ pub async fn bridge(tools: &crate::tools::Tools) -> Result<bridge::Bridge, Error
             format!("the bridge to the capsule's tools could not listen on 127.0.0.1: {e}"),
         )
     })
+}
+
+/// The capsule's tools as the bridge offers them.
+pub fn offered(tools: &crate::tools::Tools) -> Vec<bridge::Offered> {
+    tools
+        .typed_specs()
+        .iter()
+        .map(|spec| bridge::Offered {
+            name: spec.name.clone(),
+            description: spec.description.clone(),
+            input_schema: spec.input_schema.clone(),
+        })
+        .collect()
 }
 
 /// What `open` needs of the session.

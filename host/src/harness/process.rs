@@ -19,7 +19,7 @@ pub const MAX_LINE: usize = 4 * 1024 * 1024;
 /// How much of the end of standard error is kept for `classify-exit`.
 const STDERR_TAIL: usize = 4096;
 /// How long an interrupted harness has to exit before it is killed.
-pub const INTERRUPT_GRACE: Duration = Duration::from_millis(1000);
+pub const INTERRUPT_GRACE: Duration = Duration::from_millis(700);
 
 /// What the harness printed, one line at a time.
 pub enum Line {
@@ -111,7 +111,7 @@ impl Running {
         // Dropping the process kills what is left: its namespace, or its group.
         drop(self.process);
         drop(self._confined);
-        let _ = tokio::time::timeout(Duration::from_millis(500), self.stderr_done).await;
+        let _ = tokio::time::timeout(Duration::from_millis(200), self.stderr_done).await;
         let tail = self.stderr.lock().map(|t| t.clone()).unwrap_or_default();
         (status, String::from_utf8_lossy(&tail).into_owned())
     }

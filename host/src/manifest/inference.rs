@@ -15,8 +15,6 @@ use super::{
 use crate::error::Error;
 
 const BUILTIN_DRIVERS: &[&str] = &["scripted", "openai", "anthropic", "claude-code", "codex"];
-/// The built-in process drivers, for `inference.transport: process`.
-pub const PROCESS_DRIVERS: &[&str] = &["claude-code", "codex"];
 
 pub(super) fn inference(cx: &mut Cx, top: &Section, artifacts: &[Artifact]) -> Result<Inference> {
     let sec = top.sub(cx, "inference")?;
@@ -24,7 +22,7 @@ pub(super) fn inference(cx: &mut Cx, top: &Section, artifacts: &[Artifact]) -> R
     let transport = sec.opt_enum(cx, "transport", &transports)?;
     let transport = transport.unwrap_or(Transport::Http);
     let driver = driver(cx, &sec, artifacts)?;
-    transport_fits(cx, &sec, transport, &driver)?;
+    super::harness::transport_fits(cx, &sec, transport, &driver)?;
     let temperature = sec.opt_f64(
         cx,
         "temperature",
@@ -52,8 +50,8 @@ pub(super) fn inference(cx: &mut Cx, top: &Section, artifacts: &[Artifact]) -> R
         retry: retry(cx, &sec)?,
         timeouts: timeouts(cx, &sec)?,
         compaction: compaction(cx, &sec)?,
-        command: command(cx, &sec, transport)?,
-        home: home(cx, &sec, transport)?,
+        command: super::harness::command(cx, &sec, transport)?,
+        home: super::harness::home(cx, &sec, transport)?,
         driver,
     };
     Ok(inference)
@@ -347,69 +345,6 @@ fn model(cx: &Cx, sec: &Section, driver: &DriverRef, transport: Transport) -> Re
             Err(cx.missing(sec.line, "inference.model").hint(hint))
         }
     }
-}
-
-/// A built-in HTTP driver under `transport: process`, or a process driver under `http`.
-fn transport_fits(cx: &Cx, sec: &Section, transport: Transport, driver: &DriverRef) -> Result<()> {
-    let DriverRef::Builtin { name, .. } = driver else {
-        return Ok(());
-    };
-    let process = PROCESS_DRIVERS.contains(&name.as_str());
-    let line = sec
-        .field("driver")
-        .map_or(sec.line.unwrap_or(0), |f| f.line);
-    match (transport, process) {
-        (Transport::Process, false) => Err(cx
-            .invalid(
-                line,
-                "inference.driver",
-                format!("'{name}' is an HTTP driver, but inference.transport is process"),
-            )
-            .hint("under transport: process name a process driver: claude-code, codex, or {artifact: NAME}")),
-        (Transport::Http, true) => Err(cx
-            .invalid(
-                line,
-                "inference.driver",
-                format!("'{name}' drives a harness CLI, which runs under inference.transport: process"),
-            )
-            .hint("set 'inference.transport: process'")),
-        _ => Ok(()),
-    }
-}
-
-/// `inference.command`: the harness program, by absolute path or a bare name on PATH.
-fn command(cx: &Cx, sec: &Section, transport: Transport) -> Result<Option<String>> {
-    let Some((command, line)) = sec.opt_str(cx, "command")? else {
-        return Ok(None);
-    };
-    if transport != Transport::Process {
-        let why = "only a harness run under inference.transport: process has a command";
-        return Err(cx.invalid(line, "inference.command", why));
-    }
-    let command = substitute(cx, &command, line, "inference.command")?;
-    if command.is_empty() || (command.contains('/') && !command.starts_with('/')) {
-        let why = format!(
-            "'{}' is neither an absolute path nor a bare name",
-            show(&command)
-        );
-        let hint = "name the program by its absolute path, or by a name looked up on PATH";
-        return Err(cx.invalid(line, "inference.command", why).hint(hint));
-    }
-    Ok(Some(command))
-}
-
-/// `inference.home`: where the harness keeps its login and sessions, relative to the
-/// manifest directory.
-fn home(cx: &Cx, sec: &Section, transport: Transport) -> Result<Option<std::path::PathBuf>> {
-    let Some((home, line)) = sec.opt_str(cx, "home")? else {
-        return Ok(None);
-    };
-    if transport != Transport::Process {
-        let why = "only a harness run under inference.transport: process has a home";
-        return Err(cx.invalid(line, "inference.home", why));
-    }
-    let home = substitute(cx, &home, line, "inference.home")?;
-    Ok(Some(cx.resolve(&home)))
 }
 
 fn api_key(cx: &Cx, sec: &Section) -> Result<Option<String>> {

@@ -23,9 +23,10 @@ mod capsule;
 mod env_file;
 mod fields;
 mod gateway;
+mod harness;
 mod hooks;
 mod inference;
-pub use inference::PROCESS_DRIVERS;
+pub use harness::PROCESS_DRIVERS;
 mod mcp;
 mod network;
 mod peers;
@@ -587,6 +588,7 @@ fn build_manifest(cx: &mut Cx, root: Option<&Node>, path: PathBuf) -> Result<Man
         None => inference::inference(cx, &top, &artifacts)?,
     };
     let capabilities = capabilities::capabilities(cx, &top)?;
+    harness::no_credentials_to_harness(cx, &top, &inference, &capabilities)?;
     let remote_peers = peers::remote_peers(cx, &top)?;
     reach_peers(cx, &remote_peers, &capabilities)?;
     let mcp_servers = mcp::mcp_servers(cx, &top, &capabilities)?;

@@ -147,6 +147,11 @@ impl Current<'_> {
             Ok(instance) => instance,
             Err(why) => return Ok(Err(InferenceError::Invocation(why))),
         };
+        // MCP servers' tools are listed after launch, and may change: the run is offered
+        // the capsule's tools as they are now.
+        harness
+            .bridge
+            .offer(crate::harness::open::offered(&session.tools));
         let context = self.run.task.context_id.clone();
         let resume = session
             .threads

@@ -117,6 +117,14 @@ pub(crate) fn a_task_in_two_turns_calls_a_capsule_tool_through_the_bridge() {
     let sent = model_requests(&mock);
     assert_eq!(sent.len(), 2);
     assert_eq!(sent[0].header("x-api-key"), Some(KEY));
+    // The capsule's tools, its WASM tool and its shell, reach the model through the bridge.
+    let offered = sent[0].json()["tools"].to_string();
+    for tool in ["mcp__mur__wordcount", "mcp__mur__bash"] {
+        assert!(
+            offered.contains(&format!("\"{tool}\"")),
+            "{tool} not offered"
+        );
+    }
     let told = tool_result(&sent[1].json(), "toolu_01").expect("the tool's result went back");
     assert!(told.contains("6"), "{told}");
     let trace = std::fs::read_to_string(session.records.join("trace.jsonl")).unwrap();
