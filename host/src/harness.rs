@@ -89,6 +89,14 @@ pub fn reserved_env(name: &str) -> bool {
         || name.contains('\0')
 }
 
+/// Whether a plan's file path stays in the home: relative, plain names only.
+pub fn inside_home(path: &str) -> bool {
+    !path.is_empty()
+        && Path::new(path)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+}
+
 pub struct Parts {
     pub driver: component::ProcessDriver,
     pub description: Description,
@@ -184,10 +192,7 @@ impl Harness {
         })?;
         for file in files {
             let path = Path::new(&file.path);
-            let plain = path
-                .components()
-                .all(|c| matches!(c, std::path::Component::Normal(_)));
-            if !plain || file.path.is_empty() {
+            if !inside_home(&file.path) {
                 return Err(format!(
                     "{} planned a file outside the harness home: '{}'",
                     self.driver.label,
@@ -286,4 +291,38 @@ pub fn program(
         .resolve_command(&real.to_string_lossy(), host_path, &installation)
         .map_err(not_found)?;
     Ok((program, installation))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_sets_no_name_the_host_sets_and_writes_only_in_the_home() {
+        for name in [
+            "HOME",
+            "PATH",
+            "TMPDIR",
+            "HTTPS_PROXY",
+            "no_proxy",
+            "MUR_BRIDGE_TOKEN",
+            "",
+            "A=B",
+        ] {
+            assert!(reserved_env(name), "{name:?}");
+        }
+        for name in [
+            "CODEX_HOME",
+            "CLAUDE_CODE_MAX_RETRIES",
+            "ANTHROPIC_BASE_URL",
+        ] {
+            assert!(!reserved_env(name), "{name}");
+        }
+        for path in ["config.toml", ".mur/mcp.json"] {
+            assert!(inside_home(path), "{path}");
+        }
+        for path in ["", "/etc/passwd", "../escape", ".mur/../../x", "./x"] {
+            assert!(!inside_home(path), "{path}");
+        }
+    }
 }

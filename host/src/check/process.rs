@@ -185,11 +185,11 @@ fn plan_holds(plan: &LaunchPlan, described: Option<&Description>) -> Step {
     {
         return Err(fail(format!("it sets '{name}', which only the host sets")));
     }
-    if let Some(file) = plan.files.iter().find(|f| {
-        !std::path::Path::new(&f.path)
-            .components()
-            .all(|c| matches!(c, std::path::Component::Normal(_)))
-    }) {
+    if let Some(file) = plan
+        .files
+        .iter()
+        .find(|f| !crate::harness::inside_home(&f.path))
+    {
         return Err(fail(format!(
             "it writes '{}', outside the harness home",
             file.path

@@ -234,8 +234,27 @@ impl Current<'_> {
                         continue;
                     }
                     self.on_line(harness, &mut instance, line, seen, resume.is_some()).await?;
+                    // The run is over: what the harness does after is not waited for
+                    // past its grace.
+                    if seen.answer.is_some() || seen.failure.is_some() {
+                        break;
+                    }
                 }
-                Some(call) = calls.recv() => self.bridge_call(call, seen).await?,
+                Some(call) = calls.recv() => {
+                    // A tool call stops at a cancel or the run's deadline like the rest.
+                    let stopped = seen.stop.is_some();
+                    let ran = tokio::select! {
+                        ran = self.bridge_call(call, seen) => Some(ran),
+                        () = control.canceled(), if !stopped => None,
+                        () = &mut deadline, if !stopped => Some(Ok(false)),
+                    };
+                    match ran {
+                        Some(Ok(true)) => {}
+                        Some(Ok(false)) => seen.stop = Some(Stop::Deadline(limit)),
+                        Some(Err(e)) => return Err(e),
+                        None => seen.stop = Some(Stop::Canceled),
+                    }
+                }
                 () = control.canceled(), if seen.stop.is_none() => seen.stop = Some(Stop::Canceled),
                 () = &mut deadline, if seen.stop.is_none() => seen.stop = Some(Stop::Deadline(limit)),
                 () = async { if let Some(k) = killing.as_mut() { k.await } }, if killing.is_some() => break,
@@ -512,13 +531,14 @@ impl Current<'_> {
     }
 
     /// A capsule tool the harness called through the bridge: run as a model's call is.
-    async fn bridge_call(&mut self, call: bridge::Call, seen: &mut Seen) -> wasmtime::Result<()> {
+    /// `Ok(true)`: answered (or refused, the run being stopped).
+    async fn bridge_call(&mut self, call: bridge::Call, seen: &mut Seen) -> wasmtime::Result<bool> {
         if seen.stop.is_some() {
             let _ = call.answer.send(bridge::Answer {
                 text: "the run is being stopped: the call was not made".into(),
                 is_error: true,
             });
-            return Ok(());
+            return Ok(true);
         }
         if let Some(open) = seen.turn.as_mut() {
             open.calls = Some(call.name.clone());
@@ -544,7 +564,7 @@ impl Current<'_> {
         if let Some(why) = &self.run.breach {
             seen.stop = Some(Stop::Broken(why.clone()));
         }
-        Ok(())
+        Ok(true)
     }
 
     /// What the loop is told of the run.

@@ -316,3 +316,46 @@ fn a_cancel_mid_turn_stops_the_harness_and_leaves_nothing() {
     let exit = &session.events_so_far("harness_exit")[0];
     assert_eq!(exit["stopped"], "canceled");
 }
+
+/// A cancel while a capsule tool the harness called runs (a long `bash` command through
+/// the bridge): the command and the harness are stopped, and the task ends `canceled`.
+#[test]
+fn a_cancel_during_a_bridged_call_stops_the_call_and_the_harness() {
+    let Some(h) = harness::installed() else {
+        return;
+    };
+    let sleeper = crate::common::marker(30);
+    let _cleanup = crate::common::KillOnDrop(sleeper.clone());
+    let input = serde_json::json!({"command": format!("sleep {sleeper}")}).to_string();
+    let mock = MockModel::with(vec![calls("mcp__mur__bash", &input), answers(&["late"])]);
+    let capsule = setup(h, &mock, "").capsule("cc-cancel-call");
+    let running = capsule.spawn_env(&[], ENV);
+    let address = running.address.clone();
+    let streaming = std::thread::spawn(move || {
+        read_to_close(post(&address, &[JSON_CT], &message_stream_body("Sleep")))
+    });
+    crate::common::eventually(Duration::from_secs(60), "the command running", || {
+        !crate::common::pids_running(&sleeper).is_empty()
+    });
+    let session = running.session();
+    let task = session.events_so_far("task_start")[0]["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cancel = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/cancel", "params": {"id": task}});
+    let answer = read_to_close(post(&running.address, &[JSON_CT], &cancel.to_string()));
+    assert!(answer.contains("canceled"), "{answer}");
+    assert!(streaming.join().unwrap().contains("\"canceled\""));
+    crate::common::eventually(Duration::from_secs(10), "the command stopped", || {
+        crate::common::pids_running(&sleeper).is_empty()
+    });
+    assert_eq!(
+        session.events_so_far("harness_exit")[0]["stopped"],
+        "canceled"
+    );
+    assert_eq!(
+        model_requests(&mock).len(),
+        1,
+        "the harness went on after the cancel"
+    );
+}
