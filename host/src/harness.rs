@@ -97,40 +97,7 @@ pub fn inside_home(path: &str) -> bool {
             .all(|c| matches!(c, std::path::Component::Normal(_)))
 }
 
-pub struct Parts {
-    pub driver: component::ProcessDriver,
-    pub description: Description,
-    pub program: PathBuf,
-    pub installation: Installation,
-    pub home: PathBuf,
-    pub version: Option<String>,
-    pub bridge: bridge::Bridge,
-    pub sessions: sessions::Sessions,
-    pub settings: Settings,
-    pub jail: Arc<Jail>,
-    pub base_env: Vec<(String, String)>,
-    pub logs_dir: PathBuf,
-}
-
 impl Harness {
-    pub fn new(parts: Parts) -> Harness {
-        Harness {
-            driver: parts.driver,
-            description: parts.description,
-            program: parts.program,
-            installation: parts.installation,
-            home: parts.home,
-            version: parts.version,
-            bridge: parts.bridge,
-            sessions: parts.sessions,
-            settings: parts.settings,
-            jail: parts.jail,
-            base_env: parts.base_env,
-            logs_dir: parts.logs_dir,
-            warned: AtomicBool::new(false),
-        }
-    }
-
     pub fn name(&self) -> &str {
         &self.description.harness
     }

@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 
 use super::component::ProcessDriver;
 use super::process::{self, Line};
-use super::{Harness, Parts, Settings, bridge};
+use super::{Harness, Settings, bridge};
 use crate::confine::{Installation, Jail};
 use crate::error::Error;
 use crate::manifest::Manifest;
@@ -110,7 +110,7 @@ pub async fn open(
         &description.harness,
         place.records.clone(),
     );
-    Ok(Harness::new(Parts {
+    Ok(Harness {
         settings: Settings {
             model: m.inference.model.clone(),
             endpoint: m.inference.endpoint.clone(),
@@ -131,7 +131,8 @@ pub async fn open(
         jail: place.jail,
         base_env: place.base_env,
         logs_dir: place.logs_dir,
-    }))
+        warned: std::sync::atomic::AtomicBool::new(false),
+    })
 }
 
 /// `$MURMUR_HOME/harness/<capsule>-<hash of its records>`: the capsule's own, kept

@@ -5,14 +5,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{ENV, KEY, ONE_TASK, Setup, THREADED, secret_outside};
+use super::{
+    ENV, KEY, ONE_TASK, Setup, THREADED, ask_in, cancel_first_task, model_requests, run_task,
+    secret_outside, stream_in_background,
+};
 use crate::common::harness::{self, Harnesses};
 use crate::common::mock_model::{MockModel, Reply, anthropic};
-use crate::common::{
-    Capsule, Session, frames, message_stream_body, message_stream_body_in, post, read_to_close,
-};
+use crate::common::{Capsule, frames, message_stream_body, post, read_to_close};
 
-const WAIT: Duration = Duration::from_secs(120);
 const JSON_CT: (&str, &str) = ("content-type", "application/json");
 
 fn setup<'a>(h: &'a Harnesses, mock: &MockModel, lifecycle: &'a str) -> Setup<'a> {
@@ -51,12 +51,6 @@ fn answers(pieces: &[&str]) -> Reply {
     )
 }
 
-fn run_task(capsule: &Capsule, task: &str) -> (Session, crate::common::Run) {
-    let running = capsule.spawn_env(&["--task", task], ENV);
-    let session = running.session();
-    (session, running.wait(WAIT))
-}
-
 /// The `tool_result` a request's messages carry for `id`, as text.
 fn tool_result(body: &Value, id: &str) -> Option<String> {
     body["messages"].as_array()?.iter().find_map(|m| {
@@ -67,15 +61,6 @@ fn tool_result(body: &Value, id: &str) -> Option<String> {
             })
         })
     })
-}
-
-/// The model requests the mock received (Claude Code checks the server with a HEAD
-/// first).
-fn model_requests(mock: &MockModel) -> Vec<crate::common::mock_model::Recorded> {
-    mock.requests()
-        .into_iter()
-        .filter(|r| r.method == "POST")
-        .collect()
 }
 
 /// A task answered in two turns: the first calls the capsule's `wordcount` component
@@ -241,13 +226,7 @@ fn a_threaded_second_task_resumes_the_harness_session() {
     ]);
     let capsule = setup(h, &mock, THREADED).capsule("cc-threaded");
     let running = capsule.spawn_env(&[], ENV);
-    let ask = |text: &str| {
-        read_to_close(post(
-            &running.address,
-            &[JSON_CT],
-            &message_stream_body_in(text, "ctx-thread"),
-        ))
-    };
+    let ask = |text: &str| ask_in(&running, text, "ctx-thread");
     let first = ask("Remember the word heron.");
     assert!(first.contains("First answer."), "{first}");
     let second = ask("Which word?");
@@ -287,11 +266,7 @@ fn a_cancel_mid_turn_stops_the_harness_and_leaves_nothing() {
     // The task's text is an argument of the harness: it finds its processes.
     let marker = crate::common::marker(0);
     let _cleanup = crate::common::KillOnDrop(marker.clone());
-    let address = running.address.clone();
-    let task = marker.clone();
-    let streaming = std::thread::spawn(move || {
-        read_to_close(post(&address, &[JSON_CT], &message_stream_body(&task)))
-    });
+    let streaming = stream_in_background(&running, &marker);
     crate::common::eventually(Duration::from_secs(60), "the model call", || {
         model_requests(&mock).len() == 1
     });
@@ -300,16 +275,8 @@ fn a_cancel_mid_turn_stops_the_harness_and_leaves_nothing() {
         "the harness runs"
     );
     std::thread::sleep(Duration::from_millis(500));
+    cancel_first_task(&running, streaming);
     let session = running.session();
-    let task = session.events_so_far("task_start")[0]["task_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let cancel = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/cancel", "params": {"id": task}});
-    let answer = read_to_close(post(&running.address, &[JSON_CT], &cancel.to_string()));
-    assert!(answer.contains("canceled"), "{answer}");
-    let body = streaming.join().unwrap();
-    assert!(body.contains("\"canceled\""), "{body}");
     crate::common::eventually(Duration::from_secs(10), "no harness process left", || {
         crate::common::pids_running(&marker).is_empty()
     });
@@ -330,22 +297,12 @@ fn a_cancel_during_a_bridged_call_stops_the_call_and_the_harness() {
     let mock = MockModel::with(vec![calls("mcp__mur__bash", &input), answers(&["late"])]);
     let capsule = setup(h, &mock, "").capsule("cc-cancel-call");
     let running = capsule.spawn_env(&[], ENV);
-    let address = running.address.clone();
-    let streaming = std::thread::spawn(move || {
-        read_to_close(post(&address, &[JSON_CT], &message_stream_body("Sleep")))
-    });
+    let streaming = stream_in_background(&running, "Sleep");
     crate::common::eventually(Duration::from_secs(60), "the command running", || {
         !crate::common::pids_running(&sleeper).is_empty()
     });
+    cancel_first_task(&running, streaming);
     let session = running.session();
-    let task = session.events_so_far("task_start")[0]["task_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let cancel = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/cancel", "params": {"id": task}});
-    let answer = read_to_close(post(&running.address, &[JSON_CT], &cancel.to_string()));
-    assert!(answer.contains("canceled"), "{answer}");
-    assert!(streaming.join().unwrap().contains("\"canceled\""));
     crate::common::eventually(Duration::from_secs(10), "the command stopped", || {
         crate::common::pids_running(&sleeper).is_empty()
     });

@@ -5,14 +5,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{ENV, KEY, ONE_TASK, Setup, THREADED, secret_outside};
+use super::{
+    ENV, KEY, ONE_TASK, Setup, THREADED, ask_in, cancel_first_task, model_requests, run_task,
+    secret_outside, stream_in_background,
+};
+use crate::common::Capsule;
 use crate::common::harness::{self, Harnesses};
-use crate::common::mock_model::{MockModel, Recorded, Reply};
+use crate::common::mock_model::{MockModel, Reply};
 use crate::common::mock_responses::Stream;
-use crate::common::{Capsule, Session, message_stream_body_in, post, read_to_close};
-
-const WAIT: Duration = Duration::from_secs(120);
-const JSON_CT: (&str, &str) = ("content-type", "application/json");
 
 fn setup<'a>(h: &'a Harnesses, mock: &MockModel, lifecycle: &'a str) -> Setup<'a> {
     Setup {
@@ -43,19 +43,6 @@ fn answers(text: &str) -> Reply {
             .completed(30, 4)
             .events(),
     )
-}
-
-fn run_task(capsule: &Capsule, task: &str) -> (Session, crate::common::Run) {
-    let running = capsule.spawn_env(&["--task", task], ENV);
-    let session = running.session();
-    (session, running.wait(WAIT))
-}
-
-fn model_requests(mock: &MockModel) -> Vec<Recorded> {
-    mock.requests()
-        .into_iter()
-        .filter(|r| r.method == "POST")
-        .collect()
 }
 
 /// The output a request's input carries for the call `call_id`.
@@ -139,13 +126,7 @@ fn a_threaded_second_task_resumes_the_thread() {
     let mock = MockModel::with(vec![answers("First answer."), answers("Second answer.")]);
     let capsule = setup(h, &mock, THREADED).capsule("cx-threaded");
     let running = capsule.spawn_env(&[], ENV);
-    let ask = |text: &str| {
-        read_to_close(post(
-            &running.address,
-            &[JSON_CT],
-            &message_stream_body_in(text, "ctx-thread"),
-        ))
-    };
+    let ask = |text: &str| ask_in(&running, text, "ctx-thread");
     assert!(ask("Remember the word heron.").contains("First answer."));
     assert!(ask("Which word?").contains("Second answer."));
     let sent = model_requests(&mock);
@@ -180,15 +161,7 @@ fn a_cancel_mid_turn_stops_the_harness_and_leaves_nothing() {
     let running = capsule.spawn_env(&[], ENV);
     let marker = crate::common::marker(0);
     let _cleanup = crate::common::KillOnDrop(marker.clone());
-    let address = running.address.clone();
-    let task = marker.clone();
-    let streaming = std::thread::spawn(move || {
-        read_to_close(post(
-            &address,
-            &[JSON_CT],
-            &crate::common::message_stream_body(&task),
-        ))
-    });
+    let streaming = stream_in_background(&running, &marker);
     crate::common::eventually(Duration::from_secs(60), "the model call", || {
         model_requests(&mock).len() == 1
     });
@@ -196,15 +169,8 @@ fn a_cancel_mid_turn_stops_the_harness_and_leaves_nothing() {
         !crate::common::pids_running(&marker).is_empty(),
         "the harness runs"
     );
+    cancel_first_task(&running, streaming);
     let session = running.session();
-    let task = session.events_so_far("task_start")[0]["task_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let cancel = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/cancel", "params": {"id": task}});
-    let answer = read_to_close(post(&running.address, &[JSON_CT], &cancel.to_string()));
-    assert!(answer.contains("canceled"), "{answer}");
-    assert!(streaming.join().unwrap().contains("\"canceled\""));
     crate::common::eventually(Duration::from_secs(10), "no harness process left", || {
         crate::common::pids_running(&marker).is_empty()
     });

@@ -5,12 +5,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::{ENV, ONE_TASK, Setup};
+use super::{ONE_TASK, Setup, run_task};
 use crate::common::harness;
 use crate::common::mock_model::{MockModel, Reply, anthropic};
 use crate::common::{Capsule, Run, Session, marker, pids_running, repo};
-
-const WAIT: Duration = Duration::from_secs(120);
 
 /// A capsule whose harness is the stand-in `script`, with `extra` manifest lines.
 fn stand_in(name: &str, script: &str, extra: &str) -> Capsule {
@@ -23,12 +21,6 @@ fn stand_in(name: &str, script: &str, extra: &str) -> Capsule {
     let capsule = Capsule::new(name, &manifest, "");
     std::fs::create_dir_all(capsule.dir.join("harness-home")).unwrap();
     capsule
-}
-
-fn run(capsule: &Capsule, task: &str) -> (Session, Run) {
-    let running = capsule.spawn_env(&["--task", task], ENV);
-    let session = running.session();
-    (session, running.wait(WAIT))
 }
 
 fn failed_with(session: &Session, run: &Run, words: &str) {
@@ -48,7 +40,7 @@ fn failed_with(session: &Session, run: &Run, words: &str) {
 #[test]
 fn a_harness_that_exits_early_fails_the_task_with_its_words() {
     let capsule = stand_in("hx-early", "exits-early.sh", "");
-    let (session, run) = run(&capsule, "anything");
+    let (session, run) = run_task(&capsule, "anything");
     failed_with(&session, &run, "exited with code 3");
     failed_with(&session, &run, "the harness could not start its engine");
     let exit = &session.events("harness_exit")[0];
@@ -66,7 +58,7 @@ fn a_harness_that_exits_early_fails_the_task_with_its_words() {
 #[test]
 fn a_harness_that_prints_garbage_is_read_within_bounds() {
     let capsule = stand_in("hx-garbage", "prints-garbage.sh", "");
-    let (session, run) = run(&capsule, "anything");
+    let (session, run) = run_task(&capsule, "anything");
     failed_with(&session, &run, "without a result");
     let notes: Vec<String> = session
         .events("harness_note")
@@ -100,7 +92,7 @@ fn a_harness_that_never_stops_is_killed_at_its_deadline() {
     let task = marker(0);
     let _cleanup = crate::common::KillOnDrop(task.clone());
     let started = Instant::now();
-    let (session, run) = run(&capsule, &task);
+    let (session, run) = run_task(&capsule, &task);
     failed_with(&session, &run, "deadline exceeded");
     assert!(started.elapsed() < Duration::from_secs(60));
     assert_eq!(session.events("harness_exit")[0]["stopped"], "deadline");
@@ -145,7 +137,7 @@ fn a_harness_past_max_turns_is_stopped() {
         extra_capabilities: "",
     };
     let capsule = setup.capsule("hx-max-turns");
-    let (session, run) = run(&capsule, "Count the words of task.md");
+    let (session, run) = run_task(&capsule, "Count the words of task.md");
     assert_eq!(run.status, 1, "stderr:\n{}", run.stderr);
     let end = &session.events("task_end")[0];
     assert_eq!(end["exit_status"], "max_turns_reached", "{end}");
@@ -181,7 +173,7 @@ fn a_harness_past_the_spend_ceiling_is_stopped() {
     );
     let capsule = Capsule::new("hx-spend", &manifest, "");
     std::fs::create_dir_all(capsule.dir.join("harness-home")).unwrap();
-    let (session, run) = run(&capsule, "Spend");
+    let (session, run) = run_task(&capsule, "Spend");
     assert_eq!(run.status, 1, "stderr:\n{}", run.stderr);
     assert_eq!(
         session.events("task_end")[0]["exit_status"],

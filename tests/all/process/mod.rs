@@ -7,8 +7,17 @@ pub mod codex;
 mod hostile;
 
 use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
-use crate::common::{Capsule, MUR_TOOL_WORDCOUNT, guest};
+use crate::common::mock_model::{MockModel, Recorded};
+use crate::common::{
+    Capsule, MUR_TOOL_WORDCOUNT, Run, Running, Session, guest, message_stream_body,
+    message_stream_body_in, post, read_to_close,
+};
+
+const WAIT: Duration = Duration::from_secs(120);
+const JSON_CT: (&str, &str) = ("content-type", "application/json");
 
 /// The key the harness is given (`inference.api_key: ${MOCK_API_KEY}`): the tests
 /// check that it reaches the model server and nothing else.
@@ -83,4 +92,50 @@ pub fn secret_outside(capsule: &Capsule) -> PathBuf {
     let path = capsule.dir.join("outside-secret.txt");
     std::fs::write(&path, "the-secret-outside-the-workdir").unwrap();
     path
+}
+
+/// A capsule run to its end on a launch task.
+pub fn run_task(capsule: &Capsule, task: &str) -> (Session, Run) {
+    let running = capsule.spawn_env(&["--task", task], ENV);
+    let session = running.session();
+    (session, running.wait(WAIT))
+}
+
+/// The model calls the mock received (a harness checks the server with a HEAD first).
+pub fn model_requests(mock: &MockModel) -> Vec<Recorded> {
+    mock.requests()
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .collect()
+}
+
+/// `text` sent on `message/stream` in `context`, read to the end.
+pub fn ask_in(running: &Running, text: &str, context: &str) -> String {
+    read_to_close(post(
+        &running.address,
+        &[JSON_CT],
+        &message_stream_body_in(text, context),
+    ))
+}
+
+/// `text` sent on `message/stream`, read to the end on a thread of its own.
+pub fn stream_in_background(running: &Running, text: &str) -> JoinHandle<String> {
+    let address = running.address.clone();
+    let body = message_stream_body(text);
+    std::thread::spawn(move || read_to_close(post(&address, &[JSON_CT], &body)))
+}
+
+/// `tasks/cancel` of the running capsule's first task, which must be answered
+/// `canceled`; then its stream must end `canceled`.
+pub fn cancel_first_task(running: &Running, streaming: JoinHandle<String>) {
+    let session = running.session();
+    let task = session.events_so_far("task_start")[0]["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cancel = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/cancel", "params": {"id": task}});
+    let answer = read_to_close(post(&running.address, &[JSON_CT], &cancel.to_string()));
+    assert!(answer.contains("canceled"), "{answer}");
+    let body = streaming.join().unwrap();
+    assert!(body.contains("\"canceled\""), "{body}");
 }
