@@ -38,6 +38,11 @@ fn main() {
         "cargo:rerun-if-changed={}",
         root.join("guest-drivers/kit").display()
     );
+    // Shared by the built-in process drivers.
+    println!(
+        "cargo:rerun-if-changed={}",
+        root.join("guest-drivers/process-kit").display()
+    );
     let guests = discover(&root);
     write_guest_list(&guests);
     write_wit_list(&root);

@@ -1,7 +1,9 @@
 //! The command line of one Claude Code run: `claude -p ... -- <task>` printing stream-json,
 //! its own tools limited to a fixed list, no MCP server but the capsule's bridge.
 
-use serde_json::{Map, Value, json};
+use mur_process_kit::launch::{DriverConfig, refuse_nul};
+use mur_process_kit::{File, Plan, Request};
+use serde_json::{Value, json};
 
 /// The built-in tools a run may use when the config names none.
 pub const BUILT_IN_TOOLS: &[&str] = &["Bash", "Read", "Write", "Edit", "Glob", "Grep"];
@@ -15,46 +17,6 @@ pub const MCP_CONFIG: &str = ".mur/mcp.json";
 /// The retries Claude Code makes of a failed model call unless the config says.
 pub const DEFAULT_MAX_RETRIES: u64 = 2;
 
-/// The capsule's tools as an MCP server.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Bridge {
-    pub server_name: String,
-    pub url: String,
-    pub token_env: String,
-    pub tools: Vec<String>,
-}
-
-/// What one run is planned from (the wit `launch-request`, less what this driver
-/// does not read).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Request {
-    pub task: String,
-    pub model: String,
-    pub endpoint: Option<String>,
-    pub system_prompt: Option<String>,
-    pub config: String,
-    pub resume: Option<String>,
-    pub new_session: String,
-    pub max_turns: u32,
-    pub bridge: Option<Bridge>,
-    pub home: String,
-}
-
-/// A file written into the home.
-#[derive(Debug, Clone, PartialEq)]
-pub struct File {
-    pub path: String,
-    pub contents: String,
-}
-
-/// How to run `claude` for one task.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
-    pub args: Vec<String>,
-    pub env: Vec<(String, String)>,
-    pub files: Vec<File>,
-}
-
 /// `inference.driver.config`: `{"allowed_tools"?: [string], "max_retries"?: integer}`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -65,25 +27,8 @@ pub struct Config {
 
 impl Config {
     pub fn parse(config: &str) -> Result<Config, String> {
-        let value: Value = if config.trim().is_empty() {
-            Value::Object(Map::new())
-        } else {
-            serde_json::from_str(config)
-                .map_err(|e| format!("the claude-code driver config is not JSON: {e}"))?
-        };
-        let Value::Object(map) = value else {
-            return Err("the claude-code driver config must be a JSON object".into());
-        };
-        if let Some(key) = map
-            .keys()
-            .find(|key| !matches!(key.as_str(), "allowed_tools" | "max_retries"))
-        {
-            return Err(format!(
-                "the claude-code driver config has an unknown key '{key}' (it takes \
-                 'allowed_tools' and 'max_retries')"
-            ));
-        }
-        let allowed_tools = match map.get("allowed_tools") {
+        let config = DriverConfig::parse("claude-code", config, &["allowed_tools", "max_retries"])?;
+        let allowed_tools = match config.get("allowed_tools") {
             None => None,
             Some(Value::Array(items)) => Some(
                 items
@@ -96,30 +41,21 @@ impl Config {
                         {
                             Ok(tool.clone())
                         }
-                        _ => Err(
-                            "the claude-code driver config's 'allowed_tools' must hold tool \
-                             names: non-empty strings without commas, spaces or a leading '-'"
-                                .to_string(),
-                        ),
+                        _ => Err(config.invalid(
+                            "allowed_tools",
+                            "must hold tool names: non-empty strings without commas, \
+                             spaces or a leading '-'",
+                        )),
                     })
                     .collect::<Result<Vec<_>, _>>()?,
             ),
             Some(_) => {
-                return Err(
-                    "the claude-code driver config's 'allowed_tools' must be a list of tool names"
-                        .into(),
-                );
+                return Err(config.invalid("allowed_tools", "must be a list of tool names"));
             }
-        };
-        let max_retries = match map.get("max_retries") {
-            None => DEFAULT_MAX_RETRIES,
-            Some(value) => value.as_u64().ok_or(
-                "the claude-code driver config's 'max_retries' must be a whole number, 0 or more",
-            )?,
         };
         Ok(Config {
             allowed_tools,
-            max_retries,
+            max_retries: config.whole_number("max_retries", DEFAULT_MAX_RETRIES)?,
         })
     }
 }
@@ -226,17 +162,12 @@ pub fn plan(request: &Request) -> Result<Plan, String> {
     ] {
         env.push((name.to_string(), value));
     }
-    Ok(Plan { args, env, files })
-}
-
-fn refuse_nul(what: &str, text: &str) -> Result<(), String> {
-    if text.contains('\0') {
-        Err(format!(
-            "the {what} holds a NUL character, which no command line can carry"
-        ))
-    } else {
-        Ok(())
-    }
+    Ok(Plan {
+        args,
+        env,
+        files,
+        ..Plan::default()
+    })
 }
 
 /// `home/relative`, with one slash between them.
@@ -247,6 +178,7 @@ fn join_path(home: &str, relative: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mur_process_kit::Bridge;
 
     fn request() -> Request {
         Request {
@@ -260,6 +192,7 @@ mod tests {
             max_turns: 8,
             bridge: None,
             home: "/run/home".into(),
+            ..Request::default()
         }
     }
 

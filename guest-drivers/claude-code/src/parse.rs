@@ -5,60 +5,9 @@
 //! boundaries and the usage; the whole `assistant` messages that follow carry the tool
 //! calls, `user` messages the tool results, and the closing `result` line the answer.
 
+use mur_process_kit::event::{first_chars, read_json, str_of};
+use mur_process_kit::{Class, Event, Failure, Parse, Usage};
 use serde_json::{Map, Value};
-
-/// How a run ended without an answer (the wit `exit-class`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Class {
-    Refused,
-    Auth,
-    RateLimit,
-    Crashed,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
-    pub class: Class,
-    pub message: String,
-}
-
-/// The run's running totals; `None` is "not reported".
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Usage {
-    pub input: Option<u64>,
-    pub output: Option<u64>,
-    pub cache_read: Option<u64>,
-    pub cache_write: Option<u64>,
-    pub thinking: Option<u64>,
-}
-
-/// One thing the harness did (the wit `event`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
-    Session {
-        id: String,
-        auth: String,
-        model: Option<String>,
-    },
-    TurnStarted,
-    Text(String),
-    Thinking(String),
-    ToolCall {
-        id: String,
-        name: String,
-        input: String,
-        bridged: bool,
-    },
-    ToolResult {
-        id: String,
-        output: String,
-        is_error: bool,
-    },
-    Usage(Usage),
-    Answer(String),
-    Failed(Failure),
-    Note(String),
-}
 
 /// The usage counts of one model message: `message_start` gives them, a later
 /// `message_delta` may update any of them (each is the message's total so far).
@@ -113,21 +62,13 @@ pub struct Parser {
     current: Option<Counts>,
 }
 
-impl Parser {
-    pub fn new(server_name: Option<String>, max_turns: u32) -> Parser {
-        Parser {
-            server_name,
-            max_turns,
-            ..Parser::default()
-        }
-    }
-
-    pub fn parse(&mut self, line: &str) -> Vec<Event> {
+impl Parse for Parser {
+    fn parse(&mut self, line: &str) -> Vec<Event> {
         let trimmed = line.trim();
         if trimmed.is_empty() {
             return Vec::new();
         }
-        let Ok(Value::Object(object)) = serde_json::from_str::<Value>(trimmed) else {
+        let Ok(Value::Object(object)) = read_json(trimmed) else {
             return vec![Event::Note(format!(
                 "claude-code printed a line that is not its stream-json: {}",
                 first_chars(trimmed, 200)
@@ -143,6 +84,16 @@ impl Parser {
             Some("user") => user(&object),
             Some("result") => self.result(&object),
             _ => Vec::new(),
+        }
+    }
+}
+
+impl Parser {
+    pub fn new(server_name: Option<String>, max_turns: u32) -> Parser {
+        Parser {
+            server_name,
+            max_turns,
+            ..Parser::default()
         }
     }
 
@@ -320,7 +271,9 @@ impl Parser {
             Some(401 | 403) => Class::Auth,
             Some(429) => Class::RateLimit,
             Some(_) => Class::Crashed,
-            None => crate::exit::class_of_text(&message).unwrap_or(Class::Crashed),
+            None => crate::exit::WORDING
+                .class_of_text(&message)
+                .unwrap_or(Class::Crashed),
         };
         vec![Event::Failed(Failure { class, message })]
     }
@@ -375,18 +328,6 @@ fn content_blocks(object: &Map<String, Value>) -> impl Iterator<Item = &Map<Stri
         .into_iter()
         .flatten()
         .filter_map(Value::as_object)
-}
-
-fn str_of<'a>(object: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
-    object.get(key).and_then(Value::as_str)
-}
-
-/// At most `n` characters of `text`.
-pub fn first_chars(text: &str, n: usize) -> &str {
-    match text.char_indices().nth(n) {
-        Some((at, _)) => &text[..at],
-        None => text,
-    }
 }
 
 #[cfg(test)]

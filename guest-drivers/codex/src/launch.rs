@@ -1,7 +1,8 @@
 //! The command line and home config of one Codex run: `codex exec --json`, its model
 //! server and the capsule's bridge named in `$CODEX_HOME/config.toml`.
 
-use serde_json::{Map, Value};
+use mur_process_kit::launch::{DriverConfig, refuse_nul};
+use mur_process_kit::{File, Plan, Request};
 
 /// The variable that carries the API key to Codex (the model provider's `env_key`).
 pub const KEY_ENV: &str = "MUR_CODEX_API_KEY";
@@ -12,44 +13,6 @@ pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 /// The retries Codex makes of a failed model call unless the config says.
 pub const DEFAULT_MAX_RETRIES: u64 = 2;
 
-/// The capsule's tools as an MCP server.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Bridge {
-    pub server_name: String,
-    pub url: String,
-    pub token_env: String,
-}
-
-/// What one run is planned from (the wit `launch-request`, less what this driver
-/// does not read).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Request {
-    pub task: String,
-    pub model: String,
-    pub endpoint: Option<String>,
-    pub system_prompt: Option<String>,
-    pub config: String,
-    pub resume: Option<String>,
-    pub bridge: Option<Bridge>,
-    pub home: String,
-    pub workdir: String,
-}
-
-/// A file written into the home.
-#[derive(Debug, Clone, PartialEq)]
-pub struct File {
-    pub path: String,
-    pub contents: String,
-}
-
-/// How to run `codex` for one task.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
-    pub args: Vec<String>,
-    pub env: Vec<(String, String)>,
-    pub files: Vec<File>,
-}
-
 /// `inference.driver.config`: `{"max_retries"?: integer}`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -58,27 +21,10 @@ pub struct Config {
 
 impl Config {
     pub fn parse(config: &str) -> Result<Config, String> {
-        let value: Value = if config.trim().is_empty() {
-            Value::Object(Map::new())
-        } else {
-            serde_json::from_str(config)
-                .map_err(|e| format!("the codex driver config is not JSON: {e}"))?
-        };
-        let Value::Object(map) = value else {
-            return Err("the codex driver config must be a JSON object".into());
-        };
-        if let Some(key) = map.keys().find(|key| key.as_str() != "max_retries") {
-            return Err(format!(
-                "the codex driver config has an unknown key '{key}' (it takes 'max_retries')"
-            ));
-        }
-        let max_retries = match map.get("max_retries") {
-            None => DEFAULT_MAX_RETRIES,
-            Some(value) => value.as_u64().ok_or(
-                "the codex driver config's 'max_retries' must be a whole number, 0 or more",
-            )?,
-        };
-        Ok(Config { max_retries })
+        let config = DriverConfig::parse("codex", config, &["max_retries"])?;
+        Ok(Config {
+            max_retries: config.whole_number("max_retries", DEFAULT_MAX_RETRIES)?,
+        })
     }
 }
 
@@ -134,6 +80,7 @@ pub fn plan(request: &Request) -> Result<Plan, String> {
             path: "config.toml".into(),
             contents: config_toml(request, &config),
         }],
+        ..Plan::default()
     })
 }
 
@@ -194,19 +141,10 @@ pub fn toml_string(text: &str) -> String {
     out
 }
 
-fn refuse_nul(what: &str, text: &str) -> Result<(), String> {
-    if text.contains('\0') {
-        Err(format!(
-            "the {what} holds a NUL character, which no command line can carry"
-        ))
-    } else {
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mur_process_kit::Bridge;
 
     fn request() -> Request {
         Request {
@@ -219,6 +157,7 @@ mod tests {
             bridge: None,
             home: "/run/home".into(),
             workdir: "/run/work".into(),
+            ..Request::default()
         }
     }
 
@@ -275,6 +214,7 @@ mod tests {
                 server_name: "mur".into(),
                 url: "http://127.0.0.1:4100/mcp".into(),
                 token_env: "MUR_BRIDGE_TOKEN".into(),
+                tools: vec!["wordcount".into()],
             }),
             ..request()
         })

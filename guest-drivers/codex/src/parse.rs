@@ -6,61 +6,10 @@
 //! item of a turn and at the first new item after a tool item completed (the model
 //! is called again with the tool's result).
 
+use mur_process_kit::event::{first_chars, read_json, str_of};
+use mur_process_kit::{Class, Event, Failure, Parse, Usage};
 use serde_json::{Map, Value};
 use std::collections::HashSet;
-
-/// How a run ended without an answer (the wit `exit-class`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Class {
-    Refused,
-    Auth,
-    RateLimit,
-    Crashed,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
-    pub class: Class,
-    pub message: String,
-}
-
-/// The run's running totals; `None` is "not reported".
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Usage {
-    pub input: Option<u64>,
-    pub output: Option<u64>,
-    pub cache_read: Option<u64>,
-    pub cache_write: Option<u64>,
-    pub thinking: Option<u64>,
-}
-
-/// One thing the harness did (the wit `event`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
-    Session {
-        id: String,
-        auth: String,
-        model: Option<String>,
-    },
-    TurnStarted,
-    Text(String),
-    Thinking(String),
-    ToolCall {
-        id: String,
-        name: String,
-        input: String,
-        bridged: bool,
-    },
-    ToolResult {
-        id: String,
-        output: String,
-        is_error: bool,
-    },
-    Usage(Usage),
-    Answer(String),
-    Failed(Failure),
-    Note(String),
-}
 
 /// What one run's earlier lines told the parser.
 #[derive(Debug, Default)]
@@ -88,21 +37,13 @@ const TOOL_ITEMS: &[&str] = &[
     "web_search",
 ];
 
-impl Parser {
-    pub fn new(server_name: Option<String>, resumed: bool) -> Parser {
-        Parser {
-            server_name,
-            resumed,
-            ..Parser::default()
-        }
-    }
-
-    pub fn parse(&mut self, line: &str) -> Vec<Event> {
+impl Parse for Parser {
+    fn parse(&mut self, line: &str) -> Vec<Event> {
         let trimmed = line.trim();
         if trimmed.is_empty() {
             return Vec::new();
         }
-        let Ok(Value::Object(object)) = serde_json::from_str::<Value>(trimmed) else {
+        let Ok(Value::Object(object)) = read_json(trimmed) else {
             return vec![Event::Note(format!(
                 "codex printed a line that is not its JSON output: {}",
                 first_chars(trimmed, 200)
@@ -140,7 +81,9 @@ impl Parser {
                     .unwrap_or("codex's turn failed without a message")
                     .to_string();
                 vec![Event::Failed(Failure {
-                    class: class_of_text(&message).unwrap_or(Class::Crashed),
+                    class: crate::exit::WORDING
+                        .class_of_text(&message)
+                        .unwrap_or(Class::Crashed),
                     message,
                 })]
             }
@@ -149,6 +92,16 @@ impl Parser {
                 None => Vec::new(),
             },
             _ => Vec::new(),
+        }
+    }
+}
+
+impl Parser {
+    pub fn new(server_name: Option<String>, resumed: bool) -> Parser {
+        Parser {
+            server_name,
+            resumed,
+            ..Parser::default()
         }
     }
 
@@ -359,30 +312,6 @@ fn mcp_result_text(result: Option<&Value>) -> String {
     match result.get("structured_content") {
         Some(Value::Null) | None => String::new(),
         Some(structured) => structured.to_string(),
-    }
-}
-
-/// `auth` or `rate-limit` when `text` says so.
-pub fn class_of_text(text: &str) -> Option<Class> {
-    let lower = text.to_lowercase();
-    if text.contains("401") || lower.contains("unauthorized") {
-        Some(Class::Auth)
-    } else if text.contains("429") || lower.contains("rate limit") || lower.contains("quota") {
-        Some(Class::RateLimit)
-    } else {
-        None
-    }
-}
-
-fn str_of<'a>(object: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
-    object.get(key).and_then(Value::as_str)
-}
-
-/// At most `n` characters of `text`.
-pub fn first_chars(text: &str, n: usize) -> &str {
-    match text.char_indices().nth(n) {
-        Some((at, _)) => &text[..at],
-        None => text,
     }
 }
 

@@ -91,10 +91,15 @@ pub(super) async fn open_session(
         }),
     };
     let servers = super::servers::start(m, tools.jail().cloned(), &workdir, shell_env(m)).await?;
+    let records = Arc::new(crate::records::Budget::new(
+        m.capabilities.limits.max_records_bytes,
+        crate::records::size_on_disk(&workdir.conversations_dir()),
+    ));
     let harness = match (process_driver, bridge) {
-        (Some(driver), Some(bridge)) => Some(Arc::new(
-            open_harness(m, driver, bridge, &tools, &workdir).await?,
-        )),
+        (Some(driver), Some(bridge)) => {
+            let opened = open_harness(m, (driver, bridge), &tools, &workdir, &records).await?;
+            Some(Arc::new(opened))
+        }
         _ => None,
     };
     tools.add_mcp(servers);
@@ -161,10 +166,6 @@ pub(super) async fn open_session(
         tools.meter_writes(meter.clone());
     }
     let settings = settings(m, &workdir, memory, cpu);
-    let records = Arc::new(crate::records::Budget::new(
-        m.capabilities.limits.max_records_bytes,
-        crate::records::size_on_disk(&workdir.conversations_dir()),
-    ));
     let threads = (m.lifecycle.conversation == Conversation::Threaded).then(|| {
         let memory = settings.grants.memory.clone();
         Threads::new(workdir.conversations_dir(), records.clone(), memory)
@@ -249,10 +250,13 @@ pub(super) async fn open_session(
 /// The capsule's harness, once the sandbox it runs in is armed.
 async fn open_harness(
     m: &Manifest,
-    driver: crate::harness::component::ProcessDriver,
-    bridge: crate::harness::bridge::Bridge,
+    (driver, bridge): (
+        crate::harness::component::ProcessDriver,
+        crate::harness::bridge::Bridge,
+    ),
     tools: &Tools,
     workdir: &Workdir,
+    records: &Arc<crate::records::Budget>,
 ) -> Result<crate::harness::Harness, Error> {
     let Some(jail) = tools.jail().cloned() else {
         return Err(Error::new(
@@ -265,10 +269,7 @@ async fn open_harness(
         base_env: shell_env(m),
         logs_dir: workdir.logs_dir(),
         conversations_dir: workdir.conversations_dir(),
-        records: Arc::new(crate::records::Budget::new(
-            m.capabilities.limits.max_records_bytes,
-            crate::records::size_on_disk(&workdir.conversations_dir()),
-        )),
+        records: records.clone(),
         records_root: &workdir.records_root,
     };
     crate::harness::open::open(m, driver, bridge, place).await

@@ -62,6 +62,16 @@ impl Served {
     }
 
     fn spawn(data: PathBuf, port: &str, args: Vec<String>, env: Vec<(String, String)>) -> Served {
+        Served::try_spawn(data, port, args, env).unwrap_or_else(|why| panic!("{why}"))
+    }
+
+    /// [`Served::spawn`]; `Err` when the server exited before its start line.
+    fn try_spawn(
+        data: PathBuf,
+        port: &str,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+    ) -> Result<Served, String> {
         let mut cmd = mur();
         cmd.args(["serve", "--json", "--data"])
             .arg(&data)
@@ -108,7 +118,9 @@ impl Served {
             // The stderr reader has the last bytes once the pipe closed.
             std::thread::sleep(Duration::from_millis(100));
             let err = String::from_utf8_lossy(&stderr.lock().unwrap()).into_owned();
-            panic!("mur serve exited {status} without a start line; stderr:\n{err}");
+            return Err(format!(
+                "mur serve exited {status} without a start line; stderr:\n{err}"
+            ));
         }
         let launch: Value = serde_json::from_str(&line)
             .unwrap_or_else(|e| panic!("the start line is not JSON ({e}): {line:?}"));
@@ -125,7 +137,7 @@ impl Served {
             .unwrap_or_else(|e| panic!("{token_file}: {e}"))
             .trim()
             .to_string();
-        Served {
+        Ok(Served {
             child,
             launch,
             address,
@@ -134,7 +146,7 @@ impl Served {
             args,
             env,
             stderr,
-        }
+        })
     }
 
     pub fn pid(&self) -> i32 {
@@ -166,12 +178,25 @@ impl Served {
     pub fn restart(&mut self) {
         self.kill();
         let port = self.port().to_string();
-        *self = Served::spawn(
-            self.data.clone(),
-            &port,
-            self.args.clone(),
-            self.env.clone(),
-        );
+        // While the server was down, another test's client socket may have been given
+        // its port as an ephemeral one: wait for that connection to end.
+        let mut attempts = 0;
+        *self = loop {
+            let spawned = Served::try_spawn(
+                self.data.clone(),
+                &port,
+                self.args.clone(),
+                self.env.clone(),
+            );
+            match spawned {
+                Err(why) if why.contains("Address already in use") && attempts < 40 => {
+                    attempts += 1;
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+                Err(why) => panic!("{why}"),
+                Ok(served) => break served,
+            }
+        };
     }
 
     /// Sends a signal (`libc::SIGTERM`, ...) to the server.
