@@ -181,3 +181,12 @@ fn a_harness_past_the_spend_ceiling_is_stopped() {
     );
     assert_eq!(session.events("spend_ceiling_reached").len(), 1);
 }
+
+/// A harness that is not installed stops the launch, naming what to do.
+#[test]
+fn a_missing_harness_stops_the_launch() {
+    let capsule = stand_in("hx-missing", "no-such-harness.sh", "");
+    let run = capsule.run(&["--task", "anything"]);
+    run.assert_error("error[E-RUN-071]: the harness program of built-in claude-code process driver cannot be run");
+    assert!(run.stderr.contains("hint: install it"), "{}", run.stderr);
+}
