@@ -52,9 +52,7 @@ pub async fn answer(socket: TcpStream, request: &Request, served: &Served, call:
         .unwrap_or_default()
         .to_string();
     let task = answer_call(socket, request, served, call).await;
-    served
-        .traced(request, &method, started, task.as_deref())
-        .await;
+    served.traced(request, &method, started, task.as_deref());
 }
 
 /// A task's state as `a2a.task.state` says it (`completed`, `input-required`, ...).

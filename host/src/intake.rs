@@ -89,40 +89,53 @@ impl Served {
     /// that task's state once the answer was done. A stream that ended on the task's
     /// final frame is answered a moment before the task store settles: its state is
     /// read once it has (waiting at most [`SETTLES`]).
-    pub async fn traced(
+    pub fn traced(
         &self,
         request: &Request,
         method: &str,
         started: std::time::SystemTime,
         task: Option<&str>,
     ) {
-        let Some(feed) = self.trace.feed() else {
+        if self.trace.feed().is_none() {
             return;
-        };
-        let tasks = self.wire.tasks();
-        if let Some(task) = task {
-            let settled = async {
-                let mut changes = tasks.watch();
-                while tasks
-                    .state(task)
-                    .is_some_and(|(s, _)| s == ::a2a::TaskState::Working)
-                {
-                    if changes.changed().await.is_err() {
-                        return;
-                    }
-                }
-            };
-            let _ = tokio::time::timeout(SETTLES, settled).await;
         }
-        let state = task
-            .and_then(|t| tasks.snapshot(t))
-            .map(|(snapshot, _)| crate::a2a::state_word(&snapshot.status.state));
-        feed.request(&crate::telemetry::Served {
-            method,
-            traceparent: request.header("traceparent"),
-            started,
-            task,
-            state: state.as_deref(),
+        // On a task of its own: the connection's handler may be dropped right after its
+        // last frame (a capsule stopped the moment it answered), and the span must not
+        // go with it.
+        let trace = self.trace.clone();
+        let wire = self.wire.clone();
+        let traceparent = request.header("traceparent").map(str::to_string);
+        let method = method.to_string();
+        let task = task.map(str::to_string);
+        tokio::spawn(async move {
+            let tasks = wire.tasks();
+            if let Some(task) = &task {
+                let settled = async {
+                    let mut changes = tasks.watch();
+                    while tasks
+                        .state(task)
+                        .is_some_and(|(s, _)| s == ::a2a::TaskState::Working)
+                    {
+                        if changes.changed().await.is_err() {
+                            return;
+                        }
+                    }
+                };
+                let _ = tokio::time::timeout(SETTLES, settled).await;
+            }
+            let state = task
+                .as_deref()
+                .and_then(|t| tasks.snapshot(t))
+                .map(|(snapshot, _)| crate::a2a::state_word(&snapshot.status.state));
+            if let Some(feed) = trace.feed() {
+                feed.request(&crate::telemetry::Served {
+                    method: &method,
+                    traceparent: traceparent.as_deref(),
+                    started,
+                    task: task.as_deref(),
+                    state: state.as_deref(),
+                });
+            }
         });
     }
 

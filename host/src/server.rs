@@ -192,9 +192,7 @@ async fn handle(mut socket: TcpStream, request: Request, served: &Served) {
             let params = call.get("params").cloned().unwrap_or(Value::Null);
             let task = message_stream(socket, &request, served, params).await;
             let method = "message/stream";
-            served
-                .traced(&request, method, started, task.as_deref())
-                .await;
+            served.traced(&request, method, started, task.as_deref());
         }
         Some("tasks/cancel") => {
             reply_json(
@@ -203,9 +201,7 @@ async fn handle(mut socket: TcpStream, request: Request, served: &Served) {
             )
             .await;
             let method = "tasks/cancel";
-            served
-                .traced(&request, method, started, named.as_deref())
-                .await;
+            served.traced(&request, method, started, named.as_deref());
         }
         Some("murmur/stop") => {
             // Stop first, so the answer can name what was canceled; the process exits

@@ -301,15 +301,15 @@ fn mur_run_against(fault: Fault, test: &str) -> (Broken, Capsule, Session) {
         run.lines
     );
     assert!(done >= answered);
+    // The line's reader may note its time after the process was seen to exit.
+    let after = run.exited.saturating_sub(done);
     eprintln!(
-        "{fault:?}: the answer came {:?} after the launch; mur run exited {:?} after it",
+        "{fault:?}: the answer came {:?} after the launch; mur run exited {after:?} after it",
         answered - launched,
-        run.exited - done
     );
     assert!(
-        run.exited - done < LAST_FLUSH + EXIT_SLACK,
-        "mur run exited {:?} after its answer ({fault:?}), more than its last flush of {LAST_FLUSH:?}",
-        run.exited - done
+        after < LAST_FLUSH + EXIT_SLACK,
+        "mur run exited {after:?} after its answer ({fault:?}), more than its last flush of {LAST_FLUSH:?}",
     );
     assert!(
         collector.posts() > 0,
