@@ -22,6 +22,7 @@ impl Harness for ClaudeCode {
             tested_versions: &["2.1.197"],
             interrupt: Interrupt::Signal,
             key_env: "ANTHROPIC_API_KEY",
+            usage_covers_session: false,
         }
     }
 

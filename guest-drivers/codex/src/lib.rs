@@ -22,16 +22,15 @@ impl Harness for Codex {
             tested_versions: &["0.171.0"],
             interrupt: Interrupt::Signal,
             key_env: launch::KEY_ENV,
+            // `turn.completed` counts the whole thread, resumed runs included.
+            usage_covers_session: true,
         }
     }
 
     fn launch(request: &Request) -> Result<(Plan, parse::Parser), String> {
         let plan = launch::plan(request)?;
         let server_name = request.bridge.as_ref().map(|b| b.server_name.clone());
-        Ok((
-            plan,
-            parse::Parser::new(server_name, request.resume.is_some()),
-        ))
+        Ok((plan, parse::Parser::new(server_name)))
     }
 
     fn classify_exit(exit: &Exit) -> Failure {

@@ -16,17 +16,12 @@ use std::collections::HashSet;
 pub struct Parser {
     /// The bridge's MCP server name.
     server_name: Option<String>,
-    /// Whether this run continues a thread: Codex's usage counts then include the
-    /// thread's earlier runs.
-    resumed: bool,
     /// A model call is due: the next new item begins it.
     turn_due: bool,
     /// Items started and not yet completed.
     open_items: HashSet<String>,
     /// The text of the last `agent_message`: the answer when the turn completes.
     last_message: Option<String>,
-    /// Whether the note about a resumed thread's usage was given.
-    noted_usage: bool,
 }
 
 /// The item types that are tool calls: the model is called again after them.
@@ -97,10 +92,9 @@ impl Parse for Parser {
 }
 
 impl Parser {
-    pub fn new(server_name: Option<String>, resumed: bool) -> Parser {
+    pub fn new(server_name: Option<String>) -> Parser {
         Parser {
             server_name,
-            resumed,
             ..Parser::default()
         }
     }
@@ -268,8 +262,9 @@ impl Parser {
         let mut events = Vec::new();
         self.turn_due = false;
         if let Some(Value::Object(usage)) = object.get("usage") {
-            // Codex's counts are its thread's totals so far: the latest line is the
-            // total, and a resumed thread's counts include its earlier runs.
+            // Codex's counts are its thread's totals so far, a resumed thread's earlier
+            // runs included: the driver says so (`usage-covers-session`) and the host
+            // counts the growth.
             let read = |key: &str| usage.get(key).and_then(Value::as_u64);
             let cached = read("cached_input_tokens");
             events.push(Event::Usage(Usage {
@@ -279,14 +274,6 @@ impl Parser {
                 cache_write: read("cache_write_input_tokens"),
                 thinking: read("reasoning_output_tokens"),
             }));
-            if self.resumed && !self.noted_usage {
-                self.noted_usage = true;
-                events.push(Event::Note(
-                    "codex reports the usage of its whole thread, this context's earlier \
-                     tasks included"
-                        .into(),
-                ));
-            }
         }
         events.push(Event::Answer(self.last_message.take().unwrap_or_default()));
         events
@@ -338,7 +325,7 @@ mod tests {
 
     #[test]
     fn an_mcp_tool_call_through_the_bridge() {
-        let mut parser = Parser::new(Some("mur".into()), false);
+        let mut parser = Parser::new(Some("mur".into()));
         assert_eq!(
             run(&mut parser, include_str!("../testdata/codex-mcp.jsonl")),
             [
@@ -370,7 +357,7 @@ mod tests {
 
     #[test]
     fn its_own_shell() {
-        let mut parser = Parser::new(Some("mur".into()), false);
+        let mut parser = Parser::new(Some("mur".into()));
         let events = run(&mut parser, include_str!("../testdata/codex-bash.jsonl"));
         assert_eq!(
             events[2..],
@@ -397,7 +384,7 @@ mod tests {
 
     #[test]
     fn an_unreachable_model_server() {
-        let mut parser = Parser::new(None, false);
+        let mut parser = Parser::new(None);
         let events = run(&mut parser, include_str!("../testdata/codex-down.jsonl"));
         assert_eq!(
             events[1..],
@@ -414,7 +401,7 @@ mod tests {
 
     #[test]
     fn a_rejected_key() {
-        let mut parser = Parser::new(None, false);
+        let mut parser = Parser::new(None);
         let events = run(&mut parser, include_str!("../testdata/codex-401.jsonl"));
         match events.last() {
             Some(Event::Failed(failure)) => {
@@ -432,7 +419,7 @@ mod tests {
 
     #[test]
     fn a_resumed_thread() {
-        let mut parser = Parser::new(None, true);
+        let mut parser = Parser::new(None);
         let events = run(&mut parser, include_str!("../testdata/codex-resume.jsonl"));
         assert_eq!(
             events[0],
@@ -450,13 +437,12 @@ mod tests {
                 usage(60, 18),
             ]
         );
-        assert!(matches!(events[5], Event::Note(_)));
-        assert_eq!(events[6], Event::Answer("no more script".into()));
+        assert_eq!(events[5], Event::Answer("no more script".into()));
     }
 
     #[test]
     fn parallel_tool_items_make_one_model_call() {
-        let mut parser = Parser::new(None, false);
+        let mut parser = Parser::new(None);
         let events = run(
             &mut parser,
             r#"{"type":"turn.started"}

@@ -24,6 +24,7 @@ impl From<Description> for wit::Description {
                 Interrupt::CloseStdin => wit::Interrupt::CloseStdin,
             },
             key_env: description.key_env.into(),
+            usage_covers_session: description.usage_covers_session,
         }
     }
 }

@@ -25,6 +25,8 @@ pub struct Description {
     pub tested_versions: &'static [&'static str],
     pub interrupt: Interrupt,
     pub key_env: &'static str,
+    /// The harness's usage counts are its whole session's, not this run's.
+    pub usage_covers_session: bool,
 }
 
 /// What one harness asks of a driver.
@@ -174,6 +176,7 @@ mod tests {
                 tested_versions: &["1.0"],
                 interrupt: Interrupt::CloseStdin,
                 key_env: "TEST_KEY",
+                usage_covers_session: false,
             }
         }
 

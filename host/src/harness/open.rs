@@ -77,6 +77,17 @@ pub async fn open(
         )
         .hint("a process driver's describe must return without trapping")
     })?;
+    if !description.key_env.is_empty() && super::reserved_env(&description.key_env) {
+        return Err(Error::new(
+            "E-RUN-073",
+            format!(
+                "{} names '{}' as the variable of the model key, which the host sets itself",
+                driver.label,
+                crate::escape::cut(&description.key_env, 64)
+            ),
+        )
+        .hint("a process driver's key-env must be a variable of its harness's own"));
+    }
     let host_path = place
         .base_env
         .iter()

@@ -18,6 +18,10 @@ use crate::confine::{Confined, Installation, Jail};
 pub const MAX_LINE: usize = 4 * 1024 * 1024;
 /// How much of the end of standard error is kept for `classify-exit`.
 const STDERR_TAIL: usize = 4096;
+/// Lines read ahead of the run: at most this many of [`MAX_LINE`] wait in memory.
+const LINES_AHEAD: usize = 8;
+/// How long the harness has to read what its plan writes to its standard input.
+const INPUT_WITHIN: Duration = Duration::from_secs(10);
 /// How long an interrupted harness has to exit before it is killed.
 pub const INTERRUPT_GRACE: Duration = Duration::from_millis(700);
 
@@ -67,19 +71,29 @@ pub async fn start(jail: &Arc<Jail>, start: Start<'_>) -> Result<Running, String
         cwd: start.cwd,
     };
     let (served, confined) = jail.spawn_server(&request, start.installation).await?;
+    // Its output is read before its input is written: a harness that prints before it
+    // reads cannot block the write.
+    let (tx, lines) = mpsc::channel(LINES_AHEAD);
+    tokio::spawn(read_lines(served.stdout, tx));
+    let stderr = Arc::new(Mutex::new(Vec::new()));
+    let stderr_done = tokio::spawn(keep_stderr(served.stderr, stderr.clone(), start.log));
     let mut stdin = Some(served.stdin);
     if let (Some(text), Some(pipe)) = (start.stdin, stdin.as_mut()) {
-        pipe.write_all(text.as_bytes())
-            .await
-            .map_err(|e| format!("could not write the harness's input: {e}"))?;
+        let written = tokio::time::timeout(INPUT_WITHIN, pipe.write_all(text.as_bytes())).await;
+        match written {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(format!("could not write the harness's input: {e}")),
+            Err(_) => {
+                return Err(format!(
+                    "the harness did not read its input within {} s",
+                    INPUT_WITHIN.as_secs()
+                ));
+            }
+        }
     }
     if !start.keep_stdin_open {
         stdin = None;
     }
-    let (tx, lines) = mpsc::channel(64);
-    tokio::spawn(read_lines(served.stdout, tx));
-    let stderr = Arc::new(Mutex::new(Vec::new()));
-    let stderr_done = tokio::spawn(keep_stderr(served.stderr, stderr.clone(), start.log));
     Ok(Running {
         process: served.process,
         _confined: confined,

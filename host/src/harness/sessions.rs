@@ -27,13 +27,19 @@ impl Sessions {
         }
     }
 
-    /// The session to continue in `context_id`, if one was kept by the same harness.
-    pub fn get(&self, context_id: &str) -> Option<String> {
+    /// The session to continue in `context_id`, if one was kept by the same harness,
+    /// with what the harness had counted it using (input, output) when its last run
+    /// ended.
+    pub fn get(&self, context_id: &str) -> Option<(String, (u64, u64))> {
         let text = std::fs::read_to_string(self.file(context_id)).ok()?;
         let kept: Value = serde_json::from_str(&text).ok()?;
         let same = kept["context_id"] == context_id && kept["harness"] == self.harness.as_str();
         let id = kept["session"].as_str().filter(|_| same)?;
-        usable(id).then(|| id.to_string())
+        let used = (
+            kept["input"].as_u64().unwrap_or(0),
+            kept["output"].as_u64().unwrap_or(0),
+        );
+        usable(id).then(|| (id.to_string(), used))
     }
 
     /// Keeps `id` as the context's session. An id that is not a plain token is not kept:
@@ -42,7 +48,7 @@ impl Sessions {
     /// # Errors
     ///
     /// The records budget refused it, or it could not be written.
-    pub fn keep(&self, context_id: &str, id: &str) -> Result<(), String> {
+    pub fn keep(&self, context_id: &str, id: &str, used: (u64, u64)) -> Result<(), String> {
         if !usable(id) {
             return Err(format!(
                 "the harness reported a session id that is not a plain token ({} bytes); \
@@ -50,8 +56,9 @@ impl Sessions {
                 id.len()
             ));
         }
-        let text =
-            json!({"context_id": context_id, "harness": self.harness, "session": id}).to_string();
+        let text = json!({"context_id": context_id, "harness": self.harness, "session": id,
+                          "input": used.0, "output": used.1})
+        .to_string();
         let file = self.file(context_id);
         let old = std::fs::symlink_metadata(&file).map_or(0, |m| m.len());
         let what = format!("keeping the harness session of context {context_id:?}");
@@ -66,6 +73,16 @@ impl Sessions {
                     file.display()
                 )
             })
+    }
+
+    /// Forgets the context's session (the harness could not resume it): its next task
+    /// starts a new one.
+    pub fn forget(&self, context_id: &str) {
+        let file = self.file(context_id);
+        let old = std::fs::symlink_metadata(&file).map_or(0, |m| m.len());
+        if std::fs::remove_file(&file).is_ok() {
+            let _ = self.records.resize("forgetting a harness session", old, 0);
+        }
     }
 
     fn file(&self, context_id: &str) -> PathBuf {
@@ -100,11 +117,11 @@ mod tests {
         let sessions = Sessions::new(dir.clone(), "claude-code", budget());
         assert_eq!(sessions.get("ctx-a"), None);
         sessions
-            .keep("ctx-a", "0b7c9c1e-2a52-4c39-9d5f-61f0e3c1a001")
+            .keep("ctx-a", "0b7c9c1e-2a52-4c39-9d5f-61f0e3c1a001", (40, 12))
             .unwrap();
         assert_eq!(
-            sessions.get("ctx-a").as_deref(),
-            Some("0b7c9c1e-2a52-4c39-9d5f-61f0e3c1a001")
+            sessions.get("ctx-a"),
+            Some(("0b7c9c1e-2a52-4c39-9d5f-61f0e3c1a001".to_string(), (40, 12)))
         );
         assert_eq!(sessions.get("ctx-b"), None);
         let other = Sessions::new(dir.clone(), "codex", budget());
@@ -113,8 +130,14 @@ mod tests {
             None,
             "another harness's session is not resumed"
         );
-        assert!(sessions.keep("ctx-a", "--dangerous").is_err());
-        assert!(sessions.keep("ctx-a", "a b").is_err());
+        assert!(sessions.keep("ctx-a", "--dangerous", (0, 0)).is_err());
+        sessions.forget("ctx-a");
+        assert_eq!(
+            sessions.get("ctx-a"),
+            None,
+            "a forgotten session is not resumed"
+        );
+        assert!(sessions.keep("ctx-a", "a b", (0, 0)).is_err());
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -37,6 +37,14 @@ type Replied = Result<InferenceReply, InferenceError>;
 const OPEN_CALLS: usize = 256;
 /// The answer kept, at most: the rest is cut like any reply past its bound.
 const MAX_ANSWER: usize = 1024 * 1024;
+/// Notes a run may write to the trace: a harness printing garbage cannot fill it.
+const MAX_NOTES: u32 = 100;
+/// The longest tool name or call id kept of the harness's own tools.
+const MAX_NAME: usize = 256;
+
+fn cut(text: &str) -> String {
+    text[..text.floor_char_boundary(MAX_NAME.min(text.len()))].to_string()
+}
 
 /// Why the host stopped the harness.
 #[derive(Clone, Debug)]
@@ -83,6 +91,15 @@ struct Seen {
     own_calls: HashMap<String, (String, usize, Instant)>,
     reservations: Vec<Reservation>,
     reserved: u64,
+    /// `harness_note` lines written in this run, at most [`MAX_NOTES`].
+    notes: u32,
+    /// The session it said, kept for a threaded context at the run's end.
+    session_id: Option<String>,
+    /// The usage the harness counted, as it counted it (input, output).
+    counted: (u64, u64),
+    /// What it had counted of its session before this run, when its counts cover
+    /// the whole session.
+    before: (u64, u64),
 }
 
 #[derive(Default, Clone, Copy)]
@@ -153,10 +170,18 @@ impl Current<'_> {
             .bridge
             .offer(crate::harness::open::offered(&session.tools));
         let context = self.run.task.context_id.clone();
-        let resume = session
+        let kept = session
             .threads
             .as_ref()
             .and_then(|_| harness.sessions.get(&context));
+        // A harness that counts its whole session's usage had counted this much of it
+        // before this run: only what grows past it is this run's.
+        if let Some((_, used)) = kept
+            && harness.description.usage_covers_session
+        {
+            seen.before = used;
+        }
+        let resume = kept.map(|(id, _)| id);
         let request = LaunchRequest {
             task: task.to_string(),
             model: harness.settings.model.clone(),
@@ -227,7 +252,13 @@ impl Current<'_> {
                 running.interrupt(by_signal);
                 killing = Some(Box::pin(tokio::time::sleep(INTERRUPT_GRACE)));
             }
+            // Biased, so a line the harness printed before it called a tool (the
+            // turn that asks for it) is read before the call is run.
             tokio::select! {
+                biased;
+                () = async { if let Some(k) = killing.as_mut() { k.await } }, if killing.is_some() => break,
+                () = control.canceled(), if seen.stop.is_none() => seen.stop = Some(Stop::Canceled),
+                () = &mut deadline, if seen.stop.is_none() => seen.stop = Some(Stop::Deadline(limit)),
                 line = running.lines.recv() => {
                     let Some(line) = line else { break };
                     if seen.stop.is_some() {
@@ -255,9 +286,6 @@ impl Current<'_> {
                         None => seen.stop = Some(Stop::Canceled),
                     }
                 }
-                () = control.canceled(), if seen.stop.is_none() => seen.stop = Some(Stop::Canceled),
-                () = &mut deadline, if seen.stop.is_none() => seen.stop = Some(Stop::Deadline(limit)),
-                () = async { if let Some(k) = killing.as_mut() { k.await } }, if killing.is_some() => break,
             }
         }
         drop(calls);
@@ -272,6 +300,7 @@ impl Current<'_> {
         let stopped = seen.stop.as_ref().map(Stop::name);
         let ms = started.elapsed().as_millis() as u64;
         self.record(line::harness_exit(code, signal, stopped, ms))?;
+        self.keep_session(harness, &context, resume.is_some(), seen);
         if seen.answer.is_none() && seen.failure.is_none() && seen.stop.is_none() {
             let exit = ExitStatus {
                 code,
@@ -302,14 +331,11 @@ impl Current<'_> {
                     "the harness printed a line of {n} bytes, over the {} read whole; it was skipped",
                     process::MAX_LINE
                 );
-                self.record(line::harness_note(&note))?;
-                return Ok(());
+                return self.on_event(harness, Event::Note(note), seen, resumed);
             }
             Line::NotText => {
-                self.record(line::harness_note(
-                    "the harness printed a line that is not UTF-8; it was skipped",
-                ))?;
-                return Ok(());
+                let note = "the harness printed a line that is not UTF-8; it was skipped";
+                return self.on_event(harness, Event::Note(note.into()), seen, resumed);
             }
         };
         if text.trim().is_empty() {
@@ -324,7 +350,13 @@ impl Current<'_> {
         };
         for event in events {
             self.on_event(harness, event, seen, resumed)?;
-            if seen.stop.is_some() {
+            // Past a spend ceiling the tokens are spent: an answer that came in the
+            // same line as the count that passed it is still read.
+            if seen
+                .stop
+                .as_ref()
+                .is_some_and(|stop| !matches!(stop, Stop::Spend(_)))
+            {
                 break;
             }
         }
@@ -340,7 +372,10 @@ impl Current<'_> {
     ) -> wasmtime::Result<()> {
         let wire = &self.session.wire;
         match event {
-            Event::Session(info) => self.on_session(harness, &info, resumed)?,
+            Event::Session(info) => {
+                seen.session_id = Some(info.id.clone());
+                self.on_session(harness, &info, resumed)?;
+            }
             Event::TurnStarted => self.open_turn(seen)?,
             Event::Text(text) => {
                 wire.text_chunk(&text);
@@ -349,18 +384,21 @@ impl Current<'_> {
                 wire.thinking_chunk(&text);
             }
             Event::ToolCall(call) if !call.bridged => {
+                // The turn closes at the result: what the model call used is reported
+                // after it asks for the tool.
                 if let Some(open) = seen.turn.as_mut() {
-                    open.calls = Some(call.name.clone());
+                    open.calls = Some(cut(&call.name));
                 }
-                self.close_turn(seen)?;
                 if seen.own_calls.len() < OPEN_CALLS {
+                    let at = Instant::now();
                     seen.own_calls
-                        .insert(call.id, (call.name, call.input.len(), Instant::now()));
+                        .insert(cut(&call.id), (cut(&call.name), call.input.len(), at));
                 }
             }
             Event::ToolCall(_) => {}
             Event::ToolResult(result) => {
-                if let Some((tool, input_bytes, at)) = seen.own_calls.remove(&result.id) {
+                if let Some((tool, input_bytes, at)) = seen.own_calls.remove(&cut(&result.id)) {
+                    self.close_turn(seen)?;
                     let own = line::OwnTool {
                         turn: self.run.counts.turns.saturating_sub(1),
                         tool: &tool,
@@ -380,7 +418,14 @@ impl Current<'_> {
             }
             Event::Failed(failure) => seen.failure = Some(failure),
             Event::Note(note) => {
-                let note = crate::escape::cut(&note, 1024);
+                seen.notes += 1;
+                if seen.notes > MAX_NOTES {
+                    return Ok(());
+                }
+                let note = match seen.notes {
+                    MAX_NOTES => format!("{MAX_NOTES} notes in this run: later ones are not kept"),
+                    _ => crate::escape::cut(&note, 1024).into_owned(),
+                };
                 self.record(line::harness_note(&note))?;
             }
         }
@@ -394,11 +439,6 @@ impl Current<'_> {
         resumed: bool,
     ) -> wasmtime::Result<()> {
         let session = self.session;
-        if session.threads.is_some()
-            && let Err(why) = harness.sessions.keep(&self.run.task.context_id, &info.id)
-        {
-            session.workdir.log(&why);
-        }
         let auth = crate::escape::cut(&info.auth, 64);
         let model = info
             .model
@@ -495,6 +535,25 @@ impl Current<'_> {
         Ok(())
     }
 
+    /// A threaded context keeps the session the harness ran in, and what it had counted
+    /// using by the end. One the harness could not resume (its home was wiped, it was
+    /// upgraded) is forgotten, so the context's next task starts afresh.
+    fn keep_session(&self, harness: &Harness, context: &str, resumed: bool, seen: &Seen) {
+        let session = self.session;
+        if session.threads.is_none() {
+            return;
+        }
+        match &seen.session_id {
+            Some(id) => {
+                if let Err(why) = harness.sessions.keep(context, id, seen.counted) {
+                    session.workdir.log(&why);
+                }
+            }
+            None if resumed && seen.answer.is_none() => harness.sessions.forget(context),
+            None => {}
+        }
+    }
+
     /// The run's running totals; what passes the spend reserved so far is reserved now,
     /// and a ceiling that refuses it stops the run.
     fn on_usage(&mut self, usage: &Usage, seen: &mut Seen) -> wasmtime::Result<()> {
@@ -503,8 +562,9 @@ impl Current<'_> {
             + usage.cache_write.unwrap_or(0);
         let output = usage.output.unwrap_or(0);
         seen.reported |= usage.input.is_some() || usage.output.is_some();
-        seen.usage.input = seen.usage.input.max(input);
-        seen.usage.output = seen.usage.output.max(output);
+        seen.counted = (seen.counted.0.max(input), seen.counted.1.max(output));
+        seen.usage.input = seen.counted.0.saturating_sub(seen.before.0);
+        seen.usage.output = seen.counted.1.saturating_sub(seen.before.1);
         let used = seen.usage.input + seen.usage.output;
         if used > seen.reserved {
             let more = used - seen.reserved;
@@ -549,7 +609,12 @@ impl Current<'_> {
             name: call.name,
             input: call.input,
         };
-        let result = self.tools(vec![tool_call]).await?.pop();
+        // The call holds and resumes the loop's deadline itself: the run's hold ends
+        // around it and begins again after, so the two never overlap.
+        self.resume_deadline();
+        let result = self.tools(vec![tool_call]).await;
+        self.hold_deadline();
+        let result = result?.pop();
         let answer = match result {
             Some(result) => bridge::Answer {
                 text: result.content,
@@ -574,6 +639,9 @@ impl Current<'_> {
             output_tokens: seen.usage.output,
             reported: seen.reported,
         };
+        if matches!(seen.stop, Some(Stop::Spend(_))) && seen.answer.is_some() {
+            seen.stop = None;
+        }
         match seen.stop.take() {
             Some(Stop::Canceled) => return Err(InferenceError::Failed(CANCELED.into())),
             Some(Stop::MaxTurns(max)) => return Err(InferenceError::TurnsExhausted(max)),

@@ -135,6 +135,14 @@ fn a_threaded_second_task_resumes_the_thread() {
         input.contains("Remember the word heron.") && input.contains("First answer."),
         "{input}"
     );
+    // Codex counts its whole thread: the second task is charged only what it used.
+    let ends = running.session().events_so_far("task_end");
+    assert_eq!(ends.len(), 2);
+    assert_eq!(ends[1]["input_tokens"], ends[0]["input_tokens"], "{ends:?}");
+    assert_eq!(
+        ends[1]["output_tokens"], ends[0]["output_tokens"],
+        "{ends:?}"
+    );
     let sessions = running.session().events_so_far("harness_session");
     assert_eq!(sessions.len(), 2);
     assert_eq!(sessions[1]["resumed"], true);

@@ -190,3 +190,42 @@ fn a_missing_harness_stops_the_launch() {
     run.assert_error("error[E-RUN-071]: the harness program of built-in claude-code process driver cannot be run");
     assert!(run.stderr.contains("hint: install it"), "{}", run.stderr);
 }
+
+/// The loop's deadline holds for the whole run: a harness that calls a capsule tool
+/// and then thinks past `deadline_seconds` (well inside the run's own bound, one such
+/// span per turn) still answers.
+#[test]
+fn a_run_longer_than_the_loops_deadline_after_a_tool_call_still_answers() {
+    let Some(h) = harness::installed() else {
+        return;
+    };
+    let tool = anthropic::Stream::new(40)
+        .tool_use_block(
+            "toolu_01",
+            "mcp__mur__wordcount",
+            &[r#"{"path": "task.md"}"#],
+        )
+        .message_delta("tool_use", 12)
+        .stop();
+    let slow = anthropic::Stream::new(50)
+        .text_block(&["Counted", " slowly."])
+        .message_delta("end_turn", 4)
+        .stop();
+    let mock = MockModel::with(vec![
+        Reply::sse(tool.events()),
+        Reply::sse(slow.events()).with_delay(Duration::from_millis(1500)),
+    ]);
+    let setup = Setup {
+        driver: "claude-code",
+        command: &h.claude,
+        endpoint: mock.origin(),
+        allow: vec![mock.origin()],
+        model: "claude-test",
+        lifecycle: ONE_TASK,
+        max_turns: 4,
+        extra_capabilities: "  limits:\n    deadline_seconds: 3\n",
+    };
+    let (session, run) = run_task(&setup.capsule("hx-held"), "Count the words of task.md");
+    assert_eq!(run.status, 0, "stderr:\n{}", run.stderr);
+    assert_eq!(session.read("out/result.txt"), "Counted slowly.");
+}
