@@ -189,6 +189,9 @@ impl Harness {
 ///
 /// `E-RUN-070`: it could not be made.
 pub fn home(named: Option<&Path>, own: &Path) -> Result<PathBuf, Error> {
+    // The folder itself is the operator's (or mur's own under its home): the harness
+    // writes only beneath it, through the host's rooted handle (`write_files`), so
+    // making and naming the folder itself meets no link of the harness's.
     let home = named.unwrap_or(own).to_path_buf();
     std::fs::create_dir_all(&home)
         .and_then(|()| {

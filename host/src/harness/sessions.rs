@@ -1,7 +1,9 @@
 //! The harness's own session of each threaded context: the id its first task's run
 //! reported, handed back to the next task of that context so the harness continues its
 //! conversation. Kept in the host's records beside the threaded conversations (one file
-//! per context, named by the context's hash), so a resumed capsule continues too.
+//! per context, named by the context's hash), so a resumed capsule continues too. The
+//! records are outside every guest's view (the sandbox never lets a program reach
+//! them, see `confine::server`), so plain file calls cannot meet a planted link.
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -93,6 +93,10 @@ struct Seen {
     reserved: u64,
     /// `harness_note` lines written in this run, at most [`MAX_NOTES`].
     notes: u32,
+    /// A model call is under way: opened, and no tool result since.
+    in_call: bool,
+    /// A bridged call opened the model call before its `turn-started` was read.
+    started_early: bool,
     /// The session it said, kept for a threaded context at the run's end.
     session_id: Option<String>,
     /// The usage the harness counted, as it counted it (input, output).
@@ -376,7 +380,12 @@ impl Current<'_> {
                 seen.session_id = Some(info.id.clone());
                 self.on_session(harness, &info, resumed)?;
             }
-            Event::TurnStarted => self.open_turn(seen)?,
+            // The model call a bridged call already opened (its line came late).
+            Event::TurnStarted if std::mem::take(&mut seen.started_early) => {}
+            Event::TurnStarted => {
+                seen.in_call = true;
+                self.open_turn(seen)?;
+            }
             Event::Text(text) => {
                 wire.text_chunk(&text);
             }
@@ -397,6 +406,7 @@ impl Current<'_> {
             }
             Event::ToolCall(_) => {}
             Event::ToolResult(result) => {
+                seen.in_call = false;
                 if let Some((tool, input_bytes, at)) = seen.own_calls.remove(&cut(&result.id)) {
                     self.close_turn(seen)?;
                     let own = line::OwnTool {
@@ -600,10 +610,25 @@ impl Current<'_> {
             });
             return Ok(true);
         }
+        // A harness may call the tool before the line that opens its model call is read
+        // (it prints and calls at once): the call opens the turn then, and the line's
+        // `turn-started`, when it comes, is that same turn.
+        if seen.turn.is_none() && !seen.in_call {
+            self.open_turn(seen)?;
+            seen.in_call = true;
+            seen.started_early = seen.turn.is_some();
+        }
         if let Some(open) = seen.turn.as_mut() {
             open.calls = Some(call.name.clone());
         }
         self.close_turn(seen)?;
+        if seen.stop.is_some() {
+            let _ = call.answer.send(bridge::Answer {
+                text: "the run is being stopped: the call was not made".into(),
+                is_error: true,
+            });
+            return Ok(true);
+        }
         let tool_call = ToolCall {
             id: crate::ids::event(),
             name: call.name,

@@ -6,16 +6,15 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{
-    ENV, KEY, ONE_TASK, Setup, THREADED, ask_in, cancel_first_task, model_requests, run_task,
-    secret_outside, stream_in_background,
+    ENV, KEY, ONE_TASK, Setup, THREADED, ask_in, cancel_first_task, model_requests, piece,
+    run_task, secret_outside, status, stream_in_background, streamed_with_placeholders,
+    wordcount_artifact,
 };
+use crate::common::Capsule;
 use crate::common::harness::{self, Harnesses};
 use crate::common::mock_model::{MockModel, Reply, anthropic};
-use crate::common::{Capsule, frames, message_stream_body, post, read_to_close};
 
-const JSON_CT: (&str, &str) = ("content-type", "application/json");
-
-fn setup<'a>(h: &'a Harnesses, mock: &MockModel, lifecycle: &'a str) -> Setup<'a> {
+pub(super) fn setup<'a>(h: &'a Harnesses, mock: &MockModel, lifecycle: &'a str) -> Setup<'a> {
     Setup {
         driver: "claude-code",
         command: &h.claude,
@@ -25,6 +24,7 @@ fn setup<'a>(h: &'a Harnesses, mock: &MockModel, lifecycle: &'a str) -> Setup<'a
         lifecycle,
         max_turns: 6,
         extra_capabilities: "",
+        extra_inference: "",
     }
 }
 
@@ -158,44 +158,12 @@ fn a_streamed_task_has_the_seeds_frames() {
     ]);
     let capsule = setup(h, &mock, "").capsule("cc-frames");
     let running = capsule.spawn_env(&[], ENV);
-    let raw = read_to_close(post(
-        &running.address,
-        &[JSON_CT],
-        &message_stream_body("Count the words of task.md"),
-    ));
-    let body = raw.split_once("\r\n\r\n").expect("HTTP head").1;
-    let (_, _, first) = &frames(body)[0];
-    let task = first["id"].as_str().unwrap();
-    let context = first["context_id"].as_str().unwrap();
-    let mut body = body.replace(task, "TASK").replace(context, "CTX");
-    for (_, event, data) in frames(&body) {
-        if event == "artifact" {
-            let call = data["artifact"]["tool_call_id"]
-                .as_str()
-                .unwrap()
-                .to_string();
-            let ms = format!("\"duration_ms\":{}", data["artifact"]["duration_ms"]);
-            body = body
-                .replace(&call, "CALL")
-                .replace(&ms, "\"duration_ms\":MS");
-        }
-    }
-    let status = |id: u32, state: &str, message: &str, extra: &str, last: bool| {
-        format!(
-            "id: {id}\nevent: status\ndata: {{\"id\":\"TASK\",\"context_id\":\"CTX\",\"status\":{{\"state\":\"{state}\",\"message\":\"{message}\"{extra}}},\"final\":{last}}}\n\n"
-        )
-    };
-    let piece = |id: u32, event: &str, text: &str, last: bool| {
-        format!(
-            "id: {id}\nevent: {event}\ndata: {{\"id\":\"TASK\",\"text\":\"{text}\",\"final\":{last}}}\n\n"
-        )
-    };
-    let artifact = "id: 2\nevent: artifact\ndata: {\"id\":\"TASK\",\"artifact\":{\"tool_name\":\"wordcount\",\"content\":\"<untrusted-content source=tool:wordcount>\\n0 5 26 task.md\\n</untrusted-content>\",\"fence_source\":\"tool:wordcount\",\"tool_call_id\":\"CALL\",\"is_error\":false,\"duration_ms\":MS,\"exit_code\":null,\"truncated\":false}}\n\n";
+    let body = streamed_with_placeholders(&running, "Count the words of task.md");
     let expected = [
         status(0, "working", "inference turn 1", "", false),
         piece(1, "thinking", "Counting.", false),
         piece(2, "text", "counting task.md\\n", false),
-        artifact.to_string(),
+        wordcount_artifact(2),
         status(3, "working", "inference turn 2", "", false),
         piece(4, "text", "Six ", false),
         piece(5, "text", "words.", false),

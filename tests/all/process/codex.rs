@@ -6,15 +6,16 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{
-    ENV, KEY, ONE_TASK, Setup, THREADED, ask_in, cancel_first_task, model_requests, run_task,
-    secret_outside, stream_in_background,
+    ENV, KEY, ONE_TASK, Setup, THREADED, ask_in, cancel_first_task, model_requests, piece,
+    run_task, secret_outside, status, stream_in_background, streamed_with_placeholders,
+    wordcount_artifact,
 };
 use crate::common::Capsule;
 use crate::common::harness::{self, Harnesses};
 use crate::common::mock_model::{MockModel, Reply};
 use crate::common::mock_responses::Stream;
 
-fn setup<'a>(h: &'a Harnesses, mock: &MockModel, lifecycle: &'a str) -> Setup<'a> {
+pub(super) fn setup<'a>(h: &'a Harnesses, mock: &MockModel, lifecycle: &'a str) -> Setup<'a> {
     Setup {
         driver: "codex",
         command: &h.codex,
@@ -24,6 +25,7 @@ fn setup<'a>(h: &'a Harnesses, mock: &MockModel, lifecycle: &'a str) -> Setup<'a
         lifecycle,
         max_turns: 6,
         extra_capabilities: "",
+        extra_inference: "",
     }
 }
 
@@ -190,4 +192,38 @@ fn a_cancel_mid_turn_stops_the_harness_and_leaves_nothing() {
         session.events_so_far("harness_exit")[0]["stopped"],
         "canceled"
     );
+}
+
+/// The seed's frames for a Codex task on `message/stream`, byte for byte but for the ids
+/// and a duration. Codex streams no text: each message is one `text` frame, and a model
+/// call is seen when its first item arrives.
+#[test]
+fn a_streamed_task_has_the_seeds_frames() {
+    let Some(h) = harness::installed() else {
+        return;
+    };
+    let mock = MockModel::with(vec![
+        calls(Some("mcp__mur"), "wordcount", r#"{"path":"task.md"}"#),
+        answers("Six words."),
+    ]);
+    let capsule = setup(h, &mock, "").capsule("cx-frames");
+    let running = capsule.spawn_env(&[], ENV);
+    let body = streamed_with_placeholders(&running, "Count the words of task.md");
+    let expected = [
+        status(0, "working", "inference turn 1", "", false),
+        piece(1, "text", "counting task.md\\n", false),
+        wordcount_artifact(1),
+        status(2, "working", "inference turn 2", "", false),
+        piece(3, "text", "Six words.", false),
+        piece(4, "text", "", true),
+        status(
+            5,
+            "completed",
+            "session ended",
+            ",\"response\":\"Six words.\"",
+            true,
+        ),
+    ]
+    .concat();
+    assert_eq!(body, expected);
 }

@@ -127,14 +127,8 @@ fn a_harness_past_max_turns_is_stopped() {
         ),
     ]);
     let setup = Setup {
-        driver: "claude-code",
-        command: &h.claude,
-        endpoint: mock.origin(),
-        allow: vec![mock.origin()],
-        model: "claude-test",
-        lifecycle: ONE_TASK,
         max_turns: 1,
-        extra_capabilities: "",
+        ..super::claude::setup(h, &mock, ONE_TASK)
     };
     let capsule = setup.capsule("hx-max-turns");
     let (session, run) = run_task(&capsule, "Count the words of task.md");
@@ -158,21 +152,11 @@ fn a_harness_past_the_spend_ceiling_is_stopped() {
         .stop();
     let mock = MockModel::with(vec![Reply::sse(big.events())]);
     let setup = Setup {
-        driver: "claude-code",
-        command: &h.claude,
-        endpoint: mock.origin(),
-        allow: vec![mock.origin()],
-        model: "claude-test",
-        lifecycle: ONE_TASK,
         max_turns: 4,
-        extra_capabilities: "",
+        extra_inference: "  max_tokens: 100\n  max_session_tokens: 1000\n",
+        ..super::claude::setup(h, &mock, ONE_TASK)
     };
-    let manifest = setup.manifest().replace(
-        "  max_turns: 4\n",
-        "  max_turns: 4\n  max_tokens: 100\n  max_session_tokens: 1000\n",
-    );
-    let capsule = Capsule::new("hx-spend", &manifest, "");
-    std::fs::create_dir_all(capsule.dir.join("harness-home")).unwrap();
+    let capsule = setup.capsule("hx-spend");
     let (session, run) = run_task(&capsule, "Spend");
     assert_eq!(run.status, 1, "stderr:\n{}", run.stderr);
     assert_eq!(
@@ -216,16 +200,32 @@ fn a_run_longer_than_the_loops_deadline_after_a_tool_call_still_answers() {
         Reply::sse(slow.events()).with_delay(Duration::from_millis(1500)),
     ]);
     let setup = Setup {
-        driver: "claude-code",
-        command: &h.claude,
-        endpoint: mock.origin(),
-        allow: vec![mock.origin()],
-        model: "claude-test",
-        lifecycle: ONE_TASK,
         max_turns: 4,
         extra_capabilities: "  limits:\n    deadline_seconds: 3\n",
+        ..super::claude::setup(h, &mock, ONE_TASK)
     };
     let (session, run) = run_task(&setup.capsule("hx-held"), "Count the words of task.md");
     assert_eq!(run.status, 0, "stderr:\n{}", run.stderr);
     assert_eq!(session.read("out/result.txt"), "Counted slowly.");
+}
+
+/// A harness that calls a capsule tool before the line that opens its model call is
+/// read: the call opens the turn, the late line is that same turn, and the tool's line
+/// hangs under it.
+#[test]
+fn a_tool_called_before_its_turn_line_is_in_that_turn() {
+    let artifacts = format!(
+        "artifacts:\n  - name: wordcount\n    runtime: tool\n    source: {}\n",
+        crate::common::guest(crate::common::MUR_TOOL_WORDCOUNT).display()
+    );
+    let capsule = stand_in("hx-early-call", "calls-before-it-says.sh", &artifacts);
+    let (session, run) = run_task(&capsule, "Count the words of task.md");
+    assert_eq!(run.status, 0, "stderr:\n{}", run.stderr);
+    assert_eq!(session.read("out/result.txt"), "counted");
+    let turns = session.events("inference");
+    assert_eq!(turns.len(), 1, "{turns:?}");
+    assert_eq!(turns[0]["decision"], "tool_call");
+    assert_eq!(turns[0]["tool_name"], "wordcount");
+    let call = &session.events("tool_call")[0];
+    assert_eq!(call["parent_id"], turns[0]["event_id"]);
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::common::mock_model::{MockModel, Recorded};
 use crate::common::{
-    Capsule, MUR_TOOL_WORDCOUNT, Run, Running, Session, guest, message_stream_body,
+    Capsule, MUR_TOOL_WORDCOUNT, Run, Running, Session, frames, guest, message_stream_body,
     message_stream_body_in, post, read_to_close,
 };
 
@@ -34,6 +34,8 @@ pub struct Setup<'a> {
     pub lifecycle: &'a str,
     pub max_turns: u32,
     pub extra_capabilities: &'a str,
+    /// More `inference` keys, each line indented by two spaces.
+    pub extra_inference: &'a str,
 }
 
 pub const ONE_TASK: &str = "lifecycle:\n  task_acceptance: none\n";
@@ -68,7 +70,7 @@ capabilities:
   api_key: ${{MOCK_API_KEY}}
   home: ./harness-home
   max_turns: {max_turns}
-{lifecycle}"#,
+{extra_inference}{lifecycle}"#,
             wordcount = guest(MUR_TOOL_WORDCOUNT).display(),
             extra = self.extra_capabilities,
             driver = self.driver,
@@ -76,6 +78,7 @@ capabilities:
             endpoint = self.endpoint,
             model = self.model,
             max_turns = self.max_turns,
+            extra_inference = self.extra_inference,
             lifecycle = self.lifecycle,
         )
     }
@@ -138,4 +141,54 @@ pub fn cancel_first_task(running: &Running, streaming: JoinHandle<String>) {
     assert!(answer.contains("canceled"), "{answer}");
     let body = streaming.join().unwrap();
     assert!(body.contains("\"canceled\""), "{body}");
+}
+
+/// A `message/stream` of `text`, its event stream with what differs run to run (the
+/// task's and context's ids, a tool call's id and duration) as `TASK`, `CTX`, `CALL` and
+/// `MS`: every other byte is what the client got.
+pub fn streamed_with_placeholders(running: &Running, text: &str) -> String {
+    let raw = read_to_close(post(
+        &running.address,
+        &[JSON_CT],
+        &message_stream_body(text),
+    ));
+    let body = raw.split_once("\r\n\r\n").expect("HTTP head").1;
+    let (_, _, first) = &frames(body)[0];
+    let task = first["id"].as_str().unwrap();
+    let context = first["context_id"].as_str().unwrap();
+    let mut body = body.replace(task, "TASK").replace(context, "CTX");
+    for (_, event, data) in frames(&body) {
+        if event == "artifact" {
+            let call = data["artifact"]["tool_call_id"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            let ms = format!("\"duration_ms\":{}", data["artifact"]["duration_ms"]);
+            body = body
+                .replace(&call, "CALL")
+                .replace(&ms, "\"duration_ms\":MS");
+        }
+    }
+    body
+}
+
+/// A `status` frame as [`streamed_with_placeholders`] shows it.
+pub fn status(id: u32, state: &str, message: &str, extra: &str, last: bool) -> String {
+    format!(
+        "id: {id}\nevent: status\ndata: {{\"id\":\"TASK\",\"context_id\":\"CTX\",\"status\":{{\"state\":\"{state}\",\"message\":\"{message}\"{extra}}},\"final\":{last}}}\n\n"
+    )
+}
+
+/// A `text` or `thinking` frame as [`streamed_with_placeholders`] shows it.
+pub fn piece(id: u32, event: &str, text: &str, last: bool) -> String {
+    format!(
+        "id: {id}\nevent: {event}\ndata: {{\"id\":\"TASK\",\"text\":\"{text}\",\"final\":{last}}}\n\n"
+    )
+}
+
+/// The `artifact` frame of `wordcount` counting `task.md` (the capsule's task).
+pub fn wordcount_artifact(id: u32) -> String {
+    format!(
+        "id: {id}\nevent: artifact\ndata: {{\"id\":\"TASK\",\"artifact\":{{\"tool_name\":\"wordcount\",\"content\":\"<untrusted-content source=tool:wordcount>\\n0 5 26 task.md\\n</untrusted-content>\",\"fence_source\":\"tool:wordcount\",\"tool_call_id\":\"CALL\",\"is_error\":false,\"duration_ms\":MS,\"exit_code\":null,\"truncated\":false}}}}\n\n"
+    )
 }
